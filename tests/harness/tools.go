@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins the upstream programs built by scripts/build-harness.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)

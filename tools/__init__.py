@@ -1,0 +1,1 @@
+"""edgefd: node feature producers, a label sink and a device plugin for edge accelerators."""
