@@ -139,6 +139,10 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
     except EdgefdError as e:
         click.echo(f"{tool}: error: {e}", err=True)
         sys.exit(e.exit_code)
+    except click.ClickException as e:
+        # a usage error found inside the body (click.BadParameter ...) is not a bug
+        click.echo(f"{tool}: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:

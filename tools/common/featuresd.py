@@ -64,7 +64,8 @@ def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) ->
     warnings: list[str] = []
     expired = False
     skip_label = skip_feature = False
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    # split on \n only, as NFD does: str.splitlines() would also split at \x0b, \x1c, \u2028 ...
+    for lineno, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line:
             continue

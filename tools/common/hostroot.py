@@ -22,7 +22,9 @@ class HostRoot:
 
     def path(self, host_path: str | os.PathLike[str]) -> Path:
         """Map an absolute host path (`/sys/bus/usb`) to where it is under this root."""
-        rel = os.fspath(host_path).lstrip("/")
+        # normpath on an absolute path drops `..` at the top, so `/sys/../../etc` cannot
+        # leave the root (lexically; resolve() is the symlink-aware version)
+        rel = os.path.normpath("/" + os.fspath(host_path)).lstrip("/")
         return self.root / rel if rel else self.root
 
     def host_path(self, path: str | os.PathLike[str]) -> str:
@@ -30,7 +32,7 @@ class HostRoot:
         rel = os.path.relpath(os.path.abspath(path), self.root)
         if rel == ".":
             return "/"
-        if rel.startswith(".."):
+        if rel == ".." or rel.startswith("../"):
             return os.fspath(path)
         return "/" + rel
 

@@ -17,8 +17,9 @@ VALUE_MAX = 63
 
 DEFAULT_NAMESPACE = "feature.node.kubernetes.io"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# fullmatch, not match: `$` also matches before a trailing newline
+_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _BAD_NAME_CHAR_RE = re.compile(r"[^-A-Za-z0-9_.]")
 
 
@@ -31,7 +32,7 @@ def check_name(name: str, what: str = "name") -> str | None:
     """Return why `name` is not a valid label name (or value, with what='value'), else None."""
     if len(name) > NAME_MAX:
         return f"{what} {name!r} is {len(name)} characters long, the limit is {NAME_MAX}"
-    if _NAME_RE.match(name):
+    if _NAME_RE.fullmatch(name):
         return None
     if not name:
         return f"{what} is empty"
@@ -48,7 +49,7 @@ def check_prefix(prefix: str) -> str | None:
     if len(prefix) > PREFIX_MAX:
         return f"prefix {prefix!r} is {len(prefix)} characters long, the limit is {PREFIX_MAX}"
     for part in prefix.split("."):
-        if not _DNS_LABEL_RE.match(part):
+        if not _DNS_LABEL_RE.fullmatch(part):
             return (
                 f"prefix {prefix!r} is not a DNS subdomain: each dot-separated part must be "
                 "lower-case letters, digits and '-', starting and ending with a letter or digit"

@@ -1,0 +1,19 @@
+# The two commands a newcomer needs (see README):
+#   make demo   run the whole pipeline on the bundled sample node (no hardware needed)
+#   make test   install what the tests need, build the real-peer harness, run every test
+.PHONY: demo test lint bench
+
+demo:
+	@scripts/bootstrap
+	@scripts/demo
+
+test:
+	@scripts/bootstrap --all
+	python3 -m pytest
+
+lint:
+	ruff check . && ruff format --check .
+
+bench:
+	@scripts/bootstrap --all
+	for b in benchmarks/bench_*.py; do echo "== $$b"; python3 $$b || exit 1; done

@@ -1,0 +1,5 @@
+"""`python -m tools.dt_labeller`, for hosts where the console script is not on PATH."""
+
+from .cli import main
+
+main()

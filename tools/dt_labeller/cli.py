@@ -1,0 +1,131 @@
+"""dt-labeller: node labels from the devicetree's `compatible` strings.
+
+Kept thin: options in, discovery -> derivation -> output. The heavy modules are imported inside
+the command so `--help` and usage errors stay as fast as click itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tools.common.cli import EXIT_USAGE, EdgefdError, common_options, guarded
+
+if TYPE_CHECKING:
+    from .labels import Derivation
+
+TOOL = "dt-labeller"
+
+
+@click.command(
+    name=TOOL,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: 0 ok (also: no devicetree on this host), 2 usage, 3 malformed "
+    "devicetree, 4 cannot write the feature file, 70 internal error.",
+)
+@common_options
+@click.option(
+    "--dtb",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read this devicetree blob instead of the host's.",
+)
+@click.option(
+    "-n",
+    "--node-name",
+    "node_names",
+    multiple=True,
+    metavar="NAME",
+    help="Also visit nodes named NAME, NAME@addr or NAMEn@addr, at any depth (repeatable; "
+    "added to cpu and gpu).",
+)
+@click.option(
+    "--no-default-nodes",
+    is_flag=True,
+    help="Do not visit cpu and gpu nodes by default (the root node is always visited).",
+)
+@click.option(
+    "--prefix",
+    default="beta.devicetree.org",
+    show_default=True,
+    help="Label namespace (the part before '/').",
+)
+@click.option(
+    "--include-disabled",
+    is_flag=True,
+    help='Also count nodes whose status is not "okay" (disabled, reserved, fail).',
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["features", "reference"]),
+    default="features",
+    show_default=True,
+    help="With --dry-run: print the feature file, or k8s-dt-node-labeller's `-d` listing.",
+)
+@click.option(
+    "--explain", is_flag=True, help="Say on stderr which nodes produced each label, and why not."
+)
+@guarded(TOOL)
+def main(
+    host_root: str,
+    features_dir: str,
+    dry_run: bool,
+    output: str,
+    verbose: int,
+    dtb: Path | None,
+    node_names: tuple[str, ...],
+    no_default_nodes: bool,
+    prefix: str,
+    include_disabled: bool,
+    fmt: str,
+    explain: bool,
+) -> int:
+    """Label this node from its devicetree (root, cpu and gpu `compatible` strings).
+
+    Writes FEATURES_DIR/dt-labeller for node-feature-discovery or edgefd's feature-sink.
+    """
+    import logging
+
+    from tools.common.labels import DEFAULT_POLICY, check_prefix
+
+    from .labels import DEFAULT_NODE_NAMES
+
+    log = logging.getLogger(TOOL)
+    reason = check_prefix(prefix) or DEFAULT_POLICY.check(f"{prefix}/x")
+    if reason:
+        raise EdgefdError(f"--prefix: {reason}", EXIT_USAGE)
+    if fmt == "reference" and not (dry_run and output == "text"):
+        raise EdgefdError("--format reference only applies to --dry-run text output", EXIT_USAGE)
+
+    from .discovery import discover, load_dtb
+    from .labels import derive
+
+    if dtb is not None:
+        tree = load_dtb(dtb)
+    else:
+        from tools.common.hostroot import HostRoot
+
+        tree = discover(HostRoot.of(host_root))
+    if tree is None:
+        log.info("no devicetree under %s (not an ARM/RISC-V board?); no labels", host_root)
+    names = (() if no_default_nodes else DEFAULT_NODE_NAMES) + node_names
+    result = derive(tree.nodes if tree else (), names, prefix, include_disabled)
+    for r in result.rejected:
+        log.warning("%s: %s; label skipped", r.source, r.reason)
+    if explain:
+        _explain(result)
+
+    from .output import emit
+
+    return emit(tree, result, Path(features_dir), dry_run, output, fmt)
+
+
+def _explain(result: Derivation) -> None:
+    # stderr, because with --dry-run stdout must be exactly the file's bytes
+    for key, paths in result.origins.items():
+        click.echo(f"{key}={result.labels[key]} <- {', '.join(paths)}", err=True)
+    for v in result.visits:
+        if not v.counted:
+            click.echo(f"not counted: {v.path}: {v.note}", err=True)
