@@ -1,0 +1,3 @@
+"""Test-suite wiring: the real-peer harness fixtures (kube-apiserver, kubelet device manager)."""
+
+pytest_plugins = ["tests.realpeers"]
