@@ -1,0 +1,161 @@
+"""Benchmark the device plugin as deployed: a subprocess on a fixture host root.
+
+Prints: Allocate latency (median, p99) over the plugin's unix socket; hot-plug-to-ListAndWatch
+latency (device directory removed/added under the root -> the stream's next message);
+resident memory; CPU used while idle over a window (no busy polling expected).
+
+Usage: python benchmarks/bench_devplugin.py [--allocs 2000] [--plugs 20] [--idle 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fixturegen import HostBuilder, build_host  # noqa: E402
+from tests.test_devplugin_grpc import FakeKubelet  # noqa: E402
+from tools.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
+from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
+from tools.devplugin.plugin import socket_name  # noqa: E402
+
+NCS2 = "edgefd.io/ncs2"
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--allocs", type=int, default=2000)
+    ap.add_argument("--plugs", type=int, default=20)
+    ap.add_argument("--idle", type=float, default=20.0)
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-dp-"))
+    host = build_host("rpi4-coral", tmp / "host", devicetree=False)
+    pdir = tmp / "dp"
+    pdir.mkdir()
+    kubelet = FakeKubelet(pdir)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tools.devplugin",
+            "--host-root",
+            str(host),
+            "--plugin-dir",
+            str(pdir),
+            "--listen",
+            "",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while kubelet.last(NCS2) is None:
+            if time.monotonic() > deadline:
+                raise SystemExit("the plugin did not register")
+            time.sleep(0.05)
+        ch = grpc.insecure_channel("unix:" + str(pdir / socket_name(NCS2)))
+        stub = pb_grpc.DevicePluginStub(ch)
+
+        # Allocate latency
+        req = pb.AllocateRequest(
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-1-1.1"])]
+        )
+        for _ in range(50):
+            stub.Allocate(req)
+        lat = []
+        for _ in range(args.allocs):
+            t = time.perf_counter()
+            stub.Allocate(req)
+            lat.append((time.perf_counter() - t) * 1000)
+        print(
+            f"allocate: n={args.allocs} median={statistics.median(lat):.3f} ms "
+            f"p99={pct(lat, 0.99):.3f} ms max={max(lat):.3f} ms"
+        )
+
+        # hot-plug -> ListAndWatch
+        msgs: queue.Queue[tuple[float, str]] = queue.Queue()
+
+        def watch() -> None:
+            try:
+                for m in stub.ListAndWatch(pb.Empty()):
+                    msgs.put((time.monotonic(), m.devices[0].health if m.devices else ""))
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=watch, daemon=True).start()
+        msgs.get(timeout=5)
+        hb = HostBuilder(host)
+        plug = []
+        for i in range(args.plugs):
+            t0 = time.monotonic()
+            if i % 2 == 0:
+                hb.remove_usb("1-1.1")
+                want = "Unhealthy"
+            else:
+                hb.add_usb({"port": "1-1.1", "vendor": "03e7", "product": "2485"})
+                want = "Healthy"
+            while True:
+                ts, health = msgs.get(timeout=10)
+                if health == want:
+                    plug.append((ts - t0) * 1000)
+                    break
+            time.sleep(0.3)
+        print(
+            f"hotplug->ListAndWatch: n={len(plug)} median={statistics.median(plug):.0f} ms "
+            f"p99={pct(plug, 0.99):.0f} ms max={max(plug):.0f} ms"
+        )
+
+        # idle: resident memory and CPU
+        time.sleep(1.0)
+        c0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(args.idle)
+        c1, t1 = cpu_seconds(proc.pid), time.monotonic()
+        print(f"rss: {rss_kib(proc.pid) / 1024:.1f} MiB")
+        print(
+            f"idle cpu: {(c1 - c0) * 1000:.0f} ms over {t1 - t0:.0f} s "
+            f"({100 * (c1 - c0) / (t1 - t0):.2f}% of one core; fixture root, 0.2 s listing poll)"
+        )
+        ch.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        kubelet.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

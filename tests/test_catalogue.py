@@ -1,0 +1,100 @@
+"""The accelerator catalogue: packaged data valid, matching across states, errors named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.common.catalogue import Catalogue, PciId, UsbId, load_catalogue
+from tools.common.cli import BadInput
+
+
+def test_packaged_catalogue() -> None:
+    cat = load_catalogue()
+    assert isinstance(cat, Catalogue)
+    acc, uid = cat.match_usb("1a6e", "089a") or (None, None)
+    assert acc is not None and acc.id == "coral-usb" and acc.kind == "edgetpu"
+    assert uid == UsbId("1a6e", "089a", "boot")
+    acc2, uid2 = cat.match_usb("18D1", "9302") or (None, None)
+    assert acc2 is acc and uid2 is not None and uid2.state == "runtime"
+    assert cat.match_usb("03e7", "2485")[0].id == "ncs2"  # type: ignore[index]
+    assert cat.match_usb("03e7", "f63b")[0].id == "ncs2"  # type: ignore[index]
+    assert cat.match_usb("03e7", "2150")[0].id == "ncs1"  # type: ignore[index]
+    pcie = cat.match_pci("1ac1", "089a", "088000")
+    assert pcie is not None and pcie.kind == "edgetpu" and pcie.dev_globs == ("/dev/apex_*",)
+    assert pcie.resource == "edgefd.io/coral-pcie"
+    assert cat.match_pci("1e60", "2864", "0b4000").id == "hailo8"  # type: ignore[union-attr]
+    assert cat.match_pci("10de", "1eb8", "030200") is None
+    assert cat.match_usb("046d", "0825") is None
+    assert "edgetpu" in cat.kinds()
+
+
+def test_class_prefix_match() -> None:
+    p = PciId("10de", None, "0302")
+    assert p.matches("10de", "1eb8", "030200") and not p.matches("10de", "1eb8", "030000")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "cat.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("accelerators: [{id: x, kind: k, name: n}]", "needs at least one 'usb' or 'pci'"),
+        ("accelerators: [{id: X!, kind: k, name: n, usb: []}]", "field 'id'"),
+        (
+            "accelerators: [{id: x, kind: k, name: n, usb: [{vendor: 1a6, product: '0001'}]}]",
+            "'vendor'",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n,"
+            " usb: [{vendor: '1a6e', product: '0001', state: warm}]}]",
+            "'state'",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}], resource: nope}]",
+            "'resource'",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}], colour: red}]",
+            "unknown field",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}],"
+            " dev_globs: [/tmp/x]}]",
+            "dev_globs",
+        ),
+        (
+            "accelerators: [{id: a, kind: k, name: n, usb: [{vendor: '0001', product: '0002'}]},"
+            " {id: b, kind: k, name: n, usb: [{vendor: '0001', product: '0002'}]}]",
+            "listed by both",
+        ),
+        (
+            "accelerators: [{id: a, kind: k, name: n, pci: [{vendor: '0001'}]},"
+            " {id: a, kind: k, name: n, pci: [{vendor: '0002'}]}]",
+            "duplicate id",
+        ),
+        ("[1, 2]", "must be a mapping"),
+        ("accelerators: {", "not valid YAML"),
+    ],
+)
+def test_invalid_catalogue_names_the_field(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(BadInput, match=None) as e:
+        load_catalogue(write(tmp_path, text))
+    assert needle in str(e.value)
+
+
+def test_env_and_custom_catalogue(tmp_path: Path) -> None:
+    cat = load_catalogue(
+        write(
+            tmp_path,
+            "accelerators:\n- {id: my-npu, kind: npu, name: My NPU, pci: [{vendor: '1234',"
+            " class_prefix: '1200'}], env: {NPU_VISIBLE: all}, resource: example.com/npu}\n",
+        )
+    )
+    acc = cat.match_pci("1234", "ffff", "120000")
+    assert acc is not None and acc.env == (("NPU_VISIBLE", "all"),)

@@ -1,0 +1,149 @@
+"""pci-scan: NFD-identical labels (incl. .sriov.capable and skipped devices), explain, JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fixturegen import HostBuilder, build_host
+from tools.common.hostroot import HostRoot
+from tools.pci_scan import discovery
+from tools.pci_scan.cli import main
+
+NFD = "feature.node.kubernetes.io/"
+
+# Hand-computed with NFD's PCI rules: whitelist 03 0b40 12, fields class+vendor, class cut to
+# 4 digits, .sriov.capable when sriov_totalvfs exists, devices lacking a required attribute
+# skipped. 0880 (Coral M.2), 0200 (NIC + VFs), 0600/0604/0c03 are not whitelisted.
+X86_NFD = {
+    NFD + "pci-0300_8086.present": "true",  # iGPU 030000
+    NFD + "pci-0302_10de.present": "true",  # Tesla T4 030200
+    NFD + "pci-1200_1da3.present": "true",  # processing accelerator
+    NFD + "pci-0b40_1e60.present": "true",  # Hailo-8 co-processor
+    NFD + "pci-0b40_8086.present": "true",  # QAT co-processor ...
+    NFD + "pci-0b40_8086.sriov.capable": "true",  # ... with sriov_totalvfs
+    # 0000:00:1f.6 (1234:1111, class 0300) has no subsystem_vendor: skipped, no pci-0300_1234
+}
+X86_CAPS = {
+    "edgefd.io/edgetpu.present": "true",
+    "edgefd.io/edgetpu.count": "2",  # Coral M.2 on PCI + Coral USB (runtime) on USB
+    "edgefd.io/hailo.present": "true",
+    "edgefd.io/hailo.count": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def x86(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_host("x86-server", tmp_path_factory.mktemp("x86"), devicetree=False)
+
+
+def run(*args: str | os.PathLike[str]) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def file_labels(text: str) -> dict[str, str]:
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+
+
+def test_x86_default_labels(x86: Path) -> None:
+    code, out, err = run("--host-root", x86, "--dry-run")
+    assert code == 0
+    assert file_labels(out) == {**X86_NFD, **X86_CAPS}
+    assert "0000:00:1f.6: subsystem_vendor: missing" in err
+
+
+def test_nfd_only(x86: Path) -> None:
+    assert file_labels(run("--host-root", x86, "--dry-run", "--no-capabilities")[1]) == X86_NFD
+
+
+def test_nic_with_vfs_when_whitelisted(x86: Path) -> None:
+    out = run("--host-root", x86, "--dry-run", "--no-capabilities", "--class-whitelist", "02")[1]
+    # the PF has sriov_totalvfs; its VFs (same class and vendor) do not, but the label is shared
+    assert file_labels(out) == {
+        NFD + "pci-0200_8086.present": "true",
+        NFD + "pci-0200_8086.sriov.capable": "true",
+    }
+
+
+def test_all_fields(x86: Path) -> None:
+    out = run(
+        "--host-root",
+        x86,
+        "--dry-run",
+        "--no-capabilities",
+        "--class-whitelist",
+        "0302",
+        "--label-fields",
+        "subsystem_device,device,vendor,class,subsystem_vendor",
+    )[1]
+    assert file_labels(out) == {NFD + "pci-0302_10de_1eb8_10de_12a2.present": "true"}
+
+
+def test_discovery_records(x86: Path) -> None:
+    res = discovery.scan(HostRoot.of(x86))
+    by = {d.address: d for d in res.devices}
+    coral = by["0000:02:00.0"]
+    assert coral.class_code == "088000" and coral.driver == "apex"
+    assert coral.devnodes == ("/dev/apex_0",)
+    assert coral.sysfs_path == "/sys/devices/pci0000:00/0000:00:1c.0/0000:02:00.0"
+    assert coral.iommu_group == "5" and coral.numa_node == 0
+    assert by["0000:00:02.0"].devnodes == ("/dev/dri/card0", "/dev/dri/renderD128")
+    assert by["0000:5e:00.0"].sriov_totalvfs == 64 and by["0000:5e:02.0"].sriov_totalvfs is None
+    assert by["0000:00:00.0"].numa_node is None  # -1 in sysfs: no NUMA affinity
+    assert by["0000:00:1f.6"].missing == ("subsystem_vendor",)
+    assert (x86 / "dev/apex_0").is_file()
+
+
+def test_explain_names_skipped_device(x86: Path) -> None:
+    code, out, _ = run("--host-root", x86, "--explain")
+    assert code == 0
+    assert "pci 0000:00:1f.6" in out and "skipped: subsystem_vendor missing" in out
+    assert "class 0880 (system peripheral) is not whitelisted" in out
+    assert "coral-pcie" in out and "sriov_totalvfs present (16)" in out
+    assert out.count("\npci ") == 13
+
+
+def test_json_inventory(x86: Path) -> None:
+    inv = json.loads(run("--host-root", x86, "-o", "json", "--dry-run")[1])
+    coral = next(d for d in inv["devices"] if d["address"] == "0000:02:00.0")
+    assert coral["accelerator"]["id"] == "coral-pcie" and coral["devnodes"] == ["/dev/apex_0"]
+    assert coral["accelerator"]["resource"] == "edgefd.io/coral-pcie"
+    assert sorted(inv["capabilities"]) == ["edgetpu", "hailo"]
+    assert inv["labels"] == {**X86_NFD, **X86_CAPS}
+
+
+def test_garbage_class_skips_device(tmp_path: Path) -> None:
+    b = HostBuilder(tmp_path)
+    real = b.add_pci(
+        {"address": "0000:01:00.0", "class": "030200", "vendor": "10de", "device": "1eb8"}
+    )
+    (real / "class").write_text("0xGPU\n")
+    code, out, err = run("--host-root", tmp_path, "--dry-run", "--no-capabilities")
+    assert code == 0 and file_labels(out) == {}
+    assert "'0xGPU' is not hex" in err and "Traceback" not in err
+
+
+def test_missing_bus_dir(tmp_path: Path) -> None:
+    code, _out, err = run("--host-root", tmp_path, "--dry-run")
+    assert code == 0 and "/sys/bus/pci/devices does not exist" in err
+
+
+@pytest.mark.slow
+def test_ten_thousand_functions(tmp_path: Path) -> None:
+    from tests.fixturegen.sysfs import synthetic_pci
+
+    root = build_host(synthetic_pci(10_000), tmp_path)
+    res = discovery.scan(HostRoot.of(root))
+    assert len(res.devices) == 10_000 and res.warnings == ()
+    _code, out, _ = run("--host-root", root, "--dry-run", "--no-capabilities")
+    assert file_labels(out) == {
+        NFD + "pci-0b40_8086.present": "true",
+        NFD + "pci-0b40_8086.sriov.capable": "true",
+    }

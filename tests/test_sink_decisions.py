@@ -1,0 +1,347 @@
+"""feature-sink's pure decisions: desired state, ownership rules, the guarded JSON Patch."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tools.common.featuresd import parse_text
+from tools.common.labels import NamespacePolicy
+from tools.feature_sink.desired import build_desired, read_directory, read_stream
+from tools.feature_sink.ownership import (
+    ANNOTATION,
+    MalformedOwnership,
+    Ownership,
+    decode,
+    encode,
+    reconcile,
+)
+from tools.feature_sink.patch import NodeView, apply_patch, escape_pointer
+from tools.feature_sink.sync import plan_node
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=10)
+F = "feature.node.kubernetes.io"
+
+
+def desired_of(files: dict[str, str], policy: NamespacePolicy | None = None):
+    parsed = [parse_text(text, name, NOW) for name, text in sorted(files.items())]
+    return build_desired(parsed, policy or NamespacePolicy())
+
+
+def node(labels=None, owned: Ownership | None = None, rv="7", extra_ann=None) -> NodeView:
+    ann = dict(extra_ann or {})
+    if owned is not None:
+        value = encode(owned)
+        if value is not None:
+            ann[ANNOTATION] = value
+    return NodeView("n1", labels, ann, rv, "uid-1")
+
+
+def apply(n: NodeView, ops) -> NodeView:
+    doc = {
+        "metadata": {
+            "resourceVersion": n.resource_version,
+            **({"labels": n.labels} if n.labels is not None else {}),
+            **({"annotations": n.annotations} if n.annotations is not None else {}),
+        }
+    }
+    out = apply_patch(doc, ops)["metadata"]
+    return NodeView(n.name, out.get("labels"), out.get("annotations"), "8", n.uid)
+
+
+# -- desired -------------------------------------------------------------------------------
+
+
+def test_desired_later_file_wins_and_owns_the_key():
+    d = desired_of({"a-usb": f"{F}/x=1\n{F}/a=yes\n", "b-pci": f"{F}/x=2\n"})
+    assert d.producers == {"a-usb": {f"{F}/a": "yes"}, "b-pci": {f"{F}/x": "2"}}
+    assert d.labels == {f"{F}/a": "yes", f"{F}/x": "2"}
+    assert any("overrides" in w for w in d.warnings)
+
+
+def test_desired_rejects_invalid_and_privileged_with_file_and_line():
+    d = desired_of(
+        {
+            "dt": "# header\nbeta.devicetree.org/nvidia-p3449-0000-b00+p3448=1\n"
+            "node-role.kubernetes.io/control-plane=\n"
+            f"{F}/kernel=4.9.140-tegra+\n"
+            "kubernetes.io/arch=arm64\n"
+            "example.com/ok=1\n"
+        }
+    )
+    assert d.labels == {"example.com/ok": "1"}
+    by_key = {r.key: r for r in d.rejected}
+    assert by_key["beta.devicetree.org/nvidia-p3449-0000-b00+p3448"].source == "dt:2"
+    assert by_key["node-role.kubernetes.io/control-plane"].source == "dt:3"
+    assert "never writable" in by_key["node-role.kubernetes.io/control-plane"].reason
+    assert "'+'" in by_key[f"{F}/kernel"].reason
+    assert "reserved" in by_key["kubernetes.io/arch"].reason
+
+
+def test_desired_namespace_policy_options():
+    files = {"p": "vendor.example/a=1\nother.example/b=2\nsub.vendor.example/c=3\n"}
+    deny = NamespacePolicy.from_lists(denied=["vendor.example"])
+    assert desired_of(files, deny).labels == {"other.example/b": "2"}
+    allow = NamespacePolicy.from_lists(allowed=["kubernetes.io"])
+    assert desired_of({"p": "kubernetes.io/x=1\n"}, allow).labels == {"kubernetes.io/x": "1"}
+    # node-role stays refused even when kubernetes.io is allowed
+    assert desired_of({"p": "node-role.kubernetes.io/w=\n"}, allow).labels == {}
+
+
+def test_desired_skipped_file_is_not_present(tmp_path: Path):
+    (tmp_path / "big").write_bytes(b"a/b=1\n" * 20000)
+    (tmp_path / "ok").write_text(f"{F}/ok=1\n")
+    (tmp_path / ".ok.tmp").write_text(f"{F}/tmp=1\n")
+    d = read_directory(tmp_path)
+    assert d.present == {"ok"}
+    assert d.labels == {f"{F}/ok": "1"}
+    assert any("65536" in w for w in d.warnings)
+
+
+def test_stream_is_one_non_authoritative_producer():
+    d = read_stream(f"{F}/usb-fe_1a6e_089a.present=true\n".encode())
+    assert d.producers == {"stdin": {f"{F}/usb-fe_1a6e_089a.present": "true"}}
+    assert not d.authoritative
+
+
+# -- ownership annotation ------------------------------------------------------------------
+
+
+def test_annotation_roundtrip_is_compact_and_sorted():
+    own = Ownership(
+        {"usb": frozenset({f"{F}/b", f"{F}/a"}), "pci": frozenset({f"{F}/c"})},
+        {"usb": NOW},
+    )
+    text = encode(own)
+    assert text is not None and " " not in text
+    doc = json.loads(text)
+    assert list(doc["producers"]) == ["pci", "usb"]
+    assert doc["producers"]["usb"] == [f"{F}/a", f"{F}/b"]
+    assert doc["missing"] == {"usb": "2024-05-01T12:00:00Z"}
+    assert decode(text) == own
+    assert encode(Ownership()) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "not json",
+        "[]",
+        '{"v":2,"producers":{}}',
+        '{"v":1,"producers":{"a":"x"}}',
+        '{"v":1,"producers":{},"missing":{"a":"yesterday"}}',
+    ],
+)
+def test_malformed_annotation_is_refused_not_guessed(raw):
+    with pytest.raises(MalformedOwnership):
+        decode(raw)
+
+
+# -- reconcile rules -----------------------------------------------------------------------
+
+
+def test_new_labels_are_added_and_owned_unowned_untouched():
+    d = desired_of({"usb": f"{F}/a=1\n"})
+    out = reconcile({"kubernetes.io/hostname": "n1"}, Ownership(), d, NOW, GRACE)
+    assert out.labels == {"kubernetes.io/hostname": "n1", f"{F}/a": "1"}
+    assert out.ownership.producers == {"usb": {f"{F}/a"}}
+
+
+def test_unowned_label_same_value_adopted_other_value_conflict():
+    d = desired_of({"usb": f"{F}/a=1\n{F}/b=1\n"})
+    out = reconcile({f"{F}/a": "1", f"{F}/b": "manual"}, Ownership(), d, NOW, GRACE)
+    assert out.labels == {f"{F}/a": "1", f"{F}/b": "manual"}
+    assert out.ownership.producers == {"usb": {f"{F}/a"}}
+    assert [(c.key, c.wanted, c.found) for c in out.conflicts] == [(f"{F}/b", "1", "manual")]
+
+
+def test_owned_label_dropped_by_its_file_is_removed():
+    owned = Ownership({"usb": frozenset({f"{F}/a", f"{F}/b"})})
+    d = desired_of({"usb": f"{F}/a=1\n"})
+    out = reconcile({f"{F}/a": "1", f"{F}/b": "1", "x/y": "z"}, owned, d, NOW, GRACE)
+    assert out.labels == {f"{F}/a": "1", "x/y": "z"}
+
+
+def test_vanished_file_keeps_labels_for_grace_then_removes():
+    owned = Ownership({"usb": frozenset({f"{F}/a"}), "pci": frozenset({f"{F}/p"})})
+    labels = {f"{F}/a": "1", f"{F}/p": "1"}
+    d = desired_of({"pci": f"{F}/p=1\n"})
+    out = reconcile(labels, owned, d, NOW, GRACE)
+    assert out.labels == labels
+    assert out.ownership.missing == {"usb": NOW}
+    assert out.kept_for_grace == {f"{F}/a"}
+    assert out.next_expiry == NOW + GRACE
+    # the clock is the one recorded, not restarted by a later sync (or a restarted sink)
+    later = reconcile(labels, decode(encode(out.ownership)), d, NOW + GRACE / 2, GRACE)
+    assert later.ownership.missing == {"usb": NOW}
+    expired = reconcile(labels, out.ownership, d, NOW + GRACE, GRACE)
+    assert expired.labels == {f"{F}/p": "1"}
+    assert "usb" not in expired.ownership.producers and not expired.ownership.missing
+
+
+def test_file_coming_back_stops_the_clock():
+    owned = Ownership({"usb": frozenset({f"{F}/a"})}, {"usb": NOW})
+    d = desired_of({"usb": f"{F}/a=1\n"})
+    out = reconcile({f"{F}/a": "1"}, owned, d, NOW + GRACE * 2, GRACE)
+    assert out.labels == {f"{F}/a": "1"}
+    assert out.ownership == Ownership({"usb": frozenset({f"{F}/a"})})
+
+
+def test_hand_edits_of_owned_labels_are_repaired():
+    owned = Ownership({"usb": frozenset({f"{F}/a", f"{F}/b"})})
+    d = desired_of({"usb": f"{F}/a=1\n{F}/b=2\n"})
+    out = reconcile({f"{F}/a": "edited"}, owned, d, NOW, GRACE)
+    assert out.labels == {f"{F}/a": "1", f"{F}/b": "2"}
+
+
+def test_label_moving_between_producers_is_not_removed():
+    owned = Ownership({"a": frozenset({f"{F}/x"})})
+    d = desired_of({"a": "", "b": f"{F}/x=1\n"})
+    out = reconcile({f"{F}/x": "1"}, owned, d, NOW, GRACE)
+    assert out.labels == {f"{F}/x": "1"}
+    assert out.ownership.producers == {"b": {f"{F}/x"}}
+
+
+def test_stream_never_removes_other_producers_labels():
+    owned = Ownership({"usb": frozenset({f"{F}/a"})})
+    d = read_stream(f"{F}/s=1\n".encode())
+    out = reconcile({f"{F}/a": "1"}, owned, d, NOW, GRACE)
+    assert out.labels == {f"{F}/a": "1", f"{F}/s": "1"}
+    assert out.ownership.producers == {"usb": {f"{F}/a"}, "stdin": {f"{F}/s"}}
+    assert not out.ownership.missing
+
+
+# -- patch ---------------------------------------------------------------------------------
+
+
+def test_pointer_escaping():
+    assert escape_pointer("feature.node.kubernetes.io/a~b") == "feature.node.kubernetes.io~1a~0b"
+
+
+def test_patch_is_guarded_and_updates_annotation_in_the_same_patch():
+    n = node({"kubernetes.io/hostname": "n1"}, Ownership({"usb": frozenset({f"{F}/old"})}))
+    n = NodeView(n.name, {**n.labels, f"{F}/old": "1"}, n.annotations, "7", "u")
+    plan = plan_node(n, desired_of({"usb": f"{F}/new=1\n"}), NOW, GRACE)
+    ops = plan.ops
+    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+    assert (
+        ops[1]["op"] == "test" and ops[1]["path"] == "/metadata/annotations/edgefd.io~1owned-labels"
+    )
+    paths = {(o["op"], o["path"]) for o in ops[2:]}
+    assert ("add", f"/metadata/labels/{F}~1new") in paths
+    assert ("remove", f"/metadata/labels/{F}~1old") in paths
+    assert ("add", "/metadata/annotations/edgefd.io~1owned-labels") in paths
+    after = apply(n, ops)
+    assert after.labels == {"kubernetes.io/hostname": "n1", f"{F}/new": "1"}
+    assert decode(after.annotations[ANNOTATION]).producers == {"usb": {f"{F}/new"}}
+
+
+def test_no_patch_when_nothing_changes():
+    owned = Ownership({"usb": frozenset({f"{F}/a"})})
+    n = node({f"{F}/a": "1"}, owned)
+    assert plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops == []
+
+
+def test_node_without_labels_or_annotations_maps():
+    n = NodeView("n1", None, None, "3")
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops
+    after = apply(n, ops)
+    assert after.labels == {f"{F}/a": "1"}
+    assert ANNOTATION in after.annotations
+
+
+def test_stale_resource_version_fails_the_test_op():
+    n = node({}, Ownership())
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops
+    moved = NodeView(n.name, n.labels, n.annotations, "8")
+    with pytest.raises(ValueError, match="test failed"):
+        apply(moved, ops)
+
+
+def test_owning_nothing_removes_the_annotation():
+    owned = Ownership({"usb": frozenset({f"{F}/a"})})
+    n = node({f"{F}/a": "1"}, owned, extra_ann={"other": "x"})
+    after = apply(n, plan_node(n, desired_of({"usb": ""}), NOW, GRACE).ops)
+    assert after.labels == {}
+    assert after.annotations == {"other": "x"}
+
+
+def test_malformed_annotation_adopts_equal_and_reports_the_rest():
+    n = NodeView("n1", {f"{F}/a": "1", f"{F}/b": "old"}, {ANNOTATION: "garbage"}, "1")
+    plan = plan_node(n, desired_of({"usb": f"{F}/a=1\n{F}/b=new\n"}), NOW, GRACE)
+    assert plan.warnings and "not JSON" in plan.warnings[0]
+    after = apply(n, plan.ops)
+    assert after.labels == {f"{F}/a": "1", f"{F}/b": "old"}
+    assert [c.key for c in plan.outcome.conflicts] == [f"{F}/b"]
+
+
+# -- properties ----------------------------------------------------------------------------
+
+keys = st.sampled_from([f"{F}/k{i}" for i in range(8)] + ["x.example/k", "kubernetes.io/os"])
+values = st.sampled_from(["1", "2", "true", ""])
+producers = st.sampled_from(["usb", "pci", "dt"])
+
+
+@st.composite
+def scenarios(draw):
+    node_labels = draw(st.dictionaries(keys, values, max_size=8))
+    owned_map = draw(st.dictionaries(producers, st.frozensets(keys, max_size=4), max_size=3))
+    # a key is owned by at most one producer
+    seen: set[str] = set()
+    owned_clean = {}
+    for p, ks in sorted(owned_map.items()):
+        owned_clean[p] = frozenset(k for k in ks if k not in seen)
+        seen |= ks
+    files = draw(st.dictionaries(producers, st.dictionaries(keys, values, max_size=5), max_size=3))
+    texts = {p: "".join(f"{k}={v}\n" for k, v in labels.items()) for p, labels in files.items()}
+    return node_labels, Ownership({p: k for p, k in owned_clean.items() if k}), texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios(), st.integers(min_value=0, max_value=30))
+def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_quiet(s, minutes):
+    node_labels, owned, texts = s
+    d = desired_of(texts)
+    n = node(node_labels, owned)
+    now = NOW + timedelta(minutes=minutes)
+    plan = plan_node(n, d, now, GRACE)
+    after = apply(n, plan.ops) if plan.ops else n
+    assert (after.labels or {}) == plan.outcome.labels
+    # labels the sink did not own are never changed or removed
+    for k, v in node_labels.items():
+        if k not in owned.keys:
+            assert (after.labels or {}).get(k) == v
+    # owned labels end up either desired, kept for grace, or gone
+    for k in owned.keys:
+        if k in (after.labels or {}):
+            assert k in d.labels or k in plan.outcome.kept_for_grace
+    # what the sink applied is valid and desired
+    for k in plan.outcome.ownership.keys:
+        assert k in d.labels or k in plan.outcome.kept_for_grace
+    # converged: a second sync (a restart, a resync) writes nothing
+    assert plan_node(after, d, now, GRACE).ops == []
+
+
+def test_unqualified_keys_get_nfd_namespace_before_merge():
+    d = desired_of({"a": "gpu=1\n", "b": f"{F}/gpu=2\nvendor.example/x\n"})
+    assert d.labels == {f"{F}/gpu": "2", "vendor.example/x": "true"}
+    assert d.producers["a"] == {}
+
+
+def test_grace_clock_never_starts_early_after_annotation_round_trip():
+    owned = Ownership({"usb": frozenset({f"{F}/a"})})
+    noticed = NOW + timedelta(microseconds=700_000)
+    out = reconcile({f"{F}/a": "1"}, owned, desired_of({}), noticed, GRACE)
+    stored = decode(encode(out.ownership)).missing["usb"]
+    assert stored >= noticed and stored - noticed < timedelta(seconds=1)
+    assert out.ownership.missing["usb"] == stored  # memory and annotation agree
+    just_before = noticed + GRACE - timedelta(milliseconds=1)
+    assert reconcile(
+        {f"{F}/a": "1"}, decode(encode(out.ownership)), desired_of({}), just_before, GRACE
+    ).labels == {f"{F}/a": "1"}

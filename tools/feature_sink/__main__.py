@@ -1,0 +1,5 @@
+"""`python -m tools.feature_sink` runs the feature-sink CLI."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,229 @@
+"""Which labels the sink owns, and the pure rules deciding what the node's labels become.
+
+Ownership lives on the Node itself, in one annotation written by the same JSON Patch that
+changes the labels, so it can never disagree with them (a crash leaves both old or both new)
+and it survives restarts of the sink: a restarted sink sees what it owns and changes nothing.
+
+Annotation `edgefd.io/owned-labels`, compact JSON with sorted keys::
+
+    {"missing":{"usb-scan":"2024-05-01T10:00:00Z"},
+     "producers":{"pci-scan":["feature.node.kubernetes.io/pci-0302_10de.present"]},"v":1}
+
+- `producers`: producer (features.d file name) -> sorted label keys it set. JSON, not a comma
+  list, because it records two levels (producer, key) and file names may hold any character;
+  label keys cannot hold `"` or `\\`, so the keys cost no escaping.
+- `missing`: producers whose file has vanished, with the time the sink first noticed. Kept on
+  the node so a sink that restarts (or crash-loops) during the grace period neither forgets
+  the clock nor restarts it.
+- `v`: format version; an unknown version is treated like a malformed annotation.
+
+Rules (NFD's and the brief's, decided here once):
+- Labels not owned are never changed or removed.
+- A desired label already on the node with the same value but not owned is adopted (nothing on
+  the node changes; the sink manages it from then on). With a different value it is someone
+  else's: left alone and reported as a conflict.
+- A label goes away when its producer's file exists and no longer lists it. When the file
+  disappears, its labels stay for the grace period, measured from when the sink first noticed.
+- An owned label whose value was edited by hand, or which was deleted by hand, is repaired.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from .desired import Desired
+
+log = logging.getLogger(__name__)
+
+ANNOTATION = "edgefd.io/owned-labels"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """What the sink owns on one node: producer -> label keys, plus removal-grace clocks."""
+
+    producers: dict[str, frozenset[str]] = field(default_factory=dict)
+    missing: dict[str, datetime] = field(default_factory=dict)
+
+    def owner_of(self, key: str) -> str | None:
+        for producer, keys in self.producers.items():
+            if key in keys:
+                return producer
+        return None
+
+    @property
+    def keys(self) -> frozenset[str]:
+        out: set[str] = set()
+        for keys in self.producers.values():
+            out |= keys
+        return frozenset(out)
+
+    def is_empty(self) -> bool:
+        return not any(self.producers.values()) and not self.missing
+
+
+def _ceil_second(t: datetime) -> datetime:
+    """The annotation stores whole seconds; rounding the first-noticed time up (never down)
+    keeps the grace period from ending early after a round trip through the annotation."""
+    whole = t.replace(microsecond=0)
+    return whole if whole == t else whole + timedelta(seconds=1)
+
+
+def _fmt_time(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: str) -> datetime:
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if t.tzinfo is None:
+        raise ValueError("no time zone")
+    return t
+
+
+def encode(own: Ownership) -> str | None:
+    """The annotation value, or None when the sink owns nothing (the annotation is dropped)."""
+    if own.is_empty():
+        return None
+    doc = {
+        "v": FORMAT_VERSION,
+        "producers": {p: sorted(keys) for p, keys in sorted(own.producers.items()) if keys},
+    }
+    if own.missing:
+        doc["missing"] = {p: _fmt_time(t) for p, t in sorted(own.missing.items())}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+
+class MalformedOwnership(ValueError):
+    """The annotation exists but cannot be read (edited by hand, or from a newer sink)."""
+
+
+def decode(value: str | None) -> Ownership:
+    """Read the annotation; raise MalformedOwnership rather than guess at a damaged one."""
+    if value is None or value == "":
+        return Ownership()
+    try:
+        doc = json.loads(value)
+    except ValueError as e:
+        raise MalformedOwnership(f"annotation {ANNOTATION} is not JSON: {e}") from e
+    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+        raise MalformedOwnership(
+            f"annotation {ANNOTATION} has no supported format version (want v={FORMAT_VERSION})"
+        )
+    producers_doc = doc.get("producers", {})
+    missing_doc = doc.get("missing", {})
+    if not isinstance(producers_doc, dict) or not isinstance(missing_doc, dict):
+        raise MalformedOwnership(f"annotation {ANNOTATION}: producers/missing must be objects")
+    producers: dict[str, frozenset[str]] = {}
+    for p, keys in producers_doc.items():
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise MalformedOwnership(f"annotation {ANNOTATION}: keys of {p!r} must be strings")
+        producers[str(p)] = frozenset(keys)
+    missing: dict[str, datetime] = {}
+    for p, t in missing_doc.items():
+        try:
+            missing[str(p)] = _parse_time(str(t))
+        except ValueError as e:
+            raise MalformedOwnership(f"annotation {ANNOTATION}: bad time for {p!r}: {e}") from e
+    return Ownership(producers, missing)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A desired label someone else set to another value; the sink leaves it alone."""
+
+    key: str
+    wanted: str
+    found: str
+    producer: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The labels the node should end with, and the ownership to record alongside them.
+
+    `labels` is the complete target label map (unowned labels included, unchanged), so a
+    caller only diffs it against the node; `ownership` is what the annotation must say.
+    """
+
+    labels: dict[str, str]
+    ownership: Ownership
+    conflicts: tuple[Conflict, ...] = ()
+    kept_for_grace: frozenset[str] = frozenset()
+    next_expiry: datetime | None = None
+
+
+def reconcile(
+    node_labels: dict[str, str],
+    owned: Ownership,
+    desired: Desired,
+    now: datetime,
+    grace: timedelta,
+) -> Outcome:
+    """Decide the node's target labels. Pure: same inputs, same answer."""
+    target = dict(node_labels)
+    new_producers: dict[str, set[str]] = {}
+    conflicts: list[Conflict] = []
+    owned_keys = owned.keys
+    claimed: set[str] = set()
+
+    # 1. producers whose file was read: they say exactly what they want.
+    for producer, labels in desired.producers.items():
+        mine = new_producers.setdefault(producer, set())
+        for key, value in labels.items():
+            current = node_labels.get(key)
+            if key in owned_keys or current is None or current == value:
+                target[key] = value
+                mine.add(key)
+                claimed.add(key)
+            else:
+                conflicts.append(Conflict(key, value, current, producer))
+
+    # 2. producers not read this time: a stream speaks only for itself; a vanished file keeps
+    #    its labels (those still on the node) until the grace period runs out.
+    missing: dict[str, datetime] = {}
+    kept: set[str] = set()
+    next_expiry: datetime | None = None
+    for producer, keys in owned.producers.items():
+        if producer in desired.present:
+            continue
+        if not desired.authoritative:
+            still = {k for k in keys if k not in claimed}
+            if still:
+                new_producers.setdefault(producer, set()).update(still)
+                if producer in owned.missing:
+                    missing[producer] = owned.missing[producer]
+            continue
+        since = owned.missing.get(producer) or _ceil_second(now)
+        expiry = since + grace
+        if now >= expiry:
+            continue  # grace over: its labels are no longer owned, so removed below
+        still = {k for k in keys if k not in claimed and k in node_labels}
+        if not still:
+            continue
+        new_producers.setdefault(producer, set()).update(still)
+        missing[producer] = since
+        kept |= still
+        next_expiry = expiry if next_expiry is None else min(next_expiry, expiry)
+
+    # 3. what was owned and is no longer owned by anyone goes away.
+    now_owned: set[str] = set()
+    for keys in new_producers.values():
+        now_owned |= keys
+    for key in owned_keys - now_owned:
+        target.pop(key, None)
+
+    ownership = Ownership(
+        {p: frozenset(k) for p, k in new_producers.items() if k},
+        missing,
+    )
+    return Outcome(
+        labels=target,
+        ownership=ownership,
+        conflicts=tuple(sorted(conflicts, key=lambda c: c.key)),
+        kept_for_grace=frozenset(kept),
+        next_expiry=next_expiry,
+    )

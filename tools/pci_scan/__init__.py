@@ -1,0 +1,1 @@
+"""pci-scan: PCI devices -> NFD-compatible labels and accelerator capability labels."""

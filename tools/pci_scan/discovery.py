@@ -1,0 +1,130 @@
+"""PCI discovery: the functions under `/sys/bus/pci/devices`, as small frozen records.
+
+Reads only the host (through an explicit HostRoot). One `scandir` of each device directory
+tells which attributes exist, so optional ones (`sriov_totalvfs`, `driver`, class children
+holding device nodes) cost nothing when absent. Required attributes that are missing or garbage
+leave the field None; the label rules skip such a device and say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from tools.common.hostroot import HostRoot
+from tools.common.sysfs import read_hex, read_int, read_link_name, read_uevent
+
+__all__ = ["BUS_DIR", "CLASS_DIRS", "REQUIRED", "PciDevice", "ScanResult", "scan", "scan_device"]
+
+BUS_DIR = "/sys/bus/pci/devices"
+# the attributes NFD requires; a device missing one gets no NFD label
+REQUIRED = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
+# class subdirectories whose children are character devices a container may need:
+# <dev>/apex/apex_0 (Coral gasket driver), drm/card0 + renderD128, accel/accel0 (DRM accel),
+# hailo_chardev/hailo0 (Hailo), misc/..., vfio-dev/vfio0 (VFIO cdev)
+CLASS_DIRS = ("accel", "apex", "drm", "hailo_chardev", "misc", "vfio-dev")
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """One PCI function, as the kernel describes it."""
+
+    address: str  # "0000:01:00.0"
+    sysfs_path: str
+    class_code: str | None  # 6 hex digits as read ("030200"); labels use the first 4
+    vendor: str | None
+    device: str | None
+    subsystem_vendor: str | None
+    subsystem_device: str | None
+    sriov_totalvfs: int | None
+    numa_node: int | None
+    driver: str | None
+    iommu_group: str | None
+    devnodes: tuple[str, ...]  # host /dev paths of class children, e.g. ("/dev/apex_0",)
+    has_sriov: bool = False  # `sriov_totalvfs` exists (NFD's test), even if unreadable
+
+    @property
+    def id(self) -> str:
+        return f"{self.vendor or '?'}:{self.device or '?'}"
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """Required attributes that could not be read."""
+        return tuple(a for a in REQUIRED if getattr(self, _FIELD[a]) is None)
+
+
+_FIELD = {
+    "class": "class_code",
+    "vendor": "vendor",
+    "device": "device",
+    "subsystem_vendor": "subsystem_vendor",
+    "subsystem_device": "subsystem_device",
+}
+
+
+def _devnodes(p: str, entries: set[str], warnings: list[str]) -> tuple[str, ...]:
+    nodes = []
+    for cdir in CLASS_DIRS:
+        if cdir not in entries:
+            continue
+        children = scandir_names(p + cdir, warnings)
+        for child in sorted(children or ()):
+            ue = read_uevent(f"{p}{cdir}/{child}/uevent", warnings)
+            if ue and ue.get("DEVNAME"):
+                nodes.append("/dev/" + ue["DEVNAME"].lstrip("/"))
+    return tuple(nodes)
+
+
+def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) -> PciDevice | None:
+    """Read one PCI function directory (`real`, a path under the host root)."""
+    entries = scandir_names(real, warnings)
+    if entries is None:
+        warnings.append(f"pci {address}: skipped, its sysfs directory cannot be read")
+        return None
+    p = real + "/"
+    w: list[str] = []
+
+    def hexattr(name: str) -> str | None:
+        if name not in entries:
+            w.append(f"{name}: missing")
+            return None
+        return read_hex(p + name, w)
+
+    class_code = hexattr("class")
+    vendor = hexattr("vendor")
+    device = hexattr("device")
+    subsystem_vendor = hexattr("subsystem_vendor")
+    subsystem_device = hexattr("subsystem_device")
+    has_sriov = "sriov_totalvfs" in entries
+    totalvfs = read_int(p + "sriov_totalvfs", w) if has_sriov else None
+    numa = read_int(p + "numa_node", w) if "numa_node" in entries else None
+    driver = read_link_name(p + "driver", w) if "driver" in entries else None
+    group = read_link_name(p + "iommu_group", w) if "iommu_group" in entries else None
+    nodes = _devnodes(p, entries, w)
+    warnings.extend(f"pci {address}: {rehost(host, x)}" for x in w)
+    return PciDevice(
+        address=address,
+        sysfs_path=host_path_of(host, real),
+        class_code=class_code,
+        vendor=vendor,
+        device=device,
+        subsystem_vendor=subsystem_vendor,
+        subsystem_device=subsystem_device,
+        sriov_totalvfs=totalvfs,
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        driver=driver,
+        iommu_group=group,
+        devnodes=nodes,
+        has_sriov=has_sriov,
+    )
+
+
+def scan(host: HostRoot) -> ScanResult[PciDevice]:
+    """Every PCI function under `host`, sorted by address, with what went wrong on the way."""
+    warnings: list[str] = []
+    devices = []
+    for address, real in bus_entries(host, BUS_DIR, warnings, "pci"):
+        dev = scan_device(host, address, real, warnings)
+        if dev is not None:
+            devices.append(dev)
+    return ScanResult(tuple(devices), tuple(warnings))

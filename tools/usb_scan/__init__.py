@@ -1,0 +1,1 @@
+"""usb-scan: USB devices -> NFD-compatible labels and accelerator capability labels."""

@@ -1,0 +1,155 @@
+"""USB discovery: what `/sys/bus/usb/devices` says is plugged in, as small frozen records.
+
+Reads only the host (through an explicit HostRoot) and never decides anything about labels.
+Entries of the bus directory are symlinks into `/sys/devices/...`; the link text is resolved
+lexically (one `readlink`, no per-component `lstat`) because a scan may visit thousands of
+devices, and the kernel resolves the rest when files are opened. Every entry that is neither a
+device nor an interface is reported in `warnings`, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from tools.common.hostroot import HostRoot
+from tools.common.sysfs import read_hex, read_int, read_link_name, read_text, read_uevent
+
+__all__ = ["BUS_DIR", "ScanResult", "UsbDevice", "UsbInterface", "scan", "scan_device"]
+
+BUS_DIR = "/sys/bus/usb/devices"
+_PCI_ADDR = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+@dataclass(frozen=True)
+class UsbInterface:
+    """One interface of the active configuration (`1-1.3:1.0`)."""
+
+    name: str
+    cls: str
+    subclass: str | None
+    protocol: str | None
+    driver: str | None
+
+
+@dataclass(frozen=True)
+class UsbDevice:
+    """One USB device (root hubs included), as the kernel describes it."""
+
+    name: str  # sysfs name == port path, e.g. "1-1.3"; root hub "usb1"
+    sysfs_path: str  # host path of the real device dir, /sys/devices/...
+    busnum: int | None
+    devnum: int | None
+    vendor: str | None  # bare lower-case hex
+    product: str | None
+    device_class: str | None
+    serial: str | None
+    manufacturer: str | None
+    product_name: str | None
+    speed: str | None
+    interfaces: tuple[UsbInterface, ...]
+    devnode: str | None  # host path, /dev/bus/usb/001/004
+    driver: str | None
+    numa_node: int | None
+
+    @property
+    def id(self) -> str:
+        """`vendor:product`, with `?` for what could not be read."""
+        return f"{self.vendor or '?'}:{self.product or '?'}"
+
+
+def _numa_of_controller(real: str, warnings: list[str], cache: dict[str, int | None]) -> int | None:
+    """USB devices have no `numa_node`; their host controller (a PCI ancestor) does."""
+    parts = real.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if _PCI_ADDR.match(parts[i]):
+            ctrl = "/".join(parts[: i + 1])
+            if ctrl not in cache:
+                n = read_int(ctrl + "/numa_node", warnings)
+                cache[ctrl] = n if n is not None and n >= 0 else None
+            return cache[ctrl]
+    return None
+
+
+def scan_device(
+    host: HostRoot,
+    name: str,
+    real: str,
+    warnings: list[str],
+    numa_cache: dict[str, int | None] | None = None,
+) -> UsbDevice | None:
+    """Read one device directory (`real`, a path under the host root); None if not a device."""
+    entries = scandir_names(real, warnings)
+    if entries is None:
+        return None
+    if "idProduct" not in entries:
+        warnings.append(f"usb {name}: skipped, {host_path_of(host, real)} has no idProduct")
+        return None
+    p = real + "/"
+    dev_warn: list[str] = []
+    vendor = read_hex(p + "idVendor", dev_warn, required=True)
+    product = read_hex(p + "idProduct", dev_warn, required=True)
+    dclass = read_hex(p + "bDeviceClass", dev_warn, required=True)
+    busnum = read_int(p + "busnum", dev_warn) if "busnum" in entries else None
+    devnum = read_int(p + "devnum", dev_warn) if "devnum" in entries else None
+    serial = read_text(p + "serial", dev_warn) if "serial" in entries else None
+    manufacturer = read_text(p + "manufacturer", dev_warn) if "manufacturer" in entries else None
+    pname = read_text(p + "product", dev_warn) if "product" in entries else None
+    speed = read_text(p + "speed", dev_warn) if "speed" in entries else None
+    driver = read_link_name(p + "driver", dev_warn) if "driver" in entries else None
+    devnode = None
+    if "uevent" in entries:
+        ue = read_uevent(p + "uevent", dev_warn)
+        if ue and ue.get("DEVNAME"):
+            devnode = "/dev/" + ue["DEVNAME"].lstrip("/")
+    if devnode is None and busnum is not None and devnum is not None:
+        devnode = f"/dev/bus/usb/{busnum:03d}/{devnum:03d}"
+    interfaces = []
+    for entry in sorted(e for e in entries if ":" in e):
+        ip = p + entry + "/"
+        cls = read_hex(ip + "bInterfaceClass", dev_warn, required=True)
+        if cls is None:
+            continue  # reported by read_hex; the other interfaces still count
+        interfaces.append(
+            UsbInterface(
+                name=entry,
+                cls=cls,
+                subclass=read_hex(ip + "bInterfaceSubClass", dev_warn),
+                protocol=read_hex(ip + "bInterfaceProtocol", dev_warn),
+                driver=read_link_name(ip + "driver", dev_warn),
+            )
+        )
+    numa = _numa_of_controller(real, dev_warn, numa_cache if numa_cache is not None else {})
+    warnings.extend(f"usb {name}: {rehost(host, w)}" for w in dev_warn)
+    return UsbDevice(
+        name=name,
+        sysfs_path=host_path_of(host, real),
+        busnum=busnum,
+        devnum=devnum,
+        vendor=vendor,
+        product=product,
+        device_class=dclass,
+        serial=serial or None,
+        manufacturer=manufacturer,
+        product_name=pname,
+        speed=speed,
+        interfaces=tuple(interfaces),
+        devnode=devnode,
+        driver=driver,
+        numa_node=numa,
+    )
+
+
+def scan(host: HostRoot) -> ScanResult[UsbDevice]:
+    """Every USB device under `host`, sorted by name, with what went wrong on the way."""
+    warnings: list[str] = []
+    devices: list[UsbDevice] = []
+    numa_cache: dict[str, int | None] = {}
+    for name, real in bus_entries(host, BUS_DIR, warnings, "usb"):
+        if ":" in name:
+            continue  # an interface (`1-1:1.0`); read with its device
+        dev = scan_device(host, name, real, warnings, numa_cache)
+        if dev is not None:
+            devices.append(dev)
+    return ScanResult(tuple(devices), tuple(warnings))
