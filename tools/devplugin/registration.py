@@ -3,25 +3,33 @@
 A starting kubelet deletes every socket in the plugin directory and creates `kubelet.sock`
 afresh; it never calls a plugin back on its own. So a plugin must watch the directory:
 `kubelet.sock` created (or replaced: a new inode or ctime) means "register again", and its
-own socket vanishing means the same. The watch uses inotify (through ctypes: no dependency)
-and wakes only on events; where inotify is unavailable it falls back to stat polling every
-100 ms.
+own socket vanishing means the same. The watch uses inotify (tools.common.inotify, through
+ctypes: no dependency) and wakes only on events; where inotify is unavailable it falls back to
+stat polling every 100 ms.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import logging
 import os
 import select
-import struct
 import threading
 from collections.abc import Callable
 
 import grpc
+
+from tools.common.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
 
 from .api import deviceplugin_pb2 as pb
 from .api import deviceplugin_pb2_grpc as pb_grpc
@@ -84,61 +92,22 @@ def file_identity(path: str) -> FileIdentity | None:
     return (st.st_ino, st.st_ctime_ns)
 
 
-# inotify(7) constants
-IN_MOVED_FROM = 0x00000040
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-_EVENT = struct.Struct("iIII")
+_WATCH_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
 
 
-class _Inotify:
-    """A minimal inotify wrapper on one directory; `None` from open() if unsupported."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    @classmethod
-    def open(cls, directory: str) -> _Inotify | None:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError):
-            return None
-        if fd < 0:
-            return None
-        mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
-        if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
-            err = ctypes.get_errno()
-            os.close(fd)
-            log.debug("inotify_add_watch(%s) failed: %s", directory, os.strerror(err))
-            return None
-        return cls(fd)
-
-    def read(self) -> list[tuple[int, str]]:
-        try:
-            data = os.read(self.fd, 64 * 1024)
-        except BlockingIOError:
-            return []
-        except OSError as e:
-            if e.errno == errno.EINTR:
-                return []
-            raise
-        out = []
-        off = 0
-        while off + _EVENT.size <= len(data):
-            _wd, mask, _cookie, length = _EVENT.unpack_from(data, off)
-            raw = data[off + _EVENT.size : off + _EVENT.size + length]
-            out.append((mask, os.fsdecode(raw.split(b"\0", 1)[0])))
-            off += _EVENT.size + length
-        return out
-
-    def close(self) -> None:
-        os.close(self.fd)
+def _open_inotify(directory: str) -> Inotify | None:
+    """An inotify instance watching `directory`, or None if unsupported (then we poll)."""
+    try:
+        ino = Inotify()
+    except OSError:
+        return None
+    try:
+        ino.add_watch(directory, _WATCH_MASK)
+    except OSError as e:
+        ino.close()
+        log.debug("inotify_add_watch(%s) failed: %s", directory, os.strerror(e.errno))
+        return None
+    return ino
 
 
 class DirWatcher:
@@ -163,13 +132,13 @@ class DirWatcher:
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="plugin-dir-watch", daemon=True)
-        self._ino: _Inotify | None = None
+        self._ino: Inotify | None = None
         self._before: dict[str, FileIdentity | None] = {}
         self.mode = "inotify"
 
     def start(self) -> DirWatcher:
         """Begin watching before returning, so no change after start() can be missed."""
-        self._ino = _Inotify.open(self.directory) if self._use_inotify else None
+        self._ino = _open_inotify(self.directory) if self._use_inotify else None
         self._before = self._snapshot()
         self.mode = "inotify" if self._ino is not None else "poll"
         self._thread.start()
@@ -205,7 +174,7 @@ class DirWatcher:
                 if ino is not None:
                     ino.close()
             if not self._stop:
-                ino = _Inotify.open(self.directory) if self._use_inotify else None
+                ino = _open_inotify(self.directory) if self._use_inotify else None
                 self._emit("")
 
     def _emit(self, name: str) -> None:
@@ -214,14 +183,14 @@ class DirWatcher:
         except Exception:  # a callback bug must not kill the watch
             log.exception("plugin-dir watch callback failed")
 
-    def _inotify_loop(self, ino: _Inotify) -> None:
+    def _inotify_loop(self, ino: Inotify) -> None:
         while not self._stop:
-            ready, _, _ = select.select([ino.fd, self._wake_r], [], [])
+            ready, _, _ = select.select([ino.fileno(), self._wake_r], [], [])
             if self._stop:
                 return
-            if ino.fd not in ready:
+            if ino.fileno() not in ready:
                 continue
-            for mask, name in ino.read():
+            for _wd, mask, name in ino.read():
                 if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
                     # the directory was removed or replaced: watch it again once it exists
                     self._emit("")

@@ -4,22 +4,18 @@ Single-threaded on purpose: one `select()` waits for a directory event, the stop
 next deadline (debounce, retry, resync, grace expiry). Nothing can run two syncs at once and
 every wake-up is accounted for, which is what keeps the write count bounded under a burst.
 
-inotify is used through ctypes (no dependency). Where it is unavailable (not Linux, no
-inotify instances left, the directory does not exist yet) the watcher polls the directory's
-entries (name, inode, size, mtime) instead; the loop does not care which it got.
+inotify is used through ctypes (tools.common.inotify: no dependency). Where it is unavailable
+(not Linux, no inotify instances left, the directory does not exist yet) the watcher polls the
+directory's entries (name, inode, size, mtime) instead; the loop does not care which it got.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import logging
 import os
 import select
 import signal
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +25,21 @@ from types import FrameType
 
 from tools.common.backoff import Backoff
 from tools.common.cli import EdgefdError
+from tools.common.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
 
 from .desired import Desired
 from .metrics import SinkMetrics
@@ -37,21 +48,6 @@ from .sync import Syncer
 
 log = logging.getLogger(__name__)
 
-# <sys/inotify.h>
-IN_MODIFY = 0x00000002
-IN_ATTRIB = 0x00000004
-IN_CLOSE_WRITE = 0x00000008
-IN_MOVED_FROM = 0x00000040
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
 WATCH_MASK = (
     IN_MODIFY
     | IN_ATTRIB
@@ -64,56 +60,6 @@ WATCH_MASK = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
-_EVENT_HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
-
-
-class _Inotify:
-    """A minimal inotify binding: one non-blocking fd watching one directory."""
-
-    def __init__(self) -> None:
-        name = ctypes.util.find_library("c") or "libc.so.6"
-        libc = ctypes.CDLL(name, use_errno=True)
-        self._add = libc.inotify_add_watch
-        self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self._add.restype = ctypes.c_int
-        init = libc.inotify_init1
-        init.argtypes = [ctypes.c_int]
-        init.restype = ctypes.c_int
-        fd = init(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        self.fd = fd
-
-    def add_watch(self, path: Path) -> int:
-        wd = self._add(self.fd, os.fsencode(str(path)), WATCH_MASK)
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
-        return wd
-
-    def read_masks(self) -> list[int]:
-        """Drain pending events; return their masks (names do not matter: any change re-reads)."""
-        masks: list[int] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return masks
-            except OSError as e:
-                if e.errno == errno.EINTR:
-                    continue
-                raise
-            if not data:
-                return masks
-            off = 0
-            while off + _EVENT_HEADER.size <= len(data):
-                _wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, off)
-                masks.append(mask)
-                off += _EVENT_HEADER.size + length
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 class DirWatcher:
@@ -126,14 +72,14 @@ class DirWatcher:
     def __init__(self, directory: Path, poll_interval: float = 0.5, use_inotify: bool = True):
         self.directory = Path(directory)
         self.poll_interval = poll_interval
-        self._ino: _Inotify | None = None
+        self._ino: Inotify | None = None
         self._watching = False
         self._snapshot: object = None
         self._next_poll = 0.0
         if use_inotify:
             try:
-                self._ino = _Inotify()
-            except (OSError, AttributeError) as e:
+                self._ino = Inotify()
+            except OSError as e:
                 log.warning("inotify unavailable (%s); polling %s", e, self.directory)
         self._try_watch()
         self._snapshot = self._take_snapshot()
@@ -146,7 +92,7 @@ class DirWatcher:
         if self._ino is None or self._watching:
             return
         try:
-            self._ino.add_watch(self.directory)
+            self._ino.add_watch(self.directory, WATCH_MASK)
             self._watching = True
             log.info("watching %s with inotify", self.directory)
         except OSError as e:
@@ -168,7 +114,7 @@ class DirWatcher:
 
     def fileno(self) -> int | None:
         """The fd to select() on, or None when polling."""
-        return self._ino.fd if self._ino is not None and self._watching else None
+        return self._ino.fileno() if self._ino is not None and self._watching else None
 
     def timeout(self, now: float) -> float | None:
         """How long select() may sleep before the watcher needs a poll."""
@@ -180,7 +126,7 @@ class DirWatcher:
         """Consume pending notifications; True when the directory may have changed."""
         changed = False
         if self._ino is not None and self._watching and readable:
-            masks = self._ino.read_masks()
+            masks = self._read_masks(self._ino)
             changed = bool(masks)
             if any(m & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) for m in masks):
                 self._watching = False  # the directory went away: poll until it is back
@@ -195,6 +141,14 @@ class DirWatcher:
                 self._snapshot = snap
                 changed = True
         return changed
+
+    @staticmethod
+    def _read_masks(ino: Inotify) -> list[int]:
+        """Drain pending events; return their masks (names do not matter: any change re-reads)."""
+        masks: list[int] = []
+        while events := ino.read():
+            masks.extend(ev.mask for ev in events)
+        return masks
 
     def close(self) -> None:
         if self._ino is not None:
