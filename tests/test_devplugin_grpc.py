@@ -152,7 +152,7 @@ def plugin(node: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[Plugi
         plugin_dir=str(plugin_dir),
         host=HostRoot.of(node),
         links_dir=str(plugin_dir / "links"),
-        listen="127.0.0.1:0",
+        listen=("127.0.0.1", 0),
         rescan_interval=30,
     )
     p = Plugin(opts, default_config()).start()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.feature_sink.cli import Duration, parse_listen
+from tools.common.cli import parse_listen
+from tools.feature_sink.cli import Duration
 from tools.feature_sink.desired import Desired, read_directory
 from tools.feature_sink.loop import Debouncer, DirWatcher, LoopConfig, SinkLoop, StopFlag
 from tools.feature_sink.metrics import SinkMetrics
@@ -165,8 +166,11 @@ def test_duration_and_listen_parsing():
     assert parse_listen(":8081") == ("0.0.0.0", 8081)
     assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
     assert parse_listen("") is None
-    with pytest.raises(Exception, match="HOST:PORT"):
+    assert parse_listen("[::1]:9") == ("::1", 9)
+    with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen("8081")
+    with pytest.raises(ValueError, match="out of range"):
+        parse_listen(":70000")
 
 
 # -- CLI without an API server ---------------------------------------------------------------

@@ -119,6 +119,50 @@ def verbose_option(f: F) -> F:
     )(f)
 
 
+Listen = tuple[str, int] | None
+
+
+def parse_listen(value: str) -> Listen:
+    """`host:port`, `:port` (all interfaces) or '' (no server); port 0 picks a free port."""
+    value = value.strip()
+    if not value:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise ValueError(f"{value!r}: expected HOST:PORT or :PORT")
+    try:
+        port_n = int(port)
+    except ValueError:
+        raise ValueError(f"{value!r}: port must be a number") from None
+    if not 0 <= port_n <= 65535:
+        raise ValueError(f"{value!r}: port out of range")
+    return host.strip("[]") or "0.0.0.0", port_n
+
+
+class ListenAddress(click.ParamType):
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, tuple):
+            return value
+        try:
+            return parse_listen(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+def listen_option(default: str) -> Callable[[F], F]:
+    """Where the long-running tools serve /healthz, /readyz and /metrics."""
+    return click.option(
+        "--listen",
+        default=default,
+        show_default=True,
+        type=ListenAddress(),
+        help="Address for /healthz, /readyz and /metrics: HOST:PORT or :PORT; '' disables the "
+        "server; port 0 picks a free port (logged at start-up).",
+    )
+
+
 def common_options(f: F) -> F:
     """The options every host-reading producer takes, in one place."""
     for deco in (

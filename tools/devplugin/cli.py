@@ -15,10 +15,12 @@ from google.protobuf import json_format
 
 from tools.common.cli import (
     BadInput,
+    Listen,
     dry_run_option,
     emit_json,
     guarded,
     host_root_option,
+    listen_option,
     output_option,
     verbose_option,
 )
@@ -133,12 +135,7 @@ def _serve(plugin: Plugin) -> int:
     f"[default: <plugin-dir>/{LINKS_SUBDIR}]; '' gives DeviceSpecs the raw nodes.",
 )
 @click.option("--cdi-prefix", default=None, help="Add CDI names '<prefix>/<class>=<id>'.")
-@click.option(
-    "--listen",
-    default=":8082",
-    show_default=True,
-    help="host:port for /healthz, /readyz and /metrics; '' disables.",
-)
+@listen_option(":8082")
 @click.option(
     "--rescan-interval",
     default=10.0,
@@ -156,7 +153,7 @@ def main(
     plugin_dir: str,
     links_dir: str | None,
     cdi_prefix: str | None,
-    listen: str,
+    listen: Listen,
     rescan_interval: float,
     host_root: str,
     dry_run: bool,
@@ -169,20 +166,13 @@ def main(
         links_dir = os.path.join(plugin_dir, LINKS_SUBDIR)
     if cdi_prefix is not None and (not cdi_prefix or "=" in cdi_prefix):
         raise BadInput(f"--cdi-prefix {cdi_prefix!r}: expected 'vendor.com' or 'vendor.com/class'")
-    if listen:
-        try:
-            port = int(listen.rpartition(":")[2])
-        except ValueError:
-            port = -1
-        if not 0 <= port <= 65535:
-            raise BadInput(f"--listen {listen!r}: expected host:port")
     config = load_config(config_path)
     opts = Options(
         plugin_dir=plugin_dir,
         host=HostRoot.of(host_root),
         links_dir=links_dir or None,
         cdi_prefix=cdi_prefix,
-        listen=listen or None,
+        listen=listen,
         rescan_interval=rescan_interval,
     )
     if dry_run:

@@ -369,18 +369,13 @@ class Options:
     host: HostRoot
     links_dir: str | None = None
     cdi_prefix: str | None = None
-    listen: str | None = None
+    listen: tuple[str, int] | None = None  # (host, port); port 0 picks a free one
     rescan_interval: float = 10.0
     poll_interval: float = 0.2
     debounce: float = 0.1
     max_delay: float = 0.3
     use_udev: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host or "0.0.0.0", int(port)
 
 
 class Plugin:
@@ -477,7 +472,7 @@ class Plugin:
             use_udev=self.opts.use_udev,
         ).start()
         if self.opts.listen:
-            host, port = parse_listen(self.opts.listen)
+            host, port = self.opts.listen
             self._health = HealthServer(
                 self.metrics.registry, host, port, healthz=self._healthz, readyz=self._readyz
             ).start()

@@ -22,9 +22,11 @@ import click
 from tools.common.cli import (
     BadInput,
     EdgefdError,
+    Listen,
     emit_json,
     features_dir_option,
     guarded,
+    listen_option,
     output_option,
     verbose_option,
 )
@@ -59,24 +61,6 @@ class Duration(click.ParamType):
 
 
 DURATION = Duration()
-
-
-def parse_listen(value: str) -> tuple[str, int] | None:
-    """`host:port`, `:port` (all interfaces) or '' (no server). Port 0 picks a free port,
-    which is logged at start-up."""
-    value = value.strip()
-    if not value:
-        return None
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        raise click.BadParameter(f"{value!r}: expected HOST:PORT or :PORT", param_hint="--listen")
-    try:
-        port_n = int(port)
-    except ValueError as e:
-        raise click.BadParameter(f"{value!r}: port must be a number", param_hint="--listen") from e
-    if not 0 <= port_n <= 65535:
-        raise click.BadParameter(f"{value!r}: port out of range", param_hint="--listen")
-    return host.strip("[]") or "0.0.0.0", port_n
 
 
 def _stream_desired(data: bytes, policy: NamespacePolicy) -> Desired:
@@ -170,13 +154,7 @@ def _stream_desired(data: bytes, policy: NamespacePolicy) -> Desired:
     show_default=True,
     help="Timeout of each API request (a hung connection never blocks longer).",
 )
-@click.option(
-    "--listen",
-    default=":8081",
-    show_default=True,
-    help="Address for /healthz, /readyz and /metrics: HOST:PORT, :PORT; '' disables the "
-    "server; port 0 picks a free port (logged at start-up).",
-)
+@listen_option(":8081")
 @click.option(
     "--ready-max-age",
     type=DURATION,
@@ -402,7 +380,7 @@ def _serve(
     metrics: SinkMetrics,
     directory: Path | None,
     *,
-    listen: str,
+    listen: Listen,
     resync_interval: float,
     debounce: float,
     max_latency: float,
@@ -428,7 +406,7 @@ def _serve(
     )
     loop = SinkLoop(read_desired, syncer, metrics, watcher, config, stop)
     server = None
-    addr = parse_listen(listen)
+    addr = listen
     if addr is not None:
         try:
             server = HealthServer(
@@ -439,7 +417,7 @@ def _serve(
                 readyz=lambda: loop.ready(ready_max_age),
             ).start()
         except OSError as e:
-            raise EdgefdError(f"cannot listen on {listen!r}: {e.strerror or e}") from e
+            raise EdgefdError(f"cannot listen on {addr[0]}:{addr[1]}: {e.strerror or e}") from e
         log.info("serving /healthz /readyz /metrics on %s:%d", addr[0], server.port)
     log.info(
         "started: %s, %s, watch %s",
