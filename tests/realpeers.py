@@ -95,9 +95,11 @@ _prctl = _load_prctl()  # resolved here: the child after fork() should not dlope
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """SIGTERM the child if pytest dies without running its finalizers (PR_SET_PDEATHSIG)."""
+    """SIGKILL the child if pytest dies without running its finalizers (PR_SET_PDEATHSIG).
+
+    SIGKILL, not SIGTERM: kube-apiserver may hang in graceful shutdown once etcd is gone."""
     if _prctl is not None:
-        _prctl(1, int(signal.SIGTERM))
+        _prctl(1, int(signal.SIGKILL))
 
 
 def _spawn(argv: list[str], log_path: Path, **kw: Any) -> subprocess.Popen:
@@ -150,11 +152,22 @@ def _kill_all() -> None:
         _kill(p, grace=3.0)
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback TCP ports that were free a moment ago (bind to port 0)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def _tail(path: Path, n: int = 40) -> str:
@@ -330,9 +343,7 @@ class KubeAPIServer:
         self.extra_args = list(extra_args or [])
         self.pki = _PKI(self.dir / "pki")
         self.ca_file = str(self.pki.ca_crt)
-        self.etcd_port = free_port()
-        self.etcd_peer_port = free_port()
-        self.port = free_port()
+        self.etcd_port, self.etcd_peer_port, self.port = free_ports(3)
         self.host = "127.0.0.1"
         self.url = f"https://{self.host}:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
@@ -394,7 +405,6 @@ class KubeAPIServer:
             f"--tls-private-key-file={p.server_key}",
             f"--client-ca-file={p.ca_crt}",
             "--authorization-mode=Node,RBAC",
-            "--anonymous-auth=false",
             f"--service-account-issuer={SA_ISSUER}",
             f"--service-account-key-file={p.sa_pub}",
             f"--service-account-signing-key-file={p.sa_key}",
@@ -675,6 +685,7 @@ class KubeletDevices:
         self.plugin_dir = str(plugin_dir or tempfile.mkdtemp(prefix="kd-"))
         self.kubelet_socket = os.path.join(self.plugin_dir, "kubelet.sock")
         self.bin_path = Path(bin_path) if bin_path else harness_binary(KUBELET_DEVICES)
+        self._own_log = log_dir is None
         self.log_path = (
             Path(log_dir or tempfile.gettempdir()) / f"kubelet-devices-{uuid.uuid4().hex[:8]}.log"
         )
@@ -860,6 +871,12 @@ class KubeletDevices:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.plugin_dir, ignore_errors=True)
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+
+    def log(self) -> str:
+        """kubelet-devices' stderr (the kubelet code's log) so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 # --------------------------------------------------------------------------- nfd-worker
@@ -962,6 +979,7 @@ __all__ = [
     "NFDWorker",
     "decode_jwt",
     "free_port",
+    "free_ports",
     "harness_bin_dir",
     "harness_binary",
 ]

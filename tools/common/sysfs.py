@@ -31,6 +31,77 @@ def _note(warnings: Warnings | None, message: str) -> None:
         warnings.append(message)
 
 
+def _read_raw(
+    path: str | os.PathLike[str],
+    warnings: Warnings | None,
+    required: bool,
+    max_bytes: int,
+    dir_fd: int | None = None,
+    name: str | None = None,
+) -> bytes | None:
+    """read_bytes' body; with `dir_fd`, `name` is opened relative to it (openat: no walk of
+    the whole path) and `path` is only what messages show."""
+    try:
+        fd = os.open(path if dir_fd is None else name, _OPEN_FLAGS, dir_fd=dir_fd)  # type: ignore[arg-type]
+    except FileNotFoundError:
+        if required:
+            _note(warnings, f"{os.fspath(path)}: missing")
+        return None
+    except OSError as e:
+        _note(warnings, f"{os.fspath(path)}: cannot open ({e.strerror or e})")
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _note(warnings, f"{os.fspath(path)}: not a regular file")
+            return None
+        data = os.read(fd, max_bytes + 1)
+    except OSError as e:
+        _note(warnings, f"{os.fspath(path)}: cannot read ({e.strerror or e})")
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        _note(warnings, f"{os.fspath(path)}: longer than {max_bytes} bytes; ignored")
+        return None
+    return data
+
+
+def _decode(path: str | os.PathLike[str], data: bytes, warnings: Warnings | None) -> str | None:
+    """read_text's rules for turning attribute bytes into trimmed text."""
+    if b"\x00" in data:
+        _note(warnings, f"{os.fspath(path)}: contains NUL bytes; ignored")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        _note(warnings, f"{os.fspath(path)}: not UTF-8; undecodable bytes replaced")
+        text = data.decode("utf-8", "replace")
+    return text.strip()
+
+
+def _hex_of(
+    path: str | os.PathLike[str], text: str, warnings: Warnings | None, width: int | None
+) -> str | None:
+    """read_hex's rules for an already-read attribute."""
+    v = normalize_hex(text)
+    if v is None or (width is not None and len(v) != width):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        want = f"{width} hex digits" if width else "hex"
+        _note(warnings, f"{os.fspath(path)}: {shown!r} is not {want}; ignored")
+        return None
+    return v
+
+
+def _int_of(path: str | os.PathLike[str], text: str, warnings: Warnings | None) -> int | None:
+    """read_int's rules for an already-read attribute."""
+    try:
+        return int(text, 10)
+    except ValueError:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        _note(warnings, f"{os.fspath(path)}: {shown!r} is not a decimal number; ignored")
+        return None
+
+
 def read_bytes(
     path: str | os.PathLike[str],
     warnings: Warnings | None = None,
@@ -44,30 +115,7 @@ def read_bytes(
     Anything else that prevents a clean read (not a regular file, permission, I/O error, longer
     than `max_bytes`) is always reported.
     """
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        if required:
-            _note(warnings, f"{os.fspath(path)}: missing")
-        return None
-    except OSError as e:
-        _note(warnings, f"{os.fspath(path)}: cannot open ({e.strerror or e})")
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            _note(warnings, f"{os.fspath(path)}: not a regular file")
-            return None
-        data = os.read(fd, max_bytes + 1)
-    except OSError as e:
-        _note(warnings, f"{os.fspath(path)}: cannot read ({e.strerror or e})")
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        _note(warnings, f"{os.fspath(path)}: longer than {max_bytes} bytes; ignored")
-        return None
-    return data
+    return _read_raw(path, warnings, required, max_bytes)
 
 
 def read_text(
@@ -83,18 +131,8 @@ def read_text(
     bytes; undecodable bytes are replaced (and reported) rather than failing the device, and
     NUL bytes are treated as garbage.
     """
-    data = read_bytes(path, warnings, required=required, max_bytes=max_bytes)
-    if data is None:
-        return None
-    if b"\x00" in data:
-        _note(warnings, f"{os.fspath(path)}: contains NUL bytes; ignored")
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        _note(warnings, f"{os.fspath(path)}: not UTF-8; undecodable bytes replaced")
-        text = data.decode("utf-8", "replace")
-    return text.strip()
+    data = _read_raw(path, warnings, required, max_bytes)
+    return None if data is None else _decode(path, data, warnings)
 
 
 def normalize_hex(value: str) -> str | None:
@@ -120,15 +158,7 @@ def read_hex(
     a value of another length is garbage and reported.
     """
     text = read_text(path, warnings, required=required)
-    if text is None:
-        return None
-    v = normalize_hex(text)
-    if v is None or (width is not None and len(v) != width):
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        want = f"{width} hex digits" if width else "hex"
-        _note(warnings, f"{os.fspath(path)}: {shown!r} is not {want}; ignored")
-        return None
-    return v
+    return None if text is None else _hex_of(path, text, warnings, width)
 
 
 def read_int(
@@ -139,14 +169,7 @@ def read_int(
 ) -> int | None:
     """Read a decimal attribute (`busnum`, `numa_node`, `sriov_totalvfs`), or None."""
     text = read_text(path, warnings, required=required)
-    if text is None:
-        return None
-    try:
-        return int(text, 10)
-    except ValueError:
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        _note(warnings, f"{os.fspath(path)}: {shown!r} is not a decimal number; ignored")
-        return None
+    return None if text is None else _int_of(path, text, warnings)
 
 
 def read_link_name(path: str | os.PathLike[str], warnings: Warnings | None = None) -> str | None:
@@ -155,8 +178,17 @@ def read_link_name(path: str | os.PathLike[str], warnings: Warnings | None = Non
     Only the link text is needed, so a dangling link (driver module unloaded under a fixture, a
     chroot without `/sys/bus/...`) still yields the name.
     """
+    return _link_name(path, warnings)
+
+
+def _link_name(
+    path: str | os.PathLike[str],
+    warnings: Warnings | None,
+    dir_fd: int | None = None,
+    name: str | None = None,
+) -> str | None:
     try:
-        target = os.readlink(path)
+        target = os.readlink(path if dir_fd is None else name, dir_fd=dir_fd)  # type: ignore[arg-type]
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -185,3 +217,104 @@ def read_uevent(
     """Read and parse a `uevent` file, or None if it cannot be read."""
     text = read_text(path, warnings)
     return None if text is None else parse_uevent(text)
+
+
+def uevent_devname(text: str) -> str | None:
+    """`DEVNAME` of a uevent text, exactly as parse_uevent(text).get("DEVNAME") would give it."""
+    if "DEVNAME" not in text:
+        return None
+    value = None
+    for line in text.splitlines():
+        if "DEVNAME" in line:
+            key, sep, v = line.partition("=")
+            if sep and key.strip() == "DEVNAME":
+                value = v.strip()
+    return value
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class AttrDir:
+    """One sysfs directory held open, its attributes read relative to it (`openat`).
+
+    A scan reads a dozen attributes per device; opening each relative to the directory spares
+    the kernel walking the whole `/sys/devices/...` path every time. Every reader behaves, and
+    words its warnings (with the full path), exactly like the path-based function of the same
+    name above. Open with `AttrDir.open`; close with `close()` (or use it as a context manager).
+    """
+
+    __slots__ = ("fd", "prefix")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.prefix = path + "/"
+
+    @classmethod
+    def open(cls, path: str, warnings: Warnings) -> AttrDir | None:
+        """Open a directory, or None with the same warning busscan.scandir_names would give."""
+        try:
+            return cls(os.open(path, _DIR_FLAGS), path)
+        except FileNotFoundError:
+            warnings.append(f"{path}: does not exist (dangling symlink?)")
+        except NotADirectoryError:
+            warnings.append(f"{path}: not a directory")
+        except OSError as e:
+            warnings.append(f"{path}: cannot list ({e.strerror or e})")
+        return None
+
+    def names(self, warnings: Warnings) -> set[str] | None:
+        """The names in the directory (os.listdir), or None with a warning."""
+        try:
+            return set(os.listdir(self.fd))
+        except OSError as e:
+            warnings.append(f"{self.prefix[:-1]}: cannot list ({e.strerror or e})")
+            return None
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> AttrDir:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def text(self, name: str, warnings: Warnings | None, required: bool = False) -> str | None:
+        path = self.prefix + name
+        data = _read_raw(path, warnings, required, MAX_ATTR_BYTES, self.fd, name)
+        return None if data is None else _decode(path, data, warnings)
+
+    def hex(
+        self,
+        name: str,
+        warnings: Warnings | None,
+        required: bool = False,
+        width: int | None = None,
+    ) -> str | None:
+        path = self.prefix + name
+        data = _read_raw(path, warnings, required, MAX_ATTR_BYTES, self.fd, name)
+        if data is None:
+            return None
+        text = _decode(path, data, warnings)
+        return None if text is None else _hex_of(path, text, warnings, width)
+
+    def int(self, name: str, warnings: Warnings | None, required: bool = False) -> int | None:
+        path = self.prefix + name
+        data = _read_raw(path, warnings, required, MAX_ATTR_BYTES, self.fd, name)
+        if data is None:
+            return None
+        text = _decode(path, data, warnings)
+        return None if text is None else _int_of(path, text, warnings)
+
+    def link_name(self, name: str, warnings: Warnings | None) -> str | None:
+        return _link_name(self.prefix + name, warnings, self.fd, name)
+
+    def uevent(self, name: str, warnings: Warnings | None) -> dict[str, str] | None:
+        text = self.text(name, warnings)
+        return None if text is None else parse_uevent(text)
+
+    def devname(self, name: str, warnings: Warnings | None) -> str | None:
+        """DEVNAME of a uevent file (read_uevent(...).get("DEVNAME")), or None."""
+        text = self.text(name, warnings)
+        return None if text is None else uevent_devname(text)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost, scandir_names
 from tools.common.hostroot import HostRoot
-from tools.common.sysfs import read_hex, read_int, read_link_name, read_uevent
+from tools.common.sysfs import AttrDir
 
 __all__ = ["BUS_DIR", "CLASS_DIRS", "REQUIRED", "PciDevice", "ScanResult", "scan", "scan_device"]
 
@@ -62,45 +62,48 @@ _FIELD = {
 }
 
 
-def _devnodes(p: str, entries: set[str], warnings: list[str]) -> tuple[str, ...]:
+def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[str, ...]:
     nodes = []
     for cdir in CLASS_DIRS:
         if cdir not in entries:
             continue
-        children = scandir_names(p + cdir, warnings)
+        children = scandir_names(d.prefix + cdir, warnings)
         for child in sorted(children or ()):
-            ue = read_uevent(f"{p}{cdir}/{child}/uevent", warnings)
-            if ue and ue.get("DEVNAME"):
-                nodes.append("/dev/" + ue["DEVNAME"].lstrip("/"))
+            devname = d.devname(f"{cdir}/{child}/uevent", warnings)
+            if devname:
+                nodes.append("/dev/" + devname.lstrip("/"))
     return tuple(nodes)
 
 
 def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) -> PciDevice | None:
     """Read one PCI function directory (`real`, a path under the host root)."""
-    entries = scandir_names(real, warnings)
-    if entries is None:
+    d = AttrDir.open(real, warnings)
+    entries = None if d is None else d.names(warnings)
+    if d is None or entries is None:
+        if d is not None:
+            d.close()
         warnings.append(f"pci {address}: skipped, its sysfs directory cannot be read")
         return None
-    p = real + "/"
     w: list[str] = []
+    with d:
 
-    def hexattr(name: str) -> str | None:
-        if name not in entries:
-            w.append(f"{name}: missing")
-            return None
-        return read_hex(p + name, w)
+        def hexattr(name: str) -> str | None:
+            if name not in entries:
+                w.append(f"{name}: missing")
+                return None
+            return d.hex(name, w)
 
-    class_code = hexattr("class")
-    vendor = hexattr("vendor")
-    device = hexattr("device")
-    subsystem_vendor = hexattr("subsystem_vendor")
-    subsystem_device = hexattr("subsystem_device")
-    has_sriov = "sriov_totalvfs" in entries
-    totalvfs = read_int(p + "sriov_totalvfs", w) if has_sriov else None
-    numa = read_int(p + "numa_node", w) if "numa_node" in entries else None
-    driver = read_link_name(p + "driver", w) if "driver" in entries else None
-    group = read_link_name(p + "iommu_group", w) if "iommu_group" in entries else None
-    nodes = _devnodes(p, entries, w)
+        class_code = hexattr("class")
+        vendor = hexattr("vendor")
+        device = hexattr("device")
+        subsystem_vendor = hexattr("subsystem_vendor")
+        subsystem_device = hexattr("subsystem_device")
+        has_sriov = "sriov_totalvfs" in entries
+        totalvfs = d.int("sriov_totalvfs", w) if has_sriov else None
+        numa = d.int("numa_node", w) if "numa_node" in entries else None
+        driver = d.link_name("driver", w) if "driver" in entries else None
+        group = d.link_name("iommu_group", w) if "iommu_group" in entries else None
+        nodes = _devnodes(d, entries, w)
     warnings.extend(f"pci {address}: {rehost(host, x)}" for x in w)
     return PciDevice(
         address=address,

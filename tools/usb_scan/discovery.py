@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost
 from tools.common.hostroot import HostRoot
-from tools.common.sysfs import read_hex, read_int, read_link_name, read_text, read_uevent
+from tools.common.sysfs import AttrDir, read_int
 
 __all__ = ["BUS_DIR", "ScanResult", "UsbDevice", "UsbInterface", "scan", "scan_device"]
 
@@ -80,46 +80,48 @@ def scan_device(
     numa_cache: dict[str, int | None] | None = None,
 ) -> UsbDevice | None:
     """Read one device directory (`real`, a path under the host root); None if not a device."""
-    entries = scandir_names(real, warnings)
-    if entries is None:
+    d = AttrDir.open(real, warnings)
+    if d is None:
         return None
-    if "idProduct" not in entries:
-        warnings.append(f"usb {name}: skipped, {host_path_of(host, real)} has no idProduct")
-        return None
-    p = real + "/"
-    dev_warn: list[str] = []
-    vendor = read_hex(p + "idVendor", dev_warn, required=True)
-    product = read_hex(p + "idProduct", dev_warn, required=True)
-    dclass = read_hex(p + "bDeviceClass", dev_warn, required=True)
-    busnum = read_int(p + "busnum", dev_warn) if "busnum" in entries else None
-    devnum = read_int(p + "devnum", dev_warn) if "devnum" in entries else None
-    serial = read_text(p + "serial", dev_warn) if "serial" in entries else None
-    manufacturer = read_text(p + "manufacturer", dev_warn) if "manufacturer" in entries else None
-    pname = read_text(p + "product", dev_warn) if "product" in entries else None
-    speed = read_text(p + "speed", dev_warn) if "speed" in entries else None
-    driver = read_link_name(p + "driver", dev_warn) if "driver" in entries else None
-    devnode = None
-    if "uevent" in entries:
-        ue = read_uevent(p + "uevent", dev_warn)
-        if ue and ue.get("DEVNAME"):
-            devnode = "/dev/" + ue["DEVNAME"].lstrip("/")
-    if devnode is None and busnum is not None and devnum is not None:
-        devnode = f"/dev/bus/usb/{busnum:03d}/{devnum:03d}"
-    interfaces = []
-    for entry in sorted(e for e in entries if ":" in e):
-        ip = p + entry + "/"
-        cls = read_hex(ip + "bInterfaceClass", dev_warn, required=True)
-        if cls is None:
-            continue  # reported by read_hex; the other interfaces still count
-        interfaces.append(
-            UsbInterface(
-                name=entry,
-                cls=cls,
-                subclass=read_hex(ip + "bInterfaceSubClass", dev_warn),
-                protocol=read_hex(ip + "bInterfaceProtocol", dev_warn),
-                driver=read_link_name(ip + "driver", dev_warn),
+    with d:
+        entries = d.names(warnings)
+        if entries is None:
+            return None
+        if "idProduct" not in entries:
+            warnings.append(f"usb {name}: skipped, {host_path_of(host, real)} has no idProduct")
+            return None
+        dev_warn: list[str] = []
+        vendor = d.hex("idVendor", dev_warn, True)
+        product = d.hex("idProduct", dev_warn, True)
+        dclass = d.hex("bDeviceClass", dev_warn, True)
+        busnum = d.int("busnum", dev_warn) if "busnum" in entries else None
+        devnum = d.int("devnum", dev_warn) if "devnum" in entries else None
+        serial = d.text("serial", dev_warn) if "serial" in entries else None
+        manufacturer = d.text("manufacturer", dev_warn) if "manufacturer" in entries else None
+        pname = d.text("product", dev_warn) if "product" in entries else None
+        speed = d.text("speed", dev_warn) if "speed" in entries else None
+        driver = d.link_name("driver", dev_warn) if "driver" in entries else None
+        devnode = None
+        if "uevent" in entries:
+            devname = d.devname("uevent", dev_warn)
+            if devname:
+                devnode = "/dev/" + devname.lstrip("/")
+        if devnode is None and busnum is not None and devnum is not None:
+            devnode = f"/dev/bus/usb/{busnum:03d}/{devnum:03d}"
+        interfaces = []
+        for entry in sorted(e for e in entries if ":" in e):
+            cls = d.hex(entry + "/bInterfaceClass", dev_warn, True)
+            if cls is None:
+                continue  # reported by hex(); the other interfaces still count
+            interfaces.append(
+                UsbInterface(
+                    name=entry,
+                    cls=cls,
+                    subclass=d.hex(entry + "/bInterfaceSubClass", dev_warn),
+                    protocol=d.hex(entry + "/bInterfaceProtocol", dev_warn),
+                    driver=d.link_name(entry + "/driver", dev_warn),
+                )
             )
-        )
     numa = _numa_of_controller(real, dev_warn, numa_cache if numa_cache is not None else {})
     warnings.extend(f"usb {name}: {rehost(host, w)}" for w in dev_warn)
     return UsbDevice(
