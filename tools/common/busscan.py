@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -639,6 +637,9 @@ def watch_loop(
     poll_interval: float,
 ) -> int:
     """Emit now, then again whenever the device set changes, until SIGTERM/SIGINT."""
+    import signal  # lazy: only --watch needs these
+    import threading
+
     from .hotplug import Watcher
 
     stop = threading.Event()

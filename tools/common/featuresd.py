@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -210,6 +209,8 @@ def write_atomic(path: Path, data: bytes) -> bool:
     except IsADirectoryError as e:
         raise OSError(e.errno, f"{path} is a directory") from e
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # lazy: a dry run never writes
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
