@@ -10,7 +10,6 @@ Usage: python benchmarks/bench_devplugin.py [--allocs 2000] [--plugs 20] [--idle
 from __future__ import annotations
 
 import argparse
-import os
 import queue
 import signal
 import statistics
@@ -26,6 +25,8 @@ import grpc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
+
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
 from tests.test_devplugin_grpc import FakeKubelet  # noqa: E402
 from tools.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
@@ -33,25 +34,6 @@ from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
 from tools.devplugin.plugin import socket_name  # noqa: E402
 
 NCS2 = "edgefd.io/ncs2"
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def main() -> int:
@@ -103,7 +85,7 @@ def main() -> int:
             lat.append((time.perf_counter() - t) * 1000)
         print(
             f"allocate: n={args.allocs} median={statistics.median(lat):.3f} ms "
-            f"p99={pct(lat, 0.99):.3f} ms max={max(lat):.3f} ms"
+            f"p99={percentile(lat, 0.99):.3f} ms max={max(lat):.3f} ms"
         )
 
         # hot-plug -> ListAndWatch
@@ -136,7 +118,7 @@ def main() -> int:
             time.sleep(0.3)
         print(
             f"hotplug->ListAndWatch: n={len(plug)} median={statistics.median(plug):.0f} ms "
-            f"p99={pct(plug, 0.99):.0f} ms max={max(plug):.0f} ms"
+            f"p99={percentile(plug, 0.99):.0f} ms max={max(plug):.0f} ms"
         )
 
         # idle: resident memory and CPU

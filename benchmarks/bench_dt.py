@@ -16,7 +16,6 @@ Usage: python3 benchmarks/bench_dt.py [--runs N]
 from __future__ import annotations
 
 import argparse
-import compileall
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from measure import BARE, compile_sources, time_process  # noqa: E402
 
 from tests.fixturegen.devicetree import compile_dts  # noqa: E402
 from tools.dt_labeller.tree import parse_blob  # noqa: E402
@@ -38,15 +39,6 @@ def time_calls(fn, n: int) -> list[float]:  # type: ignore[no-untyped-def]
     for _ in range(n):
         t0 = time.perf_counter()
         fn()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
-def time_process(argv: list[str], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -76,9 +68,9 @@ def main() -> None:
     except ImportError:
         print("parse (fdt package):   not installed")
 
-    compileall.compile_dir(ROOT / "tools", quiet=1)
+    compile_sources()
     py = sys.executable
-    bare = [py, "-c", "pass"]
+    bare = BARE
     tool = [py, "-m", "tools.dt_labeller", "--dry-run", "--dtb", str(dtb)]
     time_process(bare, 3)  # warm the page cache
     time_process(tool, 3)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from measure import BARE, compile_sources, time_process  # noqa: E402
 
 from tests.fixturegen import build_host  # noqa: E402
 from tests.fixturegen.sysfs import synthetic_pci, synthetic_usb  # noqa: E402
@@ -42,23 +43,13 @@ def dry_run_seconds(bus: str, root: Path, repeat: int) -> float:
     return best
 
 
-def process_seconds(argv: list[str], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(
-            argv, cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    compile_sources()
     with tempfile.TemporaryDirectory(prefix="edgefd-bench-") as tmp:
         print("in-process dry run (scan both buses + derive + render), best of", args.repeat)
         print(f"{'bus':4} {'devices':>8} {'total ms':>10} {'us/device':>10}")
@@ -69,12 +60,12 @@ def main() -> int:
                 print(f"{bus:4} {n:>8} {s * 1e3:>10.2f} {s / n * 1e6:>10.1f}")
         print()
         print("whole process, median of", args.repeat * 2)
-        bare = process_seconds([sys.executable, "-c", "pass"], args.repeat * 2)
+        bare = statistics.median(time_process(BARE, args.repeat * 2))
         print(f"  python3 -c pass                        {bare * 1e3:7.1f} ms  1.00x")
         for node, tool in (("rpi4-coral", "usb_scan"), ("x86-server", "pci_scan")):
             root = build_host(node, Path(tmp) / node, devicetree=False)
             argv = [sys.executable, "-m", f"tools.{tool}", "--host-root", str(root), "--dry-run"]
-            s = process_seconds(argv, args.repeat * 2)
+            s = statistics.median(time_process(argv, args.repeat * 2))
             name = tool.replace("_", "-")
             print(f"  {name} --dry-run on {node:12} {s * 1e3:7.1f} ms  {s / bare:.2f}x")
     return 0

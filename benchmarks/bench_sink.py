@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measure import percentile, rss_kib  # noqa: E402
+
 F = "feature.node.kubernetes.io"
 
 
@@ -86,18 +88,6 @@ def wait_synced(port: int, timeout: float = 30) -> float:
     raise SystemExit("sink never synced")
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
-
-
 def bench_latency(core, kubeconfig: str, changes: int, tmp: Path) -> None:
     import kubernetes
 
@@ -145,8 +135,8 @@ def bench_latency(core, kubeconfig: str, changes: int, tmp: Path) -> None:
         lat = [(seen[k] - sent[k]) * 1000 for k in sent if k in seen]
         print(f"change -> label visible (watch), {len(lat)}/{changes} changes:")
         print(
-            f"  median {statistics.median(lat):.0f} ms   p90 {pct(lat, 90):.0f} ms   "
-            f"p99 {pct(lat, 99):.0f} ms   max {max(lat):.0f} ms  "
+            f"  median {statistics.median(lat):.0f} ms   p90 {percentile(lat, 0.90):.0f} ms   "
+            f"p99 {percentile(lat, 0.99):.0f} ms   max {max(lat):.0f} ms  "
             "(includes the 100 ms debounce quiet window)"
         )
         m = metrics(port)

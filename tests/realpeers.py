@@ -8,7 +8,10 @@ Fixtures:
 
 * ``kube_apiserver`` (session): a :class:`KubeAPIServer` on loopback ports
   picked at run time, ``--authorization-mode=Node,RBAC``, service-account
-  signing keys (TokenRequest works), an admin kubeconfig (system:masters).
+  signing keys (TokenRequest works), an admin kubeconfig (system:masters), and
+  a kube-controller-manager running only the
+  ``validatingadmissionpolicy-status-controller`` (writes a
+  ValidatingAdmissionPolicy's ``status.typeChecking``).
 * ``node_name`` (function): a fresh, unique Node name (not yet created).
 * ``kubelet_devices`` (function): a :class:`KubeletDevices` running on a fresh
   plugin dir.
@@ -53,6 +56,10 @@ DEFAULT_BIN_DIR = REPO_ROOT / ".cache" / "harness" / "bin"
 
 ETCD = "etcd"
 KUBE_APISERVER = "kube-apiserver"
+KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+# Only what the tests read; no controller that changes objects other tests create (no
+# serviceaccount, namespace, garbage-collector, node-lifecycle ...).
+KCM_CONTROLLERS = ["validatingadmissionpolicy-status-controller"]
 KUBELET_DEVICES = "kubelet-devices"
 NFD_WORKER = "nfd-worker"
 
@@ -332,7 +339,10 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
 class KubeAPIServer:
-    """etcd + kube-apiserver on loopback. Use via the ``kube_apiserver`` fixture."""
+    """etcd + kube-apiserver (+ a minimal kube-controller-manager) on loopback.
+
+    Use via the ``kube_apiserver`` fixture. The controller manager outlives apiserver
+    restarts (``stop_apiserver``/``start_apiserver``): its clients reconnect by themselves."""
 
     def __init__(
         self, workdir: Path, bin_dir: Path | None = None, extra_args: list[str] | None = None
@@ -343,15 +353,17 @@ class KubeAPIServer:
         self.extra_args = list(extra_args or [])
         self.pki = _PKI(self.dir / "pki")
         self.ca_file = str(self.pki.ca_crt)
-        self.etcd_port, self.etcd_peer_port, self.port = free_ports(3)
+        self.etcd_port, self.etcd_peer_port, self.port, self.kcm_port = free_ports(4)
         self.host = "127.0.0.1"
         self.url = f"https://{self.host}:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         self.etcd_log = self.dir / "etcd.log"
         self.apiserver_log = self.dir / "kube-apiserver.log"
+        self.kcm_log = self.dir / "kube-controller-manager.log"
         self.kubeconfig = str(self.dir / "admin.kubeconfig")
         self._etcd: subprocess.Popen | None = None
         self._apiserver: subprocess.Popen | None = None
+        self._kcm: subprocess.Popen | None = None
         self._counter = itertools.count()
         self._write_kubeconfig(
             Path(self.kubeconfig),
@@ -361,9 +373,11 @@ class KubeAPIServer:
 
     # ---- lifecycle
 
-    def start(self, timeout: float = 90.0) -> KubeAPIServer:
+    def start(self, timeout: float = 90.0, controller_manager: bool = True) -> KubeAPIServer:
         self.start_etcd(timeout)
         self.start_apiserver(timeout)
+        if controller_manager:
+            self.start_controller_manager(timeout)
         return self
 
     def start_etcd(self, timeout: float = 30.0) -> None:
@@ -436,7 +450,53 @@ class KubeAPIServer:
             time.sleep(downtime)
         self.start_apiserver(timeout)
 
+    def controller_manager_args(self) -> list[str]:
+        return [
+            str(self.bin_dir / KUBE_CONTROLLER_MANAGER),
+            f"--kubeconfig={self.kubeconfig}",  # system:masters client cert
+            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.kcm_port}",
+            f"--cert-dir={self.dir / 'kcm-certs'}",  # self-signed serving cert
+            # /healthz is always allowed; no delegated authn/authz round trips.
+            "--authentication-skip-lookup=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def start_controller_manager(self, timeout: float = 60.0) -> None:
+        if self._kcm is not None and self._kcm.poll() is None:
+            return
+        _wait_port_free(self.kcm_port)
+        self._kcm = _spawn(self.controller_manager_args(), self.kcm_log)
+        self._wait(
+            self.controller_manager_healthy,
+            self._kcm,
+            self.kcm_log,
+            "kube-controller-manager",
+            timeout,
+        )
+
+    def stop_controller_manager(self) -> None:
+        _kill(self._kcm)
+        self._kcm = None
+
+    def controller_manager_healthy(self) -> bool:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{self.kcm_port}/healthz", timeout=2, context=ctx
+            ) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError, ssl.SSLError):
+            return False
+
     def stop(self) -> None:
+        self.stop_controller_manager()
         self.stop_apiserver()
         _kill(self._etcd)
         self._etcd = None
@@ -932,6 +992,7 @@ class NFDWorker:
 def harness_bin() -> Path:
     """The harness bin dir (skips / fails under CI when not built)."""
     harness_binary(KUBE_APISERVER)
+    harness_binary(KUBE_CONTROLLER_MANAGER)
     harness_binary(ETCD)
     return harness_bin_dir()
 

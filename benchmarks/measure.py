@@ -1,0 +1,57 @@
+"""Measuring helpers every benchmark shares: process timing against a bare interpreter,
+percentiles, and /proc readings of a running tool.
+
+Benchmarks print figures; they are not timed tests. Timing a CLI means timing what a user
+waits for, so processes are started the same way as the bare `python3 -c pass` they are
+compared with, after the sources are byte-compiled (this environment sets
+PYTHONDONTWRITEBYTECODE, so stale .pyc files would otherwise be recompiled on every run).
+"""
+
+from __future__ import annotations
+
+import compileall
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BARE = [sys.executable, "-c", "pass"]
+
+
+def compile_sources() -> None:
+    compileall.compile_dir(ROOT / "tools", quiet=1)
+
+
+def time_process(argv: list[str], n: int) -> list[float]:
+    """Wall-clock seconds of `n` runs of `argv` (stdout/stderr discarded; failure raises)."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(
+            argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile, q in [0, 1]."""
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time consumed so far by `pid`."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
