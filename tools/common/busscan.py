@@ -32,6 +32,7 @@ from .cli import (
 )
 from .hostroot import HostRoot
 from .labels import DEFAULT_NAMESPACE, check_label
+from .sysfs import note_dir_error
 
 if TYPE_CHECKING:
     from .catalogue import Accelerator, Catalogue
@@ -76,12 +77,8 @@ def scandir_names(path: str, warnings: list[str]) -> set[str] | None:
     """Names in a directory, or None with a warning (broken link, loop, not a directory)."""
     try:
         return set(os.listdir(path))
-    except FileNotFoundError:
-        warnings.append(f"{path}: does not exist (dangling symlink?)")
-    except NotADirectoryError:
-        warnings.append(f"{path}: not a directory")
     except OSError as e:
-        warnings.append(f"{path}: cannot list ({e.strerror or e})")
+        note_dir_error(path, e, warnings)
     return None
 
 

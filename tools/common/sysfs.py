@@ -235,6 +235,16 @@ def uevent_devname(text: str) -> str | None:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
+def note_dir_error(path: str, e: OSError, warnings: Warnings) -> None:
+    """The one wording for a sysfs directory that cannot be listed, wherever it is met."""
+    if isinstance(e, FileNotFoundError):
+        warnings.append(f"{path}: does not exist (dangling symlink?)")
+    elif isinstance(e, NotADirectoryError):
+        warnings.append(f"{path}: not a directory")
+    else:
+        warnings.append(f"{path}: cannot list ({e.strerror or e})")
+
+
 class AttrDir:
     """One sysfs directory held open, its attributes read relative to it (`openat`).
 
@@ -255,12 +265,8 @@ class AttrDir:
         """Open a directory, or None with the same warning busscan.scandir_names would give."""
         try:
             return cls(os.open(path, _DIR_FLAGS), path)
-        except FileNotFoundError:
-            warnings.append(f"{path}: does not exist (dangling symlink?)")
-        except NotADirectoryError:
-            warnings.append(f"{path}: not a directory")
         except OSError as e:
-            warnings.append(f"{path}: cannot list ({e.strerror or e})")
+            note_dir_error(path, e, warnings)
         return None
 
     def names(self, warnings: Warnings) -> set[str] | None:
