@@ -89,8 +89,18 @@ def test_size_limit_is_nfds() -> None:
     assert over.features == ()
 
 
-def test_non_utf8_and_nul_are_refused_whole() -> None:
-    assert "not UTF-8" in (parse_bytes(b"a.io/x=\xff\n", "f").error or "")
+def test_non_utf8_line_is_refused_alone_and_nul_refuses_the_file() -> None:
+    pf = parse_bytes(b"a.io/x=\xff\n# +no-label\nb.io/\xc3=1\nc.io/y=caf\xc3\xa9\nd.io/z=1\n", "f")
+    assert pf.error is None
+    assert pf.warnings == (
+        "f:1: not UTF-8 text; line skipped",
+        "f:3: not UTF-8 text; line skipped",
+    )
+    # the good lines survive, and the pending directive applies to the next real feature
+    assert [(f.key, f.value, f.label) for f in pf.features] == [
+        ("c.io/y", "café", False),
+        ("d.io/z", "1", True),
+    ]
     assert "NUL" in (parse_bytes(b"a.io/x=1\0\n", "f").error or "")
 
 

@@ -345,3 +345,28 @@ def test_grace_clock_never_starts_early_after_annotation_round_trip():
     assert reconcile(
         {f"{F}/a": "1"}, decode(encode(out.ownership)), desired_of({}), just_before, GRACE
     ).labels == {f"{F}/a": "1"}
+
+
+def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplog):
+    """A file skipped whole (too big) or a line refused (not UTF-8) is logged once, counted."""
+    import logging
+
+    from tools.feature_sink.metrics import SinkMetrics
+    from tools.feature_sink.sync import Reporter
+
+    (tmp_path / "huge").write_bytes(b"x" * 70000)
+    (tmp_path / "binary").write_bytes(b"a.io/k=\xff\xfe\na.io/good=1\n")
+    (tmp_path / "ok").write_text(f"{F}/ok=1\n# +bogus-directive\n")
+    desired = read_directory(tmp_path)
+    metrics = SinkMetrics()
+    reporter = Reporter(metrics, events=False)
+    with caplog.at_level(logging.WARNING):
+        reporter.observe(desired, ())
+        reporter.observe(desired, ())  # a resync does not repeat the log lines
+    text = caplog.text
+    assert "huge: 70000 bytes, over the 65536-byte limit" in text
+    assert "binary:1: not UTF-8 text; line skipped" in text
+    assert "ok:2: unknown directive 'bogus-directive'" in text
+    assert text.count("huge: 70000 bytes") == 1
+    assert metrics.file_problems.get() == 3
+    assert desired.labels == {f"{F}/ok": "1", "a.io/good": "1"}

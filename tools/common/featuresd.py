@@ -56,6 +56,14 @@ def _parse_rfc3339(text: str) -> datetime:
     return dt
 
 
+def _is_utf8(line: str) -> bool:
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate-escaped bytes from parse_bytes
+        return False
+    return True
+
+
 def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) -> ParsedFile:
     """Parse feature-file content with node-feature-discovery's semantics."""
     now = now or datetime.now(UTC)
@@ -67,6 +75,9 @@ def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) ->
     for lineno, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line:
+            continue
+        if not line.isascii() and not _is_utf8(line):
+            warnings.append(f"{name}:{lineno}: not UTF-8 text; line skipped")
             continue
         if line.startswith("#"):
             if not line.startswith(DIRECTIVE_PREFIX):
@@ -106,10 +117,9 @@ def parse_bytes(data: bytes, name: str = "<stdin>", now: datetime | None = None)
         return ParsedFile(
             name=name, error=f"{name}: {len(data)} bytes, over the {MAX_FILE_SIZE}-byte limit"
         )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return ParsedFile(name=name, error=f"{name}: not UTF-8 text ({e.reason} at byte {e.start})")
+    # Undecodable bytes are kept as surrogates so that only their lines are refused, with a
+    # warning: one bad line must not cost a producer all its other labels.
+    text = data.decode("utf-8", "surrogateescape")
     if "\x00" in text:
         return ParsedFile(name=name, error=f"{name}: contains NUL bytes; not a feature file")
     return parse_text(text, name, now)
@@ -121,6 +131,11 @@ def read_file(path: Path, now: datetime | None = None) -> ParsedFile:
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_FILE_SIZE + 1)
+            if len(data) > MAX_FILE_SIZE:
+                size = max(os.fstat(fh.fileno()).st_size, len(data))
+                return ParsedFile(
+                    name=name, error=f"{name}: {size} bytes, over the {MAX_FILE_SIZE}-byte limit"
+                )
     except OSError as e:
         return ParsedFile(name=name, error=f"{name}: cannot read ({e.strerror or e})")
     return parse_bytes(data, name, now)

@@ -34,6 +34,11 @@ class SinkMetrics:
         self.rejected = r.gauge(
             "edgefd_sink_rejected_labels", "Labels from features.d refused (invalid or denied)."
         )
+        self.file_problems = r.gauge(
+            "edgefd_sink_feature_file_problems",
+            "Problems in features.d files: skipped files (too big, not text), bad directives, "
+            "keys overridden by a later file.",
+        )
         self.conflicts = r.gauge(
             "edgefd_sink_label_conflicts",
             "Desired labels left alone because another writer set them to another value.",

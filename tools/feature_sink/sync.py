@@ -102,6 +102,8 @@ class Reporter:
     @staticmethod
     def _items(desired: Desired, conflicts: tuple[Conflict, ...]) -> dict[str, tuple[str, str]]:
         items: dict[str, tuple[str, str]] = {}
+        for w in desired.warnings:
+            items[f"file|{w}"] = ("FeatureFileProblem", w)
         for r in desired.rejected:
             items[f"rejected|{r.source}|{r.key}|{r.value}|{r.reason}"] = ("LabelRejected", str(r))
         for c in conflicts:
@@ -122,6 +124,7 @@ class Reporter:
         self._logged = set(items)
         self._posted &= set(items)
         self._metrics.rejected.set(len(desired.rejected))
+        self._metrics.file_problems.set(len(desired.warnings))
         self._metrics.conflicts.set(len(conflicts))
 
     def post_events(
