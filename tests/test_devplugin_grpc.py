@@ -428,3 +428,73 @@ def test_dry_run_json_and_text(node: Path, tmp_path: Path) -> None:
     )
     out, _ = proc.communicate(timeout=30)
     assert "usb-2-1: Healthy, usb 2-1, 1a6e:089a boot" in out
+
+
+class DialingKubelet(FakeKubelet):
+    """Dials back like the kubelet: blocking until the plugin's socket accepts (10 s), bound to
+    the Register call, so a plugin socket that vanished makes Register hang, and a Register
+    the plugin cancels stops the dial."""
+
+    def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.Empty:
+        with grpc.insecure_channel("unix:" + str(self.dir / request.endpoint)) as ch:
+            ready = grpc.channel_ready_future(ch)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    ready.result(timeout=0.05)
+                    break
+                except grpc.FutureTimeoutError:
+                    if not context.is_active():
+                        ready.cancel()
+                        return pb.Empty()
+                    if time.monotonic() > deadline:
+                        ready.cancel()
+                        context.abort(grpc.StatusCode.UNKNOWN, "failed to dial device plugin")
+        return super().Register(request, context)
+
+
+def test_kubelet_restart_during_a_registration_attempt(
+    node: Path, plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registration attempt that raced a kubelet restart is redone for the new kubelet.
+
+    Deterministic replay of a CI failure: the plugin served on a fresh socket and was about to
+    Register when the kubelet restarted: the new kubelet deleted that socket and recreated
+    kubelet.sock. The plugin ignored the deletion (it was registering), Register reached the
+    new kubelet, which dialed the deleted socket for 10 s: the resource stayed unregistered.
+    """
+    import tools.devplugin.plugin as plugin_mod
+
+    kubelet = DialingKubelet(plugin_dir)
+    real_register = plugin_mod.register
+    armed = threading.Event()
+
+    def racing_register(*args: Any, **kw: Any) -> None:
+        if armed.is_set():
+            armed.clear()
+            kubelet.restart()  # deletes the socket this attempt just serves on
+            time.sleep(0.3)  # the plugin-dir watch has seen it all
+        real_register(*args, **kw)
+
+    monkeypatch.setattr(plugin_mod, "register", racing_register)
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
+    p = Plugin(opts, cfg).start()
+    try:
+        wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
+        armed.set()
+        t0 = time.monotonic()
+        kubelet.restart()
+        wait_until(lambda: not armed.is_set())
+        wait_until(lambda: kubelet.count(CORAL) == 2, timeout=3)
+        with kubelet.lock:
+            t_reg = kubelet.registrations[-1][0]
+        assert t_reg - t0 < 1.5
+        wait_until(lambda: p.resources[CORAL].registered.is_set())
+        wait_until(lambda: kubelet.last(CORAL))
+        time.sleep(0.5)
+        assert kubelet.count(CORAL) == 2  # exactly once with the new kubelet
+        assert (plugin_dir / socket_name(CORAL)).is_socket()
+    finally:
+        p.stop()
+        kubelet.stop()

@@ -35,6 +35,7 @@ from .registration import (
     KUBELET_SOCKET,
     DirWatcher,
     FileIdentity,
+    RegistrationAborted,
     RegistrationError,
     file_identity,
     register,
@@ -227,11 +228,13 @@ class ResourcePlugin:
         self.kubelet_socket = os.path.join(plugin_dir, KUBELET_SOCKET)
         self.registered = threading.Event()
         self._target_kubelet: FileIdentity | None = None
-        self._cycling = False
         self.last_error = ""
         self._server: PluginServer | None = None
+        # guards _server, _target_kubelet, _abort and the trigger's clear: notice() decides
+        # and kicks atomically with respect to the start of an attempt
         self._lock = threading.Lock()
         self._trigger = threading.Event()
+        self._abort = threading.Event()  # set: the Register in flight is stale, abandon it
         self._stopping = False
         self._thread = threading.Thread(
             target=self._run, name=f"register-{self.resource.short_name}", daemon=True
@@ -257,25 +260,35 @@ class ResourcePlugin:
         Decided from the directory's state, not the event's kind, so an event processed late
         (after the registration it would ask for has started) does not cause a second one: a
         needless re-registration drops the kubelet's stream and, while the kubelet still holds
-        the old connection, is refused ("already connected").
+        the old connection, is refused ("already connected"). The decision is taken under the
+        lock an attempt starts under, so it compares against that attempt's kubelet and
+        server. A kick during an attempt abandons its Register: the attempt was for a kubelet
+        that has since restarted, or its socket was deleted (a starting kubelet deletes every
+        socket, also one we created a moment earlier), and the kubelet would dial a socket
+        that is gone for 10 s.
         """
         if self._stopping:
             return
-        if name in (KUBELET_SOCKET, ""):
-            ident = file_identity(self.kubelet_socket)
-            if ident is not None and ident != self._target_kubelet:
-                self.kick("kubelet.sock was created")
-                return
-        if name in (self.socket_name, "") and not self._cycling:
-            with self._lock:
+        with self._lock:
+            if name in (KUBELET_SOCKET, ""):
+                ident = file_identity(self.kubelet_socket)
+                if ident is not None and ident != self._target_kubelet:
+                    self._kick_locked("kubelet.sock was created")
+                    return
+            if name in (self.socket_name, ""):
                 server = self._server
-            if server is not None and not server.socket_is_ours():
-                self.kick(f"{self.socket_name} was removed")
+                if server is not None and not server.socket_is_ours():
+                    self._kick_locked(f"{self.socket_name} was removed")
 
     def kick(self, reason: str) -> None:
+        with self._lock:
+            self._kick_locked(reason)
+
+    def _kick_locked(self, reason: str) -> None:
         log.info("%s: re-registering: %s", self.resource.name, reason)
         self.registered.clear()
         self._trigger.set()
+        self._abort.set()
 
     def _options(self) -> Any:
         from .api import deviceplugin_pb2 as pb
@@ -309,10 +322,6 @@ class ResourcePlugin:
             self._trigger.wait()
             if self._stopping:
                 return
-            self._cycling = True
-            self._trigger.clear()
-            # the kubelet this attempt is for; notice() ignores it from now on
-            self._target_kubelet = file_identity(self.kubelet_socket)
             try:
                 self._fresh_server(force)
             except Exception as e:  # cannot bind: the directory is gone or not writable
@@ -320,9 +329,43 @@ class ResourcePlugin:
                 log.warning("%s: %s", self.resource.name, self.last_error)
                 self._retry_after(backoff.next_delay())
                 continue
+            with self._lock:
+                # the kubelet and socket this attempt is for; notice() kicks (and abandons
+                # the attempt) only when either changes from now on
+                self._trigger.clear()
+                self._abort = abort = threading.Event()
+                self._target_kubelet = target = file_identity(self.kubelet_socket)
+                server = self._server
+                valid = server is not None and server.socket_is_ours()
+            if self._stopping:
+                return
+            if not valid:  # deleted (by a starting kubelet) before the attempt began
+                log.debug("%s: %s vanished, serving afresh", self.resource.name, self.socket_name)
+                force = False
+                self._trigger.set()
+                continue
             try:
-                register(self.kubelet_socket, self.socket_name, self.resource.name, self._options())
-            except RegistrationError as e:
+                if target is None:
+                    raise RegistrationError(
+                        f"{self.kubelet_socket} does not exist (is the kubelet running?)"
+                    )
+                register(
+                    self.kubelet_socket,
+                    self.socket_name,
+                    self.resource.name,
+                    self._options(),
+                    abort=abort,
+                )
+            except RegistrationAborted:
+                if self._stopping:
+                    return
+                log.info("%s: registration attempt superseded, retrying", self.resource.name)
+                force = True  # the kubelet may have dialed this server: start afresh
+                self._trigger.set()
+                continue
+            except Exception as e:  # RegistrationError, or a bug: the retry loop must live
+                if not isinstance(e, RegistrationError):
+                    log.exception("%s: registration attempt failed", self.resource.name)
                 failures += 1
                 self.metrics.registrations.inc(resource=self.resource.name, result="error")
                 self.last_error = str(e)
@@ -339,7 +382,6 @@ class ResourcePlugin:
             backoff.reset()
             force = True  # the next registration must start from a fresh server
             self.registered.set()
-            self._cycling = False
             log.info("%s: registered with the kubelet as %s", self.resource.name, self.socket_name)
             # a restart may have raced the registration: look once more
             self.notice("")
@@ -351,7 +393,9 @@ class ResourcePlugin:
     def stop(self) -> None:
         """Stop serving and remove the socket; a Register in flight is abandoned."""
         self._stopping = True
-        self._trigger.set()
+        with self._lock:
+            self._trigger.set()
+            self._abort.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(2)
         with self._lock:

@@ -45,24 +45,31 @@ class RegistrationError(Exception):
     """The kubelet could not be reached or refused the registration."""
 
 
+class RegistrationAborted(RegistrationError):
+    """The caller abandoned the Register call (it was for a kubelet or socket now gone)."""
+
+
 def register(
     kubelet_socket: str,
     endpoint: str,
     resource_name: str,
     options: pb.DevicePluginOptions,
     timeout: float = 15.0,
+    abort: threading.Event | None = None,
 ) -> None:
     """Call Registration/Register; the kubelet dials `endpoint` back before it answers.
 
     The timeout exceeds the kubelet's own 10 s dial of the plugin so a slow kubelet's
-    verdict is heard rather than cut off.
+    verdict is heard rather than cut off. Setting `abort` cancels the call (the kubelet's
+    dial-back is bound to it, so it stops too) and raises RegistrationAborted: an attempt
+    whose kubelet restarted, or whose socket the kubelet deleted, must not wait that out.
     """
     if not os.path.exists(kubelet_socket):
         raise RegistrationError(f"{kubelet_socket} does not exist (is the kubelet running?)")
     channel = grpc.insecure_channel("unix:" + kubelet_socket, options=[("grpc.enable_retries", 0)])
     try:
         stub = pb_grpc.RegistrationStub(channel)
-        stub.Register(
+        call = stub.Register.future(
             pb.RegisterRequest(
                 version=API_VERSION,
                 endpoint=endpoint,
@@ -71,6 +78,14 @@ def register(
             ),
             timeout=timeout,
         )
+        if abort is not None:
+            call.add_done_callback(lambda _call: abort.set())
+            abort.wait(timeout + 1.0)
+            if not call.done() and call.cancel():
+                raise RegistrationAborted("registration abandoned: superseded")
+        call.result()
+    except grpc.FutureCancelledError:
+        raise RegistrationAborted("registration abandoned: superseded") from None
     except grpc.RpcError as e:
         code = e.code().name if hasattr(e, "code") else "?"
         details = e.details() if hasattr(e, "details") else str(e)
