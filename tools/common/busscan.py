@@ -33,6 +33,7 @@ from .cli import (
 from .hostroot import HostRoot
 from .labels import DEFAULT_NAMESPACE, check_label
 from .sysfs import note_dir_error
+from .yamlfile import read_yaml
 
 if TYPE_CHECKING:
     from .catalogue import Accelerator, Catalogue
@@ -171,16 +172,7 @@ def load_config_file(path: Path, bus: str) -> dict[str, list[str]]:
     Accepted shapes, so an existing nfd-worker.conf can be reused as is:
     `{sources: {usb: {...}}}`, `{usb: {...}}`, or the bare `{deviceClassWhitelist: ...}`.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read config {path}: {e}") from None
-    import yaml  # lazy: only when a config file is given
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}") from None
+    doc = read_yaml(path, "config")
     if doc is None:
         return {}
     if not isinstance(doc, dict):

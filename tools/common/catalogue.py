@@ -17,6 +17,7 @@ from typing import Any
 
 from .cli import BadInput
 from .labels import check_name, check_prefix
+from .yamlfile import parse_yaml, read_text
 
 DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
 
@@ -261,12 +262,7 @@ def _parse_yaml(text: str, path: Path) -> Any:
         return json.loads(body)
     except ValueError:
         pass
-    import yaml  # lazy: hand-written catalogues in block style
-
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: not valid YAML: {e}") from None
+    return parse_yaml(text, path)  # hand-written catalogues in block style
 
 
 def load_catalogue(path: Path | None = None) -> Catalogue:
@@ -279,10 +275,7 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
     key = str(p.resolve()) if path is not None else ""
     if key in _cache:
         return _cache[key]
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read accelerator catalogue {p}: {e}") from None
+    text = read_text(p, "accelerator catalogue")
     cat = parse_catalogue(_parse_yaml(text, p), str(p))
     _cache[key] = cat
     return cat

@@ -33,6 +33,7 @@ from typing import Any
 from tools.common.catalogue import Catalogue, load_catalogue
 from tools.common.cli import BadInput
 from tools.common.labels import check_key
+from tools.common.yamlfile import read_yaml
 
 ID_FROM = ("port", "serial")
 USB_STATES = ("boot", "runtime", "")
@@ -361,18 +362,7 @@ def load_config(path: str | Path | None, catalogue: Catalogue | None = None) -> 
     """Read `path` (None: the catalogue default). Unreadable or invalid input is BadInput."""
     if path is None:
         return default_config(catalogue)
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read configuration {p}: {e}") from None
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise BadInput(f"{p}: not valid YAML: {e}") from None
-    return parse_config(data, str(p), catalogue)
+    return parse_config(read_yaml(path, "configuration"), str(path), catalogue)
 
 
 __all__ = [
