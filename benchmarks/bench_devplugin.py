@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
 
+from tests.devplugin.test_grpc import FakeKubelet  # noqa: E402
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
-from tests.test_devplugin_grpc import FakeKubelet  # noqa: E402
 from tools.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
 from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
 from tools.devplugin.plugin import socket_name  # noqa: E402

@@ -234,7 +234,7 @@ def main() -> None:
 
     import kubernetes.client as k8s
 
-    from tests.realpeers import KubeAPIServer
+    from tests.peers.apiserver import KubeAPIServer
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

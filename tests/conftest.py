@@ -1,3 +1,3 @@
-"""Test-suite wiring: the real-peer harness fixtures (kube-apiserver, kubelet device manager)."""
+"""Test-suite wiring: the real-peer fixtures, one plugin module per peer (tests/peers/)."""
 
-pytest_plugins = ["tests.realpeers"]
+pytest_plugins = ["tests.peers.apiserver", "tests.peers.kubelet", "tests.peers.nfd"]

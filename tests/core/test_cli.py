@@ -1,0 +1,108 @@
+"""Shared CLI behaviour: exit codes and one-line errors, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROGRAM = """
+import errno, sys, click
+from tools.common import cli
+
+def body():
+    kind = sys.argv[1]
+    if kind == "ok":
+        return 0
+    if kind == "none":
+        return None
+    if kind == "code":
+        return 1
+    if kind == "bad":
+        raise cli.BadInput("input.dtb: bad magic")
+    if kind == "out":
+        raise cli.OutputError("cannot write /x")
+    if kind == "unreach":
+        raise cli.Unreachable("api server down")
+    if kind == "custom":
+        raise cli.EdgefdError("weird", 2)
+    if kind == "plain":
+        raise cli.EdgefdError("failed")
+    if kind == "oserror":
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/nope")
+    if kind == "click":
+        raise click.BadParameter("must be positive", param_hint="'--n'")
+    if kind == "bug":
+        {}["missing"]
+    if kind == "pipe":
+        raise BrokenPipeError()
+
+verbosity = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+cli.setup_logging(verbosity, "t")
+cli.run_guarded("t", body, verbosity)
+"""
+
+
+def run(kind: str, verbosity: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, kind, str(verbosity)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "stderr"),
+    [
+        ("ok", 0, ""),
+        ("none", 0, ""),
+        ("code", 1, ""),
+        ("bad", 3, "t: error: input.dtb: bad magic\n"),
+        ("out", 4, "t: error: cannot write /x\n"),
+        ("unreach", 5, "t: error: api server down\n"),
+        ("custom", 2, "t: error: weird\n"),
+        ("plain", 1, "t: error: failed\n"),
+        ("oserror", 1, "t: error: No such file or directory: /nope\n"),
+        ("click", 2, "t: error: Invalid value for '--n': must be positive\n"),
+        ("bug", 70, "t: internal error: KeyError: 'missing' (run with -v for details)\n"),
+        ("pipe", 0, ""),
+    ],
+)
+def test_exit_codes_and_one_line(kind: str, code: int, stderr: str) -> None:
+    p = run(kind)
+    assert p.returncode == code
+    assert p.stderr == stderr
+    assert p.stdout == ""
+
+
+def test_bug_shows_traceback_only_with_verbose() -> None:
+    p = run("bug", 1)
+    assert p.returncode == 1  # the uncaught exception's own exit status
+    assert "Traceback" in p.stderr and "KeyError" in p.stderr
+
+
+def test_exit_code_constants_are_the_documented_ones() -> None:
+    from tools.common import cli
+
+    assert (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_BAD_INPUT) == (0, 1, 2, 3)
+    assert (cli.EXIT_OUTPUT, cli.EXIT_UNREACHABLE, cli.EXIT_INTERNAL) == (4, 5, 70)
+    assert cli.BadInput("x").exit_code == 3
+    assert cli.OutputError("x").exit_code == 4
+    assert cli.EdgefdError("x", 9).exit_code == 9
+
+
+def test_logging_goes_to_stderr_with_tool_name() -> None:
+    code = (
+        "import logging; from tools.common import cli\n"
+        "cli.setup_logging(0, 'tool'); logging.getLogger('x').warning('careful')\n"
+        "logging.getLogger('x').info('hidden')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert p.stdout == ""
+    assert p.stderr == "tool: WARNING: careful\n"

@@ -1,0 +1,500 @@
+"""devplugin over gRPC: the plugin against a Python stand-in for the kubelet's registration.
+
+The stand-in does what the kubelet does inside Register (dial the plugin, fetch its options,
+start ListAndWatch) before answering, so a plugin that is not serving concurrently with its
+own Register call fails here. The real kubelet code is exercised in test_devplugin_realpeer.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.fixturegen import HostBuilder, build_host
+from tools.common.hostroot import HostRoot
+from tools.devplugin.api import deviceplugin_pb2 as pb
+from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
+from tools.devplugin.config import default_config, parse_config
+from tools.devplugin.plugin import Options, Plugin, socket_name
+from tools.devplugin.registration import DirWatcher
+
+ROOT = Path(__file__).resolve().parents[2]
+CORAL = "edgefd.io/coral-usb"
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 5.0, step: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(step)
+
+
+class FakeKubelet(pb_grpc.RegistrationServicer):
+    """Registration server that dials back inside Register, like the kubelet."""
+
+    def __init__(self, plugin_dir: Path) -> None:
+        self.dir = plugin_dir
+        self.lock = threading.Lock()
+        self.registrations: list[tuple[float, str, str]] = []
+        self.lists: dict[str, list[list[tuple[str, str]]]] = {}
+        self.options: dict[str, pb.DevicePluginOptions] = {}
+        self.channels: dict[str, grpc.Channel] = {}
+        self.ended: list[str] = []
+        self.server: grpc.Server | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        pb_grpc.add_RegistrationServicer_to_server(self, self.server)
+        self.server.add_insecure_port("unix:" + str(self.dir / "kubelet.sock"))
+        self.server.start()
+
+    def stop(self) -> None:
+        assert self.server is not None
+        self.server.stop(None).wait()
+        with self.lock:
+            chans = list(self.channels.values())
+            self.channels.clear()
+        for ch in chans:
+            ch.close()
+
+    def restart(self) -> None:
+        """Like a starting kubelet: every socket in the directory is deleted, then kubelet.sock
+        is created anew."""
+        self.stop()
+        for p in self.dir.iterdir():
+            if p.is_socket():
+                p.unlink()
+        self.start()
+
+    def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.Empty:
+        ch = grpc.insecure_channel("unix:" + str(self.dir / request.endpoint))
+        stub = pb_grpc.DevicePluginStub(ch)
+        opts = stub.GetDevicePluginOptions(pb.Empty(), timeout=10)
+        stream = stub.ListAndWatch(pb.Empty())
+        res = request.resource_name
+        with self.lock:
+            old = self.channels.pop(res, None)
+            self.channels[res] = ch
+            self.options[res] = opts
+            self.registrations.append((time.monotonic(), res, request.endpoint))
+            self.lists.setdefault(res, [])
+        if old is not None:
+            old.close()
+
+        def pump() -> None:
+            try:
+                for msg in stream:
+                    with self.lock:
+                        self.lists[res].append([(d.ID, d.health) for d in msg.devices])
+            except grpc.RpcError:
+                pass
+            with self.lock:
+                self.ended.append(res)
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert request.version == "v1beta1"
+        return pb.Empty()
+
+    def stub(self, res: str) -> pb_grpc.DevicePluginStub:
+        with self.lock:
+            return pb_grpc.DevicePluginStub(self.channels[res])
+
+    def last(self, res: str) -> list[tuple[str, str]] | None:
+        with self.lock:
+            lists = self.lists.get(res)
+            return lists[-1] if lists else None
+
+    def count(self, res: str) -> int:
+        with self.lock:
+            return sum(1 for _, r, _ in self.registrations if r == res)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    return build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "dp"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def kubelet(plugin_dir: Path) -> Iterator[FakeKubelet]:
+    k = FakeKubelet(plugin_dir)
+    yield k
+    k.stop()
+
+
+@pytest.fixture
+def plugin(node: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[Plugin]:
+    opts = Options(
+        plugin_dir=str(plugin_dir),
+        host=HostRoot.of(node),
+        links_dir=str(plugin_dir / "links"),
+        listen=("127.0.0.1", 0),
+        rescan_interval=30,
+    )
+    p = Plugin(opts, default_config()).start()
+    yield p
+    p.stop()
+
+
+def test_registers_every_resource_and_serves_inside_register(
+    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+) -> None:
+    names = [r.name for r in default_config().resources]
+    wait_until(lambda: all(kubelet.last(n) is not None for n in names))
+    assert kubelet.last(CORAL) == [("usb-2-1", "Healthy")]
+    assert kubelet.last("edgefd.io/ncs2") == [("usb-1-1.1", "Healthy")]
+    assert kubelet.last("edgefd.io/hailo") == []  # zero devices: registered, empty list
+    assert not kubelet.options[CORAL].get_preferred_allocation_available
+    endpoints = {e for _, _, e in kubelet.registrations}
+    assert endpoints == {socket_name(n) for n in names}
+    assert all((plugin_dir / e).is_socket() for e in endpoints)
+
+
+def test_allocate_and_unknown_ids(plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path) -> None:
+    wait_until(lambda: kubelet.last(CORAL))
+    stub = kubelet.stub(CORAL)
+    resp = stub.Allocate(
+        pb.AllocateRequest(
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-2-1"])]
+        )
+    )
+    [cr] = resp.container_responses
+    assert cr.envs["EDGEFD_CORAL_USB_DEVICES"] == "usb-2-1"
+    [spec] = cr.devices
+    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "usb-2-1" / "0"
+    assert spec.host_path == str(link)
+    assert os.readlink(link).startswith("/dev/bus/usb/002/")  # a host path, not under the root
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Allocate(
+            pb.AllocateRequest(
+                container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-7-7"])]
+            )
+        )
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "unknown device ID(s) usb-7-7" in e.value.details()
+    # metrics reflect it
+    port = plugin._health.port  # type: ignore[union-attr]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    assert 'edgefd_devplugin_allocations_total{resource="edgefd.io/coral-usb"} 1' in text
+    assert 'edgefd_devplugin_allocate_errors_total{resource="edgefd.io/coral-usb"} 1' in text
+    assert 'edgefd_devplugin_devices{health="Healthy",resource="edgefd.io/coral-usb"} 1' in text
+    ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read().decode()
+    assert "registered" in ok
+
+
+def test_unplug_replug_and_reenumeration(
+    plugin: Plugin, kubelet: FakeKubelet, node: Path, plugin_dir: Path
+) -> None:
+    wait_until(lambda: kubelet.last(CORAL))
+    hb = HostBuilder(node)
+    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "usb-2-1" / "0"
+    t0 = time.monotonic()
+    hb.remove_usb("2-1")
+    wait_until(lambda: kubelet.last(CORAL) == [("usb-2-1", "Unhealthy")], timeout=2)
+    assert time.monotonic() - t0 < 1.0
+    assert not os.path.lexists(link)  # no stale grant while it is away
+    t0 = time.monotonic()
+    hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9})
+    wait_until(lambda: kubelet.last(CORAL) == [("usb-2-1", "Healthy")], timeout=2)
+    assert time.monotonic() - t0 < 1.0
+    assert os.readlink(link) == "/dev/bus/usb/002/009"
+    # every message carries the full list, and only changes are sent
+    with kubelet.lock:
+        msgs = list(kubelet.lists[CORAL])
+    assert msgs == [
+        [("usb-2-1", "Healthy")],
+        [("usb-2-1", "Unhealthy")],
+        [("usb-2-1", "Healthy")],
+    ]
+
+
+def test_kubelet_restart_reregisters_quickly(
+    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+) -> None:
+    wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
+    t0 = time.monotonic()
+    kubelet.restart()
+    wait_until(lambda: kubelet.count(CORAL) >= 2, timeout=3)
+    with kubelet.lock:
+        t_reg = [t for t, r, _ in kubelet.registrations if r == CORAL][-1]
+    assert t_reg - t0 < 1.0
+    wait_until(lambda: CORAL in kubelet.ended)  # the old stream was ended
+    wait_until(lambda: (plugin_dir / socket_name(CORAL)).is_socket())
+    wait_until(lambda: plugin.resources[CORAL].registered.is_set())
+    assert plugin.metrics.kubelet_restarts.get() >= 1
+
+
+def test_own_socket_removed_reregisters(
+    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+) -> None:
+    wait_until(lambda: kubelet.count(CORAL) == 1)
+    (plugin_dir / socket_name(CORAL)).unlink()
+    wait_until(lambda: kubelet.count(CORAL) == 2, timeout=2)
+    wait_until(lambda: (plugin_dir / socket_name(CORAL)).is_socket())
+
+
+def test_registration_retries_until_the_kubelet_appears(node: Path, plugin_dir: Path) -> None:
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
+    p = Plugin(opts, cfg).start()
+    try:
+        time.sleep(0.3)
+        assert not p.resources[CORAL].registered.is_set()
+        assert "does not exist" in p.resources[CORAL].last_error
+        k = FakeKubelet(plugin_dir)
+        try:
+            t0 = time.monotonic()
+            wait_until(lambda: k.last(CORAL), timeout=2)
+            assert time.monotonic() - t0 < 1.0
+        finally:
+            k.stop()
+    finally:
+        p.stop()
+    assert not (plugin_dir / socket_name(CORAL)).exists()
+
+
+def test_preferred_allocation_with_replicas(node: Path, plugin_dir: Path) -> None:
+    k = FakeKubelet(plugin_dir)
+    cfg = parse_config(
+        {
+            "resources": [
+                {"name": "edgefd.io/usb-sticks", "accelerator": "ncs2", "replicas": 2},
+            ]
+        },
+        "x",
+    )
+    # a second NCS2 on another port
+    HostBuilder(node).add_usb({"port": "1-1.4.1", "vendor": "03e7", "product": "f63b"})
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    p = Plugin(opts, cfg).start()
+    try:
+        res = "edgefd.io/usb-sticks"
+        wait_until(lambda: k.last(res))
+        assert k.options[res].get_preferred_allocation_available
+        ids = [i for i, _ in k.last(res) or []]
+        assert ids == ["usb-1-1.1-r0", "usb-1-1.1-r1", "usb-1-1.4.1-r0", "usb-1-1.4.1-r1"]
+        resp = k.stub(res).GetPreferredAllocation(
+            pb.PreferredAllocationRequest(
+                container_requests=[
+                    pb.ContainerPreferredAllocationRequest(
+                        available_deviceIDs=ids, allocation_size=2
+                    )
+                ]
+            )
+        )
+        assert list(resp.container_responses[0].deviceIDs) == ["usb-1-1.1-r0", "usb-1-1.4.1-r0"]
+    finally:
+        p.stop()
+        k.stop()
+
+
+def test_dir_watcher_polling_fallback(tmp_path: Path) -> None:
+    seen: list[str] = []
+    w = DirWatcher(str(tmp_path), seen.append, poll_interval=0.05, use_inotify=False).start()
+    try:
+        (tmp_path / "kubelet.sock").touch()
+        wait_until(lambda: "kubelet.sock" in seen, timeout=1)
+        assert w.mode == "poll"
+    finally:
+        w.stop()
+
+
+def test_dir_watcher_inotify(tmp_path: Path) -> None:
+    seen: list[str] = []
+    w = DirWatcher(str(tmp_path), seen.append).start()
+    try:
+        wait_until(lambda: w.mode == "inotify")
+        time.sleep(0.05)
+        (tmp_path / "kubelet.sock").touch()
+        wait_until(lambda: "kubelet.sock" in seen, timeout=1)
+        (tmp_path / "kubelet.sock").unlink()
+        wait_until(lambda: seen.count("kubelet.sock") >= 2, timeout=1)
+    finally:
+        w.stop()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _run_plugin(args: list[str], **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tools.devplugin", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def test_sigterm_removes_sockets_and_exits_0_sighup_reloads(
+    node: Path, plugin_dir: Path, tmp_path: Path
+) -> None:
+    k = FakeKubelet(plugin_dir)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
+    proc = _run_plugin(
+        [
+            "--host-root",
+            str(node),
+            "--plugin-dir",
+            str(plugin_dir),
+            "--config",
+            str(cfg),
+            "--listen",
+            "",
+            "-v",
+        ]
+    )
+    try:
+        wait_until(lambda: k.last(CORAL), timeout=15)
+        cfg.write_text(
+            "resources:\n  - {name: edgefd.io/ncs2, accelerator: ncs2}\n"
+            "  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n"
+        )
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: k.last("edgefd.io/ncs2"), timeout=5)
+        assert k.count(CORAL) == 1  # unchanged resources are left alone
+        cfg.write_text("resources:\n  - {name: edgefd.io/ncs2, accelerator: ncs2}\n")
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: not (plugin_dir / socket_name(CORAL)).exists(), timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert not [
+            p.name
+            for p in plugin_dir.iterdir()
+            if p.name.startswith("edgefd-") and p.name.endswith(".sock")
+        ]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        k.stop()
+
+
+def test_bad_config_exits_3_naming_the_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n  - {name: edgefd.io/a, accelerator: ncs2}\n"
+        "  - name: edgefd.io/b\n    usb: [{vendor: xyz1, product: '0001'}]\n"
+    )
+    proc = _run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert "resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits" in err
+    assert "Traceback" not in err
+
+
+def test_dry_run_json_and_text(node: Path, tmp_path: Path) -> None:
+    import json
+
+    proc = _run_plugin(
+        ["--host-root", str(node), "--plugin-dir", str(tmp_path / "dp"), "--dry-run", "-o", "json"]
+    )
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    coral = next(r for r in doc["resources"] if r["resource"] == CORAL)
+    [dev] = coral["devices"]
+    assert dev["id"] == "usb-2-1" and dev["state"] == "boot"
+    assert dev["allocate"]["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+    assert not (tmp_path / "dp").exists()  # a dry run writes nothing
+    proc = _run_plugin(
+        ["--host-root", str(node), "--plugin-dir", str(tmp_path / "dp"), "--dry-run"]
+    )
+    out, _ = proc.communicate(timeout=30)
+    assert "usb-2-1: Healthy, usb 2-1, 1a6e:089a boot" in out
+
+
+class DialingKubelet(FakeKubelet):
+    """Dials back like the kubelet: blocking until the plugin's socket accepts (10 s), bound to
+    the Register call, so a plugin socket that vanished makes Register hang, and a Register
+    the plugin cancels stops the dial."""
+
+    def Register(self, request: pb.RegisterRequest, context: grpc.ServicerContext) -> pb.Empty:
+        with grpc.insecure_channel("unix:" + str(self.dir / request.endpoint)) as ch:
+            ready = grpc.channel_ready_future(ch)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    ready.result(timeout=0.05)
+                    break
+                except grpc.FutureTimeoutError:
+                    if not context.is_active():
+                        ready.cancel()
+                        return pb.Empty()
+                    if time.monotonic() > deadline:
+                        ready.cancel()
+                        context.abort(grpc.StatusCode.UNKNOWN, "failed to dial device plugin")
+        return super().Register(request, context)
+
+
+def test_kubelet_restart_during_a_registration_attempt(
+    node: Path, plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registration attempt that raced a kubelet restart is redone for the new kubelet.
+
+    Deterministic replay of a CI failure: the plugin served on a fresh socket and was about to
+    Register when the kubelet restarted: the new kubelet deleted that socket and recreated
+    kubelet.sock. The plugin ignored the deletion (it was registering), Register reached the
+    new kubelet, which dialed the deleted socket for 10 s: the resource stayed unregistered.
+    """
+    import tools.devplugin.plugin as plugin_mod
+
+    kubelet = DialingKubelet(plugin_dir)
+    real_register = plugin_mod.register
+    armed = threading.Event()
+
+    def racing_register(*args: Any, **kw: Any) -> None:
+        if armed.is_set():
+            armed.clear()
+            kubelet.restart()  # deletes the socket this attempt just serves on
+            time.sleep(0.3)  # the plugin-dir watch has seen it all
+        real_register(*args, **kw)
+
+    monkeypatch.setattr(plugin_mod, "register", racing_register)
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
+    p = Plugin(opts, cfg).start()
+    try:
+        wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
+        armed.set()
+        t0 = time.monotonic()
+        kubelet.restart()
+        wait_until(lambda: not armed.is_set())
+        wait_until(lambda: kubelet.count(CORAL) == 2, timeout=3)
+        with kubelet.lock:
+            t_reg = kubelet.registrations[-1][0]
+        assert t_reg - t0 < 1.5
+        wait_until(lambda: p.resources[CORAL].registered.is_set())
+        wait_until(lambda: kubelet.last(CORAL))
+        time.sleep(0.5)
+        assert kubelet.count(CORAL) == 2  # exactly once with the new kubelet
+        assert (plugin_dir / socket_name(CORAL)).is_socket()
+    finally:
+        p.stop()
+        kubelet.stop()

@@ -1,0 +1,301 @@
+"""devplugin against the kubelet's own device-manager code (tests/harness kubelet-devices).
+
+The plugin runs as a subprocess on a fixture host root, exactly as deployed but with
+`--host-root`; hot-plug is simulated by adding and removing device directories (and /dev
+nodes) under that root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixturegen import HostBuilder, build_host
+from tests.peers.kubelet import KubeletDevices
+
+pytestmark = pytest.mark.realpeer
+
+ROOT = Path(__file__).resolve().parents[2]
+CORAL = "edgefd.io/coral-usb"
+NCS2 = "edgefd.io/ncs2"
+HAILO = "edgefd.io/hailo"
+ALL = ["edgefd.io/coral-usb", "edgefd.io/coral-pcie", NCS2, "edgefd.io/ncs1", HAILO]
+
+
+class PluginProcess:
+    """`python -m tools.devplugin` on a host root and plugin dir."""
+
+    def __init__(self, host: Path, plugin_dir: str, *args: str) -> None:
+        self.log = Path(tempfile.mkstemp(prefix="devplugin-", suffix=".log")[1])
+        with open(self.log, "wb") as fh:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tools.devplugin",
+                    "--host-root",
+                    str(host),
+                    "--plugin-dir",
+                    plugin_dir,
+                    "--listen",
+                    "",
+                    "-v",
+                    *args,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=fh,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def fds(self) -> list[str]:
+        d = f"/proc/{self.pid}/fd"
+        out = []
+        for n in os.listdir(d):
+            with contextlib.suppress(OSError):
+                out.append(os.readlink(f"{d}/{n}"))
+        return out
+
+    def threads(self) -> int:
+        with open(f"/proc/{self.pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+        raise AssertionError("no Threads line")
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def kubelet() -> Iterator[KubeletDevices]:
+    kd = KubeletDevices()
+    try:
+        kd.start()
+        yield kd
+    finally:
+        kd.close()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    return build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+
+
+@pytest.fixture
+def plugin(host: Path, kubelet: KubeletDevices) -> Iterator[PluginProcess]:
+    p = PluginProcess(host, kubelet.plugin_dir)
+    try:
+        yield p
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.terminate()
+        if p.proc.poll() is None:
+            p.proc.kill()
+
+
+def _registered_all(kubelet: KubeletDevices, names: list[str], since: int = 0) -> None:
+    for n in names:
+        kubelet.wait_for("registered", resource=n, since=since, timeout=20)
+
+
+def _devices_event(kubelet: KubeletDevices, res: str, healthy: list[str], since: int) -> dict:
+    return kubelet.wait_for(
+        lambda e: (
+            e.get("event") == "devices" and e.get("resource") == res and e.get("healthy") == healthy
+        ),
+        since=since,
+        timeout=5,
+    )
+
+
+def test_registration_capacity_and_zero_devices(
+    plugin: PluginProcess, kubelet: KubeletDevices
+) -> None:
+    _registered_all(kubelet, ALL)
+    ev = kubelet.events_named("registered", resource=CORAL)[0]
+    assert ev["endpoint"] == "edgefd-edgefd.io_coral-usb.sock"
+    assert ev["options"]["get_preferred_allocation_available"] is False
+    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+    _devices_event(kubelet, NCS2, ["usb-1-1.1"], 0)
+    _devices_event(kubelet, HAILO, [], 0)  # nothing there: registered with an empty list
+    cap = kubelet.capacity()
+    assert cap["capacity"][CORAL] == 1 and cap["allocatable"][CORAL] == 1
+    assert cap["capacity"][NCS2] == 1
+    assert cap["capacity"].get(HAILO, 0) == 0
+
+
+def test_allocate_through_the_kubelet(plugin: PluginProcess, kubelet: KubeletDevices) -> None:
+    _registered_all(kubelet, [CORAL])
+    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+    r = kubelet.allocate(CORAL, count=1)
+    assert r["ok"], r
+    assert r["device_ids"] == ["usb-2-1"]
+    # what the kubelet checkpointed, i.e. what it replays on container restarts
+    assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+    [spec] = r["devices"]
+    assert spec["container_path"] == "/dev/edgefd/usb-2-1"
+    assert spec["permissions"] == "rw"
+    link = spec["host_path"]
+    assert link == os.path.join(
+        kubelet.plugin_dir, "edgefd-links", "edgefd.io_coral-usb", "usb-2-1", "0"
+    )
+    assert os.readlink(link).startswith("/dev/bus/usb/002/")
+    assert r["mounts"] == [
+        {"container_path": "/dev/bus/usb", "host_path": "/dev/bus/usb", "read_only": True}
+    ]
+    # a second pod finds nothing left
+    r2 = kubelet.allocate(CORAL, count=1)
+    assert not r2["ok"]
+    # an ID the plugin never advertised fails, saying why
+    bad = kubelet.allocate(CORAL, devices=["usb-9-9"])
+    assert not bad["ok"] and "unknown device ID(s) usb-9-9" in bad["error"]
+
+
+def test_kubelet_restart_reregisters_within_a_second(
+    plugin: PluginProcess, kubelet: KubeletDevices
+) -> None:
+    _registered_all(kubelet, ALL)
+    for _ in range(3):
+        since = kubelet.mark()
+        ready = kubelet.restart()
+        for n in ALL:
+            ev = kubelet.wait_for("registered", resource=n, since=since, timeout=5)
+            assert ev["ts"] - ready["ts"] < 1.0, (n, ev["ts"] - ready["ts"])
+        _devices_event(kubelet, CORAL, ["usb-2-1"], since)
+        kubelet.wait_for("capacity", resource=CORAL, allocatable=1, since=since, timeout=5)
+
+
+def test_plugin_restart(host: Path, kubelet: KubeletDevices) -> None:
+    p = PluginProcess(host, kubelet.plugin_dir)
+    try:
+        _registered_all(kubelet, ALL)
+        since = kubelet.mark()
+        assert p.terminate() == 0
+        kubelet.wait_for("disconnected", resource=CORAL, since=since, timeout=5)
+        socks = [n for n in os.listdir(kubelet.plugin_dir) if n.startswith("edgefd-")]
+        assert socks == ["edgefd-links"]  # sockets removed, the links dir stays
+        since = kubelet.mark()
+        p = PluginProcess(host, kubelet.plugin_dir)
+        _registered_all(kubelet, ALL, since)
+        _devices_event(kubelet, CORAL, ["usb-2-1"], since)
+    finally:
+        p.terminate()
+
+
+def test_unplug_and_replug_within_a_second(
+    plugin: PluginProcess, kubelet: KubeletDevices, host: Path
+) -> None:
+    _registered_all(kubelet, [NCS2])
+    _devices_event(kubelet, NCS2, ["usb-1-1.1"], 0)
+    hb = HostBuilder(host)
+    since = kubelet.mark()
+    t0 = time.monotonic()
+    hb.remove_usb("1-1.1")
+    ev = kubelet.wait_for(
+        lambda e: (
+            e.get("event") == "capacity" and e.get("resource") == NCS2 and e.get("allocatable") == 0
+        ),
+        since=since,
+        timeout=5,
+    )
+    assert ev["capacity"] == 1  # still listed, Unhealthy
+    assert ev["ts"] - t0 < 1.0, ev["ts"] - t0
+    since = kubelet.mark()
+    t0 = time.monotonic()
+    hb.add_usb({"port": "1-1.1", "vendor": "03e7", "product": "2485", "serial": "03e72485"})
+    ev = _devices_event(kubelet, NCS2, ["usb-1-1.1"], since)
+    assert ev["ts"] - t0 < 1.0, ev["ts"] - t0
+    assert kubelet.capacity()["allocatable"][NCS2] == 1
+
+
+def test_coral_boot_to_runtime_keeps_the_id(
+    plugin: PluginProcess, kubelet: KubeletDevices, host: Path
+) -> None:
+    _registered_all(kubelet, [CORAL])
+    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+    r = kubelet.allocate(CORAL, count=1)
+    link = r["devices"][0]["host_path"]
+    before = os.readlink(link)
+    since = kubelet.mark()
+    hb = HostBuilder(host)
+    # firmware upload: the boot device goes, the runtime one arrives on the same port
+    hb.remove_usb("2-1")
+    hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 5})
+    time.sleep(1.0)
+    devs = kubelet.events_named("devices", since=since, resource=CORAL)
+    assert all(set(e["healthy"]) | set(e["unhealthy"]) == {"usb-2-1"} for e in devs)
+    assert kubelet.capacity()["devices"][CORAL] == {"healthy": ["usb-2-1"], "unhealthy": []}
+    after = os.readlink(link)
+    assert after == "/dev/bus/usb/002/005" != before  # the replayed DeviceSpec follows it
+    # the allocated pod keeps its device: the kubelet still counts it as in use
+    assert kubelet.allocate(CORAL, count=1)["ok"] is False
+
+
+def test_bad_config_fails_naming_the_field(
+    host: Path, kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: coral, accelerator: coral-usb}\n")
+    p = PluginProcess(host, kubelet.plugin_dir, "--config", str(cfg))
+    assert p.proc.wait(30) == 3
+    assert "resources[0].name: 'coral' must be <domain>/<name>" in p.stderr()
+    assert not kubelet.events_named("registered")
+
+
+@pytest.mark.slow
+def test_hundred_kubelet_restarts_leak_nothing(host: Path, kubelet: KubeletDevices) -> None:
+    p = PluginProcess(host, kubelet.plugin_dir)
+    try:
+        _registered_all(kubelet, ALL)
+        # settle, then measure
+        for _ in range(3):
+            since = kubelet.mark()
+            kubelet.restart()
+            _registered_all(kubelet, ALL, since)
+        time.sleep(0.5)
+        fds0, threads0 = len(p.fds()), p.threads()
+        for _ in range(100):
+            since = kubelet.mark()
+            kubelet.restart()
+            _registered_all(kubelet, ALL, since)
+        # connections of the last restart close asynchronously: allow a few seconds to
+        # settle; a leak (one or more per restart) would be ~100 over, not a few
+        deadline = time.monotonic() + 10
+        while True:
+            fds1, threads1 = p.fds(), p.threads()
+            if len(fds1) <= fds0 + 2 and threads1 <= threads0 + 2:
+                break
+            if time.monotonic() > deadline:
+                kinds = Counter(f.split(":")[0] for f in fds1)
+                raise AssertionError(
+                    f"fds {fds0} -> {len(fds1)} {dict(kinds)}, threads {threads0} -> {threads1}"
+                )
+            time.sleep(0.2)
+        socks = [n for n in os.listdir(kubelet.plugin_dir) if n.endswith(".sock")]
+        assert sorted(socks) == sorted(
+            ["kubelet.sock"] + ["edgefd-" + n.replace("/", "_") + ".sock" for n in ALL]
+        )
+        assert p.proc.poll() is None
+    finally:
+        p.terminate()
+        shutil.rmtree(p.log, ignore_errors=True)

@@ -1,0 +1,378 @@
+"""dt-labeller end to end: real processes over generated host roots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixturegen.devicetree import compile_dts, expand_dtb
+from tools.common.featuresd import read_directory as read_features
+
+REPO = Path(__file__).resolve().parents[2]
+RPI4_DTS = REPO / "samples" / "devicetree" / "rpi4-model-b.dts"
+JETSON_DTS = REPO / "tests" / "fixtures" / "dt" / "jetson-nano-like.dts"
+
+RPI4_LABELS = {
+    "beta.devicetree.org/raspberrypi-4-model-b": "1",
+    "beta.devicetree.org/brcm-bcm2711": "1",
+    "beta.devicetree.org/arm-cortex-a72": "4",
+    "beta.devicetree.org/brcm-bcm2711-vc5": "1",
+}
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.dt_labeller", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def run_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.dt_labeller", *args],
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def rpi4_blob() -> bytes:
+    return compile_dts(RPI4_DTS)
+
+
+@pytest.fixture(scope="module")
+def jetson_blob() -> bytes:
+    return compile_dts(JETSON_DTS)
+
+
+def host_with_blob(root: Path, blob: bytes) -> Path:
+    (root / "sys" / "firmware").mkdir(parents=True, exist_ok=True)
+    (root / "sys" / "firmware" / "fdt").write_bytes(blob)
+    return root
+
+
+def host_with_dir(root: Path, blob: bytes, proc_only: bool = False) -> Path:
+    if proc_only:
+        expand_dtb(blob, root / "proc" / "device-tree")
+    else:
+        expand_dtb(blob, root / "sys" / "firmware" / "devicetree" / "base")
+        (root / "proc").mkdir(parents=True, exist_ok=True)
+        # as on a real host: an absolute symlink, which must be re-rooted, not followed out
+        os.symlink("/sys/firmware/devicetree/base", root / "proc" / "device-tree")
+    return root
+
+
+def labels_of(features_dir: Path) -> dict[str, str]:
+    return read_features(features_dir).labels
+
+
+def test_rpi4_blob_writes_exactly_the_reference_labels(rpi4_blob: bytes, tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "features.d"
+    p = run("--host-root", str(root), "--features-dir", str(fd))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "" and p.stderr == ""
+    assert [f.name for f in fd.iterdir()] == ["dt-labeller"]
+    assert labels_of(fd) == RPI4_LABELS
+
+
+@pytest.mark.parametrize("form", ["sys", "proc"])
+def test_directory_form_gives_identical_output(rpi4_blob: bytes, tmp_path: Path, form: str) -> None:
+    blob_root = host_with_blob(tmp_path / "a", rpi4_blob)
+    dir_root = host_with_dir(tmp_path / "b", rpi4_blob, proc_only=form == "proc")
+    a = run_bytes("--dry-run", "--host-root", str(blob_root))
+    b = run_bytes("--dry-run", "--host-root", str(dir_root))
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout
+    ja = json.loads(run("--dry-run", "-o", "json", "--host-root", str(blob_root)).stdout)
+    jb = json.loads(run("--dry-run", "-o", "json", "--host-root", str(dir_root)).stdout)
+    assert ja.pop("source") == {"path": "/sys/firmware/fdt", "form": "blob"}
+    expected = "/proc/device-tree" if form == "proc" else "/sys/firmware/devicetree/base"
+    assert jb.pop("source") == {"path": expected, "form": "directory"}
+    assert ja == jb
+
+
+def test_jetson_like_tree_both_forms_reject_the_plus_label(
+    jetson_blob: bytes, tmp_path: Path
+) -> None:
+    expected = {
+        "beta.devicetree.org/nvidia-jetson-nano": "1",
+        "beta.devicetree.org/nvidia-tegra210": "1",
+        "beta.devicetree.org/arm-cortex-a57-64bit": "3",
+        "beta.devicetree.org/arm-armv8": "3",
+        "beta.devicetree.org/nvidia-tegra210-gm20b": "1",
+        "beta.devicetree.org/nvidia-gm20b": "1",
+    }
+    for root in (
+        host_with_blob(tmp_path / "a", jetson_blob),
+        host_with_dir(tmp_path / "b", jetson_blob),
+    ):
+        fd = tmp_path / f"fd-{root.name}"
+        p = run("--host-root", str(root), "--features-dir", str(fd))
+        assert p.returncode == 0
+        assert labels_of(fd) == expected
+        (line,) = p.stderr.splitlines()
+        assert line.startswith("dt-labeller: WARNING: /: ")
+        assert "nvidia,p3449-0000-b00+p3448-0000-b00" in line and "'+'" in line
+        assert line.endswith("label skipped")
+
+
+def test_include_disabled_and_extra_node_names(jetson_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "j.dtb"
+    dtb.write_bytes(jetson_blob)
+    p = run("--dry-run", "--dtb", str(dtb), "--include-disabled", "-n", "pwm-fan", "-n", "fpga")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    assert "beta.devicetree.org/arm-cortex-a57-64bit=4" in lines
+    assert "beta.devicetree.org/nvidia-gm20b-vgpu=1" in lines
+    assert "beta.devicetree.org/pwm-fan=1" in lines
+    assert "beta.devicetree.org/xilinx-zynq-7000=1" in lines
+    assert "beta.devicetree.org/acme-widget=1" in lines
+    p = run("--dry-run", "--dtb", str(dtb), "--no-default-nodes")
+    assert [ln for ln in p.stdout.splitlines() if not ln.startswith("#")] == [
+        "beta.devicetree.org/nvidia-jetson-nano=1",
+        "beta.devicetree.org/nvidia-tegra210=1",
+    ]
+
+
+def test_dry_run_prints_exactly_the_bytes_it_would_write(rpi4_blob: bytes, tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "fd"
+    dry = run_bytes("--dry-run", "--host-root", str(root), "--features-dir", str(fd))
+    assert dry.returncode == 0
+    assert not fd.exists()
+    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+    assert (fd / "dt-labeller").read_bytes() == dry.stdout
+
+
+def test_unchanged_labels_do_not_rewrite_the_file(rpi4_blob: bytes, tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "fd"
+    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+    before = os.stat(fd / "dt-labeller")
+    os.utime(fd / "dt-labeller", ns=(before.st_atime_ns, before.st_mtime_ns - 10**9))
+    before = os.stat(fd / "dt-labeller")
+    p = run("--host-root", str(root), "--features-dir", str(fd), "-v")
+    assert p.returncode == 0
+    assert "unchanged" in p.stderr
+    after = os.stat(fd / "dt-labeller")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(os.listdir(fd)) == ["dt-labeller"]
+
+
+def test_reference_format(rpi4_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    p = run("--dry-run", "--format", "reference", "--dtb", str(dtb))
+    assert p.returncode == 0
+    assert p.stdout == (
+        "Discovered the following devicetree properties:\n\n"
+        "beta.devicetree.org/arm-cortex-a72: 4\n"
+        "beta.devicetree.org/brcm-bcm2711: 1\n"
+        "beta.devicetree.org/brcm-bcm2711-vc5: 1\n"
+        "beta.devicetree.org/raspberrypi-4-model-b: 1\n"
+    )
+    p = run("--format", "reference", "--dtb", str(dtb), "--features-dir", str(tmp_path / "fd"))
+    assert p.returncode == 2
+    assert "only applies to --dry-run" in p.stderr
+    assert not (tmp_path / "fd").exists()
+
+
+def test_json_inventory(rpi4_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    fd = tmp_path / "fd"
+    p = run("-o", "json", "--dtb", str(dtb), "--features-dir", str(fd))
+    assert p.returncode == 0
+    inv = json.loads(p.stdout)
+    assert inv["labels"] == RPI4_LABELS
+    assert inv["source"] == {"path": str(dtb), "form": "blob"}
+    assert inv["feature_file"] == {"path": str(fd / "dt-labeller"), "written": True}
+    visited = {v["path"]: v for v in inv["visited"]}
+    assert set(visited) == {"/", "/gpu", *(f"/cpus/cpu@{i}" for i in range(4))}
+    assert visited["/gpu"] == {
+        "path": "/gpu",
+        "compatible": ["brcm,bcm2711-vc5"],
+        "status": "okay",
+        "counted": True,
+        "labels": ["beta.devicetree.org/brcm-bcm2711-vc5"],
+    }
+    assert inv["origins"]["beta.devicetree.org/arm-cortex-a72"] == [
+        f"/cpus/cpu@{i}" for i in range(4)
+    ]
+    assert inv["rejected"] == []
+
+
+def test_json_inventory_lists_rejections_and_uncounted_nodes(
+    jetson_blob: bytes, tmp_path: Path
+) -> None:
+    dtb = tmp_path / "j.dtb"
+    dtb.write_bytes(jetson_blob)
+    inv = json.loads(run("--dry-run", "-o", "json", "--dtb", str(dtb)).stdout)
+    (rej,) = inv["rejected"]
+    assert rej["node"] == "/"
+    assert rej["key"] == "beta.devicetree.org/nvidia-p3449-0000-b00+p3448-0000-b00"
+    notes = {v["path"]: v.get("note") for v in inv["visited"] if not v["counted"]}
+    assert notes == {
+        "/cpus/cpu@3": 'status is "fail"; not counted',
+        "/host1x/gpu@57000000": 'status is "disabled"; not counted',
+    }
+
+
+def test_explain_goes_to_stderr(rpi4_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    plain = run_bytes("--dry-run", "--dtb", str(dtb))
+    p = run_bytes("--dry-run", "--explain", "--dtb", str(dtb))
+    assert p.stdout == plain.stdout
+    assert (
+        b"beta.devicetree.org/arm-cortex-a72=4 <- /cpus/cpu@0, /cpus/cpu@1, /cpus/cpu@2, "
+        b"/cpus/cpu@3\n" in p.stderr
+    )
+
+
+def test_no_devicetree_is_a_normal_outcome(tmp_path: Path) -> None:
+    root = tmp_path / "x86"
+    (root / "sys" / "firmware" / "acpi").mkdir(parents=True)
+    fd = tmp_path / "fd"
+    p = run("--host-root", str(root), "--features-dir", str(fd), "-v")
+    assert p.returncode == 0
+    assert "no devicetree" in p.stderr
+    assert labels_of(fd) == {}
+    assert (fd / "dt-labeller").read_bytes().startswith(b"# written by dt-labeller")
+    # and a stale file from an earlier run is emptied, not left claiming hardware
+    (fd / "dt-labeller").write_text("beta.devicetree.org/old=1\n")
+    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+    assert labels_of(fd) == {}
+
+
+def test_blob_preferred_and_malformed_blob_falls_back_to_directory(
+    rpi4_blob: bytes, jetson_blob: bytes, tmp_path: Path
+) -> None:
+    root = host_with_dir(tmp_path / "root", rpi4_blob)
+    host_with_blob(root, jetson_blob)
+    p = run("--dry-run", "--host-root", str(root))
+    assert "nvidia-tegra210=1" in p.stdout  # the blob won
+    (root / "sys" / "firmware" / "fdt").write_bytes(b"garbage, not a devicetree blob at all")
+    p = run("--dry-run", "--host-root", str(root))
+    assert p.returncode == 0
+    assert "arm-cortex-a72=4" in p.stdout
+    assert "bad magic" in p.stderr and "reading /sys/firmware/devicetree/base instead" in p.stderr
+
+
+def test_malformed_blob_without_fallback_is_bad_input(tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path / "root", b"\xd0\x0d\xfe\xed" + b"\0" * 60)
+    p = run("--dry-run", "--host-root", str(root))
+    assert p.returncode == 3
+    assert p.stderr.startswith("dt-labeller: error: /sys/firmware/fdt: not a usable")
+    assert len(p.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "too short"),
+        (b"\xd0\x0d\xfe\xed" + b"\xff" * 36, "only"),
+        (b"hello world, this is not a devicetree blob", "bad magic"),
+    ],
+)
+def test_bad_dtb_file(tmp_path: Path, content: bytes, message: str) -> None:
+    dtb = tmp_path / "bad.dtb"
+    dtb.write_bytes(content)
+    p = run("--dry-run", "--dtb", str(dtb))
+    assert p.returncode == 3
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(f"dt-labeller: error: {dtb}: ") and message in line
+    assert p.stdout == ""
+
+
+def test_missing_dtb_file_is_bad_input(tmp_path: Path) -> None:
+    p = run("--dry-run", "--dtb", str(tmp_path / "nope.dtb"))
+    assert p.returncode == 3
+    assert (
+        p.stderr
+        == f"dt-labeller: error: {tmp_path / 'nope.dtb'}: cannot read (No such file or directory)\n"
+    )
+
+
+def test_unwritable_features_dir_is_exit_4(rpi4_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    p = run("--dtb", str(dtb), "--features-dir", str(blocker / "features.d"))
+    assert p.returncode == 4
+    (line,) = p.stderr.splitlines()
+    assert line.startswith("dt-labeller: error: cannot write ")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "code"),
+    [
+        ("kubernetes.io", 2),
+        ("node-role.kubernetes.io", 2),
+        ("Upper.Example", 2),
+        ("feature.node.kubernetes.io", 0),
+        ("devicetree.example.com", 0),
+    ],
+)
+def test_prefix_validation(rpi4_blob: bytes, tmp_path: Path, prefix: str, code: int) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    p = run("--dry-run", "--dtb", str(dtb), "--prefix", prefix)
+    assert p.returncode == code, p.stderr
+    if code:
+        assert p.stderr.startswith("dt-labeller: error: --prefix: ")
+    else:
+        assert f"{prefix}/arm-cortex-a72=4" in p.stdout
+
+
+def test_environment_variables_configure_paths(rpi4_blob: bytes, tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "fd"
+    p = run(env={"EDGEFD_HOST_ROOT": str(root), "EDGEFD_FEATURES_DIR": str(fd)})
+    assert p.returncode == 0
+    assert labels_of(fd) == RPI4_LABELS
+
+
+def test_console_entry_point_and_help() -> None:
+    p = subprocess.run(
+        [sys.executable, "-c", "import sys; from tools.dt_labeller.cli import main; main()", "-h"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 0
+    assert "--dtb" in p.stdout and "--include-disabled" in p.stdout
+
+
+def test_never_imports_kubernetes_or_grpc(rpi4_blob: bytes, tmp_path: Path) -> None:
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    code = (
+        "import sys\n"
+        "from tools.dt_labeller.cli import main\n"
+        "try:\n"
+        f"    main(['-o', 'json', '--dry-run', '--dtb', {str(dtb)!r}])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('kubernetes', 'grpc', 'google', 'fdt', 'yaml'))\n"
+        "print('LOADED', bad, file=sys.stderr)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30
+    )
+    assert p.returncode == 0, p.stderr
+    assert "LOADED []" in p.stderr

@@ -1,0 +1,684 @@
+"""feature-sink end to end against a real kube-apiserver (tests/peers harness).
+
+The sink runs as a subprocess (`python -m tools.feature_sink`) with short intervals; the tests
+look at the Node through the admin client and at the sink through its /metrics endpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.feature_sink.ownership import ANNOTATION, decode
+
+pytestmark = pytest.mark.realpeer
+
+ROOT = Path(__file__).resolve().parents[2]
+F = "feature.node.kubernetes.io"
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        try:
+            last = pred()
+        except Exception as e:  # the API may be restarting
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+class Cluster:
+    """Admin access to the harness apiserver, plus Node helpers."""
+
+    def __init__(self, apiserver: Any) -> None:
+        import kubernetes.client as k8s
+
+        self.apiserver = apiserver
+        self.kubeconfig = str(apiserver.kubeconfig)
+        self.core = k8s.CoreV1Api(apiserver.admin_api())
+        self.k8s = k8s
+
+    def new_node(self, labels: dict[str, str] | None = None) -> str:
+        name = f"sink-{uuid.uuid4().hex[:10]}"
+        self.core.create_node(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                },
+            }
+        )
+        return name
+
+    def node(self, name: str) -> Any:
+        return self.core.read_node(name)
+
+    def labels(self, name: str) -> dict[str, str]:
+        return dict(self.node(name).metadata.labels or {})
+
+    def ownership(self, name: str):
+        ann = self.node(name).metadata.annotations or {}
+        return decode(ann.get(ANNOTATION))
+
+    def set_label(self, name: str, key: str, value: str | None) -> None:
+        self.core.patch_node(name, {"metadata": {"labels": {key: value}}})
+
+    def events(self, name: str) -> list[Any]:
+        evs = self.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}"
+        )
+        return list(evs.items)
+
+    def node_patches_total(self) -> float:
+        """The API server's own count of PATCH requests on nodes (all clients)."""
+        import ssl
+
+        a = self.apiserver
+        ctx = ssl.create_default_context(cafile=a.ca_file)
+        ctx.load_cert_chain(str(a.pki.admin_crt), str(a.pki.admin_key))
+        with urllib.request.urlopen(f"{a.url}/metrics", timeout=10, context=ctx) as r:
+            text = r.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if (
+                line.startswith("apiserver_request_total{")
+                and 'verb="PATCH"' in line
+                and 'resource="nodes"' in line
+            ):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+class Sink:
+    """A feature-sink subprocess with its metrics endpoint."""
+
+    def __init__(self, cluster: Cluster, node: str, features: Path, tmp: Path, *extra: str):
+        self.port = free_port()
+        self.log_path = tmp / f"sink-{uuid.uuid4().hex[:6]}.log"
+        self.args = [
+            sys.executable,
+            "-m",
+            "tools.feature_sink",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--node-name",
+            node,
+            "--features-dir",
+            str(features),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--resync-interval",
+            "2s",
+            "--max-backoff",
+            "1s",
+            "--api-timeout",
+            "3s",
+            "-vv",
+            *extra,
+        ]
+        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, stderr=self.log, stdout=self.log)
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=3) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def metric(self, name: str, **labels: str) -> float:
+        want = name + (
+            "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
+        )
+        return self.metrics().get(want, 0.0)
+
+    def wait_synced(self, n: int = 1, timeout: float = 20) -> None:
+        wait_for(
+            lambda: self.metric("edgefd_sink_syncs_total", result="success") >= n,
+            timeout,
+            f"{n} successful sync(s); log:\n{self.tail()}",
+        )
+
+    def tail(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(20)
+        finally:
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_apiserver: Any) -> Cluster:
+    return Cluster(kube_apiserver)
+
+
+@pytest.fixture
+def sinks(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[..., Sink]]:
+    started: list[Sink] = []
+
+    def start(node: str, features: Path, *extra: str) -> Sink:
+        s = Sink(cluster, node, features, tmp_path, *extra)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        with contextlib.suppress(Exception):
+            s.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def fdir(tmp_path: Path) -> Path:
+    d = tmp_path / "features.d"
+    d.mkdir()
+    return d
+
+
+def write(d: Path, name: str, labels: dict[str, str]) -> None:
+    tmp = d / f".{name}.tmp"
+    tmp.write_text("".join(f"{k}={v}\n" for k, v in labels.items()))
+    os.replace(tmp, d / name)
+
+
+def run_sink(*args: str, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.feature_sink", *args],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+    )
+
+
+# -- tests ---------------------------------------------------------------------------------
+
+
+def test_labels_applied_unowned_untouched_stale_removed(cluster, sinks, fdir):
+    node = cluster.new_node({"example.com/team": "edge", f"{F}/manual": "x"})
+    write(fdir, "usb-scan", {f"{F}/usb-fe_1a6e_089a.present": "true", f"{F}/old": "1"})
+    write(fdir, "pci-scan", {f"{F}/pci-0302_10de.present": "true"})
+    s = sinks(node, fdir)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/old") == "1", what="labels applied")
+    labels = cluster.labels(node)
+    assert labels[f"{F}/usb-fe_1a6e_089a.present"] == "true"
+    assert labels[f"{F}/pci-0302_10de.present"] == "true"
+    own = cluster.ownership(node)
+    assert own.producers == {
+        "usb-scan": {f"{F}/usb-fe_1a6e_089a.present", f"{F}/old"},
+        "pci-scan": {f"{F}/pci-0302_10de.present"},
+    }
+    # the producer's file no longer lists a label: it goes; unowned labels stay
+    write(fdir, "usb-scan", {f"{F}/usb-fe_1a6e_089a.present": "true"})
+    wait_for(lambda: f"{F}/old" not in cluster.labels(node), what="stale label removed")
+    labels = cluster.labels(node)
+    assert labels["example.com/team"] == "edge" and labels[f"{F}/manual"] == "x"
+    assert labels["kubernetes.io/hostname"] == node
+    assert s.metric("edgefd_sink_owned_labels") == 2
+    assert s.stop() == 0
+    # SIGTERM removed nothing
+    assert f"{F}/pci-0302_10de.present" in cluster.labels(node)
+
+
+def test_rejected_labels_refused_reported_once_as_event(cluster, sinks, fdir):
+    node = cluster.new_node()
+    (fdir / "dt-labeller").write_text(
+        "beta.devicetree.org/brcm-bcm2711=1\n"
+        "node-role.kubernetes.io/control-plane=\n"
+        f"{F}/kernel=4.9.140-tegra+\n"
+    )
+    s = sinks(node, fdir)
+    wait_for(lambda: "beta.devicetree.org/brcm-bcm2711" in cluster.labels(node))
+    s.wait_synced(4, timeout=30)  # several resyncs (every 2 s)
+    labels = cluster.labels(node)
+    assert "node-role.kubernetes.io/control-plane" not in labels
+    assert f"{F}/kernel" not in labels
+    evs = wait_for(
+        lambda: [e for e in cluster.events(node) if e.reason == "LabelRejected"] or None,
+        what="LabelRejected events",
+    )
+    assert len(evs) == 2, [e.message for e in evs]  # one per refused label, not per resync
+    msgs = " ".join(e.message for e in evs)
+    assert "dt-labeller:2" in msgs and "never writable" in msgs and "dt-labeller:3" in msgs
+    assert all(e.type == "Warning" and (e.count or 1) == 1 for e in evs)
+    assert s.metric("edgefd_sink_rejected_labels") == 2
+    assert "refused" in s.tail()
+
+
+def test_conflicting_unowned_label_is_left_alone_and_survives_edits(cluster, sinks, fdir):
+    node = cluster.new_node({f"{F}/shared": "theirs"})
+    write(fdir, "usb-scan", {f"{F}/shared": "ours", f"{F}/a": "1"})
+    s = sinks(node, fdir)
+    wait_for(lambda: f"{F}/a" in cluster.labels(node))
+    s.wait_synced(2)
+    assert cluster.labels(node)[f"{F}/shared"] == "theirs"
+    assert f"{F}/shared" not in cluster.ownership(node).keys
+    assert s.metric("edgefd_sink_label_conflicts") == 1
+    # a concurrent writer edits unowned labels while the sink churns through file changes
+    for i in range(30):
+        write(fdir, "usb-scan", {f"{F}/shared": "ours", f"{F}/a": str(i)})
+        cluster.set_label(node, "example.com/manual", str(i))
+        time.sleep(0.02)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/a") == "29")
+    s.wait_synced(int(s.metric("edgefd_sink_syncs_total", result="success")) + 1)
+    labels = cluster.labels(node)
+    assert labels["example.com/manual"] == "29"
+    assert labels[f"{F}/shared"] == "theirs"
+
+
+def test_hand_edit_of_owned_label_is_repaired_on_resync(cluster, sinks, fdir):
+    node = cluster.new_node()
+    write(fdir, "pci-scan", {f"{F}/pci-0302_10de.present": "true"})
+    sinks(node, fdir)
+    wait_for(lambda: f"{F}/pci-0302_10de.present" in cluster.labels(node))
+    cluster.set_label(node, f"{F}/pci-0302_10de.present", "false")
+    wait_for(lambda: cluster.labels(node)[f"{F}/pci-0302_10de.present"] == "true", 10)
+    cluster.set_label(node, f"{F}/pci-0302_10de.present", None)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/pci-0302_10de.present") == "true", 10)
+
+
+def test_burst_of_1000_changes_bounded_writes(cluster, sinks, fdir):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/n": "start"})
+    s = sinks(node, fdir, "--resync-interval", "1h")
+    wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "start")
+    before = s.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH")
+    server_before = cluster.node_patches_total()
+    t0 = time.monotonic()
+    for i in range(1000):
+        write(fdir, f"p{i % 20}", {f"{F}/n{i % 20}": str(i)})
+    write(fdir, "usb-scan", {f"{F}/n": "end"})
+    burst = time.monotonic() - t0
+    wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "end", 10)
+    time.sleep(1)
+    writes = s.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH") - before
+    server_writes = cluster.node_patches_total() - server_before
+    # one write per 500 ms latency cap during the burst, plus the trailing one
+    bound = burst / 0.5 + 3
+    assert 1 <= writes <= bound, (writes, burst)
+    assert server_writes >= writes  # the server saw them (and nothing hidden from our count)
+    assert server_writes <= bound + 2
+    labels = cluster.labels(node)
+    assert all(labels[f"{F}/n{k}"] == str(980 + k) for k in range(20))
+
+
+def test_removal_grace_period(cluster, sinks, fdir):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    write(fdir, "pci-scan", {f"{F}/pci": "true"})
+    sinks(node, fdir, "--removal-grace", "3s")
+    wait_for(lambda: f"{F}/usb" in cluster.labels(node))
+    (fdir / "usb-scan").unlink()
+    gone_at = time.monotonic()
+    wait_for(lambda: "usb-scan" in cluster.ownership(node).missing, 5, "missing clock recorded")
+    time.sleep(1.5)
+    assert f"{F}/usb" in cluster.labels(node)  # kept while the producer is away
+    wait_for(lambda: f"{F}/usb" not in cluster.labels(node), 10, "removal after grace")
+    assert time.monotonic() - gone_at >= 2.9
+    assert cluster.labels(node)[f"{F}/pci"] == "true"
+    assert "usb-scan" not in cluster.ownership(node).producers
+
+
+def test_producer_back_within_grace_keeps_label_without_flap(cluster, sinks, fdir):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    sinks(node, fdir, "--removal-grace", "30s")
+    wait_for(lambda: f"{F}/usb" in cluster.labels(node))
+    (fdir / "usb-scan").unlink()
+    wait_for(lambda: "usb-scan" in cluster.ownership(node).missing)
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    wait_for(lambda: not cluster.ownership(node).missing)
+    assert cluster.labels(node)[f"{F}/usb"] == "true"
+
+
+def test_restart_does_not_flap_labels(cluster, sinks, fdir):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    write(fdir, "pci-scan", {f"{F}/pci": "true"})
+    s = sinks(node, fdir)
+    wait_for(lambda: f"{F}/pci" in cluster.labels(node))
+    s.wait_synced(2)
+    assert s.stop() == 0
+    rv = cluster.node(node).metadata.resource_version
+    labels = cluster.labels(node)
+    # restart with one producer's file missing (its init container has not rewritten it yet)
+    (fdir / "usb-scan").unlink()
+    s2 = sinks(node, fdir, "--removal-grace", "1h")
+    s2.wait_synced(3)
+    after = cluster.node(node)
+    assert after.metadata.labels == labels
+    # exactly one write: recording when the producer went missing; no label changed
+    assert s2.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH") == 1
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    wait_for(lambda: not cluster.ownership(node).missing)
+    assert s2.stop() == 0
+    rv = cluster.node(node).metadata.resource_version
+    s3 = sinks(node, fdir)
+    s3.wait_synced(3)
+    assert cluster.node(node).metadata.resource_version == rv  # no write at all
+    assert s3.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH") == 0
+
+
+def test_api_down_at_start_then_up_converges(cluster, sinks, fdir, kube_apiserver):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    kube_apiserver.stop_apiserver()
+    try:
+        s = sinks(node, fdir)
+        wait_for(
+            lambda: s.metric("edgefd_sink_sync_failures_total", reason="unreachable") >= 2,
+            20,
+            "failed syncs while the API is down",
+        )
+        assert s.proc.poll() is None
+    finally:
+        kube_apiserver.start_apiserver()
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true", 30, "convergence")
+    assert s.proc.poll() is None
+
+
+def test_api_restart_mid_run_converges_without_losing_labels(cluster, sinks, fdir, kube_apiserver):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    s = sinks(node, fdir)
+    wait_for(lambda: f"{F}/usb" in cluster.labels(node))
+    kube_apiserver.stop_apiserver()
+    try:
+        write(fdir, "pci-scan", {f"{F}/pci": "true"})  # a change while the API is down
+        wait_for(lambda: s.metric("edgefd_sink_sync_failures_total", reason="unreachable") >= 1, 20)
+    finally:
+        kube_apiserver.start_apiserver()
+    wait_for(lambda: f"{F}/pci" in cluster.labels(node), 30, "change applied after restart")
+    assert cluster.labels(node)[f"{F}/usb"] == "true"
+    assert s.proc.poll() is None
+    wait_for(lambda: _get(s.port, "/readyz")[0] == 200, 10, "ready again")
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_kill_9_during_syncs_leaves_consistent_state(cluster, sinks, fdir):
+    node = cluster.new_node()
+    for round_ in range(6):
+        labels = {f"{F}/k{i}": str(round_) for i in range(round_ * 10, round_ * 10 + 60)}
+        write(fdir, "usb-scan", labels)
+        s = sinks(node, fdir)
+        time.sleep(0.9 + 0.15 * round_)  # interpreter start-up ~0.8 s: kill around the sync
+        s.stop(signal.SIGKILL)
+        # the patch is atomic: the annotation and the labels always agree
+        own = cluster.ownership(node)
+        on_node = {k for k in cluster.labels(node) if k.startswith(F)}
+        assert on_node == set(own.keys), round_
+    s = sinks(node, fdir)
+    wait_for(
+        lambda: {k: v for k, v in cluster.labels(node).items() if k.startswith(F)} == labels,
+        20,
+        "converged after the kills",
+    )
+
+
+def test_once_exit_codes(cluster, fdir, kube_apiserver):
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    common = ["--kubeconfig", cluster.kubeconfig, "--features-dir", str(fdir), "--api-timeout", "3"]
+    ok = run_sink("--once", "--node-name", node, *common)
+    assert ok.returncode == 0, ok.stderr
+    assert cluster.labels(node)[f"{F}/usb"] == "true"
+    missing = run_sink("--once", "--node-name", "no-such-node-" + uuid.uuid4().hex[:6], *common)
+    assert missing.returncode == 1, missing.stderr
+    assert b"not found" in missing.stderr
+    kube_apiserver.stop_apiserver()
+    try:
+        down = run_sink("--once", "--node-name", node, *common)
+    finally:
+        kube_apiserver.start_apiserver()
+    assert down.returncode == 5, down.stderr
+
+
+def test_dry_run_against_live_node_and_with_api_down(cluster, fdir, kube_apiserver):
+    node = cluster.new_node({f"{F}/manual": "x"})
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    rv = cluster.node(node).metadata.resource_version
+    common = ["--kubeconfig", cluster.kubeconfig, "--features-dir", str(fdir), "--api-timeout", "3"]
+    p = run_sink("--dry-run", "-o", "json", "--node-name", node, *common)
+    assert p.returncode == 0, p.stderr
+    ops = json.loads(p.stdout)
+    assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": rv}
+    assert {"op": "add", "path": f"/metadata/labels/{F}~1usb", "value": "true"} in ops
+    assert cluster.node(node).metadata.resource_version == rv  # nothing written
+    # the printed patch is exactly what the API server would accept
+    cluster.core.patch_node(node, ops, _content_type="application/json-patch+json")
+    assert cluster.labels(node)[f"{F}/usb"] == "true"
+    assert f"{F}/usb" in cluster.ownership(node).keys
+    again = run_sink("--dry-run", "-o", "json", "--node-name", node, *common)
+    assert json.loads(again.stdout) == [] and b"no changes" in again.stderr
+    kube_apiserver.stop_apiserver()
+    try:
+        down = run_sink("--dry-run", "--node-name", node, *common)
+    finally:
+        kube_apiserver.start_apiserver()
+    assert down.returncode == 0, down.stderr
+    assert b"Node with no labels" in down.stderr
+    assert down.stdout.decode().split() == ["add", f"{F}/usb=true"]
+
+
+def test_features_from_stdin(cluster, fdir):
+    node = cluster.new_node()
+    write(fdir, "pci-scan", {f"{F}/pci": "true"})
+    common = ["--kubeconfig", cluster.kubeconfig, "--node-name", node, "--api-timeout", "3"]
+    assert run_sink("--once", "--features-dir", str(fdir), *common).returncode == 0
+    stream = f"{F}/usb-fe_1a6e_089a.present=true\n".encode()
+    p = run_sink("--once", "--features", "-", *common, stdin=stream)
+    assert p.returncode == 0, p.stderr
+    labels = cluster.labels(node)
+    assert labels[f"{F}/usb-fe_1a6e_089a.present"] == "true"
+    assert labels[f"{F}/pci"] == "true"  # the stream is one producer; it removes nobody else's
+    assert cluster.ownership(node).producers["stdin"] == {f"{F}/usb-fe_1a6e_089a.present"}
+
+
+NODEFEATURE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "nodefeatures.nfd.k8s-sigs.io"},
+    "spec": {
+        "group": "nfd.k8s-sigs.io",
+        "names": {
+            "kind": "NodeFeature",
+            "listKind": "NodeFeatureList",
+            "plural": "nodefeatures",
+            "singular": "nodefeature",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "required": ["spec"],
+                        "properties": {
+                            "apiVersion": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "metadata": {"type": "object"},
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "features": {
+                                        "type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                    "labels": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "string"},
+                                    },
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def nodefeature_crd(cluster: Cluster, kube_apiserver: Any) -> None:
+    import kubernetes.client as k8s
+
+    ext = k8s.ApiextensionsV1Api(kube_apiserver.admin_api())
+    try:
+        ext.create_custom_resource_definition(NODEFEATURE_CRD)
+    except k8s.exceptions.ApiException as e:
+        if e.status != 409:
+            raise
+
+    def established() -> bool:
+        crd = ext.read_custom_resource_definition("nodefeatures.nfd.k8s-sigs.io")
+        return any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        )
+
+    wait_for(established, 30, "CRD established")
+
+
+def test_nodefeature_mode(cluster, fdir, nodefeature_crd, kube_apiserver):
+    import kubernetes.client as k8s
+
+    custom = k8s.CustomObjectsApi(kube_apiserver.admin_api())
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true", f"{F}/old": "1"})
+    (fdir / "bad").write_text("node-role.kubernetes.io/x=\n")
+    common = [
+        "--kubeconfig", cluster.kubeconfig, "--node-name", node, "--features-dir", str(fdir),
+        "--mode", "nodefeature", "--namespace", "default", "--api-timeout", "3",
+    ]  # fmt: skip
+
+    def get() -> dict:
+        return custom.get_namespaced_custom_object(
+            "nfd.k8s-sigs.io", "v1alpha1", "default", "nodefeatures", node
+        )
+
+    p = run_sink("--once", *common)
+    assert p.returncode == 0, p.stderr
+    obj = get()
+    assert obj["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] == node
+    assert obj["spec"]["labels"] == {f"{F}/usb": "true", f"{F}/old": "1"}
+    assert f"{F}/usb" not in cluster.labels(node)  # the Node itself is nfd-master's business
+    rv = obj["metadata"]["resourceVersion"]
+    assert run_sink("--once", *common).returncode == 0
+    assert get()["metadata"]["resourceVersion"] == rv  # nothing changed: no write
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    assert run_sink("--once", *common).returncode == 0
+    assert get()["spec"]["labels"] == {f"{F}/usb": "true"}
+    # an object of that name the sink did not create is never overwritten
+    other = cluster.new_node()
+    custom.create_namespaced_custom_object(
+        "nfd.k8s-sigs.io", "v1alpha1", "default", "nodefeatures",
+        {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeature",
+         "metadata": {"name": other}, "spec": {"labels": {"a/b": "c"}}},
+    )  # fmt: skip
+    common[3] = other
+    refused = run_sink("--once", *common)
+    assert refused.returncode == 1 and b"not created by feature-sink" in refused.stderr
+
+
+def test_least_privilege_token_with_repo_rbac_and_admission_policy(cluster, fdir, kube_apiserver):
+    """The sink works with exactly the rights k8s/rbac.yaml grants, under the node-restriction
+    admission policy of k8s/admission-policy.yaml, using a pod-bound token."""
+    import kubernetes.utils
+    import yaml
+
+    api = kube_apiserver.admin_api()
+    kube_apiserver.ensure_service_account("edgefd", "edgefd")
+    for manifest in ("rbac.yaml", "admission-policy.yaml"):
+        for doc in yaml.safe_load_all((ROOT / "k8s" / manifest).read_text()):
+            if not doc or doc.get("kind") in ("Namespace", "ServiceAccount"):
+                continue
+            try:
+                kubernetes.utils.create_from_dict(api, doc)
+            except kubernetes.utils.FailToCreateError as e:
+                if any(getattr(x, "status", None) != 409 for x in e.api_exceptions):
+                    raise
+    node = cluster.new_node({"example.com/keep": "1"})
+    other = cluster.new_node()
+    token = kube_apiserver.mint_pod_token("edgefd", "edgefd", f"edgefd-{node}", node)
+    kc = kube_apiserver.kubeconfig_for_token(token)
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    (fdir / "dt").write_text("node-role.kubernetes.io/worker=\n")
+    common = ["--kubeconfig", kc, "--features-dir", str(fdir), "--api-timeout", "5"]
+
+    def once(name: str) -> subprocess.CompletedProcess:
+        return run_sink("--once", "--node-name", name, *common)
+
+    # The same token cannot label another node: refused (exit 1, not retried as unreachable).
+    # The API server loads a new policy within seconds; until then a fresh node is labelled.
+    def denied_on_fresh_node() -> tuple[str, subprocess.CompletedProcess] | None:
+        other = cluster.new_node()
+        r = once(other)
+        return (other, r) if r.returncode == 1 else None
+
+    other, denied = wait_for(denied_on_fresh_node, 30, "policy denial")
+    assert b"403" in denied.stderr and b"may not modify Node" in denied.stderr, denied.stderr
+    assert f"{F}/usb" not in cluster.labels(other)
+    # its own node: labels applied through the policy, Event posted with the events Role
+    p = once(node)
+    assert p.returncode == 0, p.stderr
+    assert cluster.labels(node)[f"{F}/usb"] == "true"
+    assert cluster.labels(node)["example.com/keep"] == "1"
+    assert any(e.reason == "LabelRejected" for e in cluster.events(node))
+    # and later changes (replace, remove, annotation rewrite) pass it too
+    write(fdir, "usb-scan", {f"{F}/usb": "false", f"{F}/new": "1"})
+    assert once(node).returncode == 0
+    write(fdir, "usb-scan", {f"{F}/new": "1"})
+    assert once(node).returncode == 0
+    labels = cluster.labels(node)
+    assert f"{F}/usb" not in labels and labels[f"{F}/new"] == "1"

@@ -1,0 +1,632 @@
+"""k8s/ against a real kube-apiserver (the harness's, see tests/peers/apiserver.py).
+
+1. Every object in k8s/ passes a server-side-apply dry run with strict field validation, in
+   the order `kubectl apply -f k8s/` sends them; then everything is applied for real.
+2. With a pod-bound token of edgefd's ServiceAccount (pod on node-a), the
+   ValidatingAdmissionPolicy lets it patch node-a's allowed labels and the ownership
+   annotation, and refuses: node-b, Kubernetes-owned labels, spec/taints, other annotations,
+   status, and a token that names no node. Administrators are unaffected.
+3. The real feature-sink (`--once`) labels its node through all of this, and cannot label
+   another node with its token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.k8s.test_manifests import NAMESPACE, SERVICE_ACCOUNT, load_manifests
+
+pytestmark = pytest.mark.realpeer
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNERSHIP = "edgefd.io/owned-labels"
+NODE_A = "edgefd-node-a"
+NODE_B = "edgefd-node-b"
+POD_A = "edgefd-pod-a"
+FIELD_MANAGER = "edgefd-tests"
+POLICY_ACTIVE_TIMEOUT = 60.0
+
+# What an administrator (kubelet, kubeadm) has already put on the nodes.
+BASE_LABELS = {
+    "kubernetes.io/hostname": "{node}",
+    "kubernetes.io/os": "linux",
+    "node-role.kubernetes.io/worker": "",
+    "example.com/rack": "r1",
+}
+BASE_ANNOTATIONS = {
+    "node.alpha.kubernetes.io/ttl": "0",
+    "example.com/owner": "team-a",
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _kubernetes():
+    return pytest.importorskip("kubernetes")
+
+
+def _api_client_for(kube_apiserver: Any, token: str) -> Any:
+    k8s = _kubernetes()
+    cfg = k8s.client.Configuration()
+    k8s.config.load_kube_config(
+        config_file=str(kube_apiserver.kubeconfig_for_token(token)), client_configuration=cfg
+    )
+    cfg.retries = False
+    return k8s.client.ApiClient(cfg)
+
+
+def _status_and_message(exc: Exception) -> tuple[int, str]:
+    body = getattr(exc, "body", None) or ""
+    try:
+        message = json.loads(body).get("message", body)
+    except (ValueError, AttributeError):
+        message = str(body)
+    return int(getattr(exc, "status", 0) or 0), str(message)
+
+
+def _node(core: Any, name: str) -> Any:
+    return core.read_node(name)
+
+
+def _json_patch(core: Any, name: str, ops: list[dict[str, Any]]) -> Any:
+    return core.patch_node(name, ops, _content_type="application/json-patch+json")
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _refused(core: Any, name: str, ops: list[dict[str, Any]], *, expect: str = "") -> str:
+    """Send `ops`; assert the API server refuses with 403 (optionally naming `expect`)."""
+    k8s = _kubernetes()
+    try:
+        _json_patch(core, name, ops)
+    except k8s.client.exceptions.ApiException as e:
+        status, message = _status_and_message(e)
+        assert status == 403, f"expected 403, got {status}: {message}"
+        assert expect in message, message
+        return message
+    raise AssertionError(f"patch {ops} on {name} was accepted")
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def admin(kube_apiserver: Any) -> Any:
+    return kube_apiserver.admin_api()
+
+
+@pytest.fixture(scope="module")
+def applied(kube_apiserver: Any, admin: Any) -> Iterator[dict[str, Any]]:
+    """Dry-run then apply k8s/, create two nodes, wait until the policy is enforced."""
+    k8s = _kubernetes()
+    from kubernetes.dynamic import DynamicClient
+
+    dyn = DynamicClient(admin)
+    docs = load_manifests()
+    report: dict[str, Any] = {"dry_run": [], "applied": []}
+
+    def apply(doc: dict[str, Any], dry_run: bool) -> Any:
+        resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        kwargs: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "force_conflicts": True,
+            "query_params": [("fieldValidation", "Strict")],
+        }
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        return dyn.server_side_apply(
+            resource, body=doc, namespace=doc["metadata"].get("namespace"), **kwargs
+        )
+
+    # The namespace first, for real: namespaced objects cannot even be dry-run without it.
+    for doc in docs:
+        apply(doc, dry_run=True)
+        report["dry_run"].append((doc["kind"], doc["metadata"]["name"]))
+        if doc["kind"] == "Namespace":
+            apply(doc, dry_run=False)
+    for doc in docs:
+        apply(doc, dry_run=False)
+        report["applied"].append((doc["kind"], doc["metadata"]["name"]))
+
+    core = k8s.client.CoreV1Api(admin)
+    for name in (NODE_A, NODE_B):
+        try:
+            core.delete_node(name)
+        except k8s.client.exceptions.ApiException as e:
+            if e.status != 404:
+                raise
+        core.create_node(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {k: v.format(node=name) for k, v in BASE_LABELS.items()},
+                    "annotations": dict(BASE_ANNOTATIONS),
+                },
+                "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+            }
+        )
+
+    token = kube_apiserver.mint_pod_token(NAMESPACE, SERVICE_ACCOUNT, POD_A, NODE_A)
+    sa = _api_client_for(kube_apiserver, token)
+    sa_core = k8s.client.CoreV1Api(sa)
+
+    # The policy becomes active asynchronously (the API server's policy informer): probe with
+    # a change RBAC allows and every rule of the policy refuses (another node, a Kubernetes
+    # label, a foreign annotation), so that one broken rule still shows up as its own test
+    # failure below; while the change still gets through, undo it.
+    deadline = time.monotonic() + POLICY_ACTIVE_TIMEOUT
+    probe_label = "node-role.kubernetes.io/edgefd-policy-probe"
+    probe_annotation = "example.com/edgefd-policy-probe"
+    while True:
+        try:
+            _json_patch(
+                sa_core,
+                NODE_B,
+                [
+                    {"op": "add", "path": f"/metadata/labels/{_esc(probe_label)}", "value": "x"},
+                    {
+                        "op": "add",
+                        "path": f"/metadata/annotations/{_esc(probe_annotation)}",
+                        "value": "x",
+                    },
+                ],
+            )
+        except k8s.client.exceptions.ApiException as e:
+            status, message = _status_and_message(e)
+            if status == 403 and "edgefd-node-restriction" in message:
+                break
+            if status != 403 or time.monotonic() > deadline:
+                raise
+        else:
+            _json_patch(
+                core,
+                NODE_B,
+                [
+                    {"op": "remove", "path": f"/metadata/labels/{_esc(probe_label)}"},
+                    {"op": "remove", "path": f"/metadata/annotations/{_esc(probe_annotation)}"},
+                ],
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError("the ValidatingAdmissionPolicy never became enforced")
+        time.sleep(0.5)
+
+    yield {
+        "core": core,
+        "sa": sa,
+        "sa_core": sa_core,
+        "token": token,
+        "dyn": dyn,
+        "report": report,
+    }
+
+    # Leave the shared API server as other tests expect it: no edgefd policy (it would
+    # constrain any other test using the same ServiceAccount name), no test nodes.
+    for doc in reversed(docs):
+        if doc["kind"] not in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
+            continue
+        resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        dyn.delete(resource, name=doc["metadata"]["name"])
+    for name in (NODE_A, NODE_B):
+        core.delete_node(name)
+    k8s.client.CoreV1Api(admin).delete_namespaced_pod(POD_A, NAMESPACE)
+
+
+@pytest.fixture
+def fresh_nodes(applied: dict[str, Any]) -> dict[str, Any]:
+    """Reset both nodes' labels and annotations to the administrator's baseline."""
+    core = applied["core"]
+    for name in (NODE_A, NODE_B):
+        node = _node(core, name)
+        labels = {k: v.format(node=name) for k, v in BASE_LABELS.items()}
+        body = {
+            "metadata": {
+                "labels": {k: None for k in node.metadata.labels or {} if k not in labels} | labels,
+                "annotations": {
+                    k: None for k in node.metadata.annotations or {} if k not in BASE_ANNOTATIONS
+                }
+                | BASE_ANNOTATIONS,
+            },
+            "spec": {"taints": None, "unschedulable": None},
+        }
+        core.patch_node(name, body, _content_type="application/merge-patch+json")
+    return applied
+
+
+# -- 1. the manifests are accepted -------------------------------------------------------------
+
+
+def test_every_object_passes_a_strict_server_side_dry_run(applied: dict[str, Any]) -> None:
+    expected = [(d["kind"], d["metadata"]["name"]) for d in load_manifests()]
+    assert applied["report"]["dry_run"] == expected
+    assert applied["report"]["applied"] == expected
+
+
+def test_strict_dry_run_rejects_an_unknown_field(applied: dict[str, Any]) -> None:
+    """The dry run above would have caught a misspelt field: the server says so."""
+    k8s = _kubernetes()
+    dyn = applied["dyn"]
+    (ds,) = [d for d in load_manifests() if d["kind"] == "DaemonSet"]
+    bad = json.loads(json.dumps(ds))
+    bad["spec"]["template"]["spec"]["containers"][0]["securityContext"][
+        "readOnlyRootFileSystem"
+    ] = True
+    resource = dyn.resources.get(api_version="apps/v1", kind="DaemonSet")
+    with pytest.raises(k8s.client.exceptions.ApiException) as err:
+        dyn.server_side_apply(
+            resource,
+            body=bad,
+            namespace=NAMESPACE,
+            field_manager=FIELD_MANAGER,
+            dry_run="All",
+            query_params=[("fieldValidation", "Strict")],
+        )
+    # server-side apply is always strict about the schema; it answers 500 "field not declared
+    # in schema" (an unknown field in a create/update with fieldValidation=Strict is a 400/422)
+    status, message = _status_and_message(err.value)
+    assert status in (400, 422, 500), message
+    assert "readOnlyRootFileSystem" in message
+
+
+def test_policy_type_checks_cleanly(applied: dict[str, Any]) -> None:
+    """Type warnings (e.g. a field Node does not have) land in the policy's status.
+
+    Compilation errors already failed the apply above. The status is written by
+    kube-controller-manager's validatingadmissionpolicy-status controller, which the
+    ``kube_apiserver`` fixture runs (and nothing else of the controller manager).
+    """
+    k8s = _kubernetes()
+    api = k8s.client.AdmissionregistrationV1Api(applied["core"].api_client)
+    deadline = time.monotonic() + 30
+    while True:
+        policy = api.read_validating_admission_policy("edgefd-node-restriction")
+        status = policy.status
+        if status is not None and status.type_checking is not None:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(
+                "status.typeChecking of ValidatingAdmissionPolicy edgefd-node-restriction not "
+                "written within 30 s: is the fixture's kube-controller-manager "
+                "(validatingadmissionpolicy-status-controller) running? See "
+                "kube-controller-manager.log in the kube_apiserver fixture's directory.",
+                pytrace=False,
+            )
+        time.sleep(0.5)
+    warnings = status.type_checking.expression_warnings or []
+    assert not warnings, [(w.field_ref, w.warning) for w in warnings]
+
+
+# -- 2. the policy ----------------------------------------------------------------------------
+
+
+def test_token_is_bound_to_node_a(applied: dict[str, Any]) -> None:
+    k8s = _kubernetes()
+    review = k8s.client.AuthenticationV1Api(applied["sa"]).create_self_subject_review({})
+    user = review.status.user_info
+    assert user.username == f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+    assert user.extra["authentication.kubernetes.io/node-name"] == [NODE_A]
+
+
+def test_may_patch_own_node_labels_and_ownership_annotation(fresh_nodes: dict[str, Any]) -> None:
+    sa_core, core = fresh_nodes["sa_core"], fresh_nodes["core"]
+    labels = {
+        "feature.node.kubernetes.io/usb-fe_1a6e_089a.present": "true",
+        "feature.node.kubernetes.io/pci-0302_10de.present": "true",
+        "beta.devicetree.org/brcm-bcm2711": "1",
+        "edgefd.io/edgetpu.present": "true",
+        "sub.feature.node.kubernetes.io/x": "y",
+        "profile.node.kubernetes.io/edge": "true",
+    }
+    node = _node(core, NODE_A)
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resource_version}
+    ]
+    ops += [
+        {"op": "add", "path": f"/metadata/labels/{_esc(k)}", "value": v} for k, v in labels.items()
+    ]
+    ops.append({"op": "add", "path": f"/metadata/annotations/{_esc(OWNERSHIP)}", "value": "{}"})
+    _json_patch(sa_core, NODE_A, ops)
+    after = _node(core, NODE_A)
+    assert labels.items() <= after.metadata.labels.items()
+    assert after.metadata.annotations[OWNERSHIP] == "{}"
+
+    # change and remove its labels, rewrite and then drop the annotation
+    _json_patch(
+        sa_core,
+        NODE_A,
+        [
+            {
+                "op": "replace",
+                "path": f"/metadata/labels/{_esc('beta.devicetree.org/brcm-bcm2711')}",
+                "value": "2",
+            },
+            {"op": "remove", "path": f"/metadata/labels/{_esc('edgefd.io/edgetpu.present')}"},
+            {
+                "op": "replace",
+                "path": f"/metadata/annotations/{_esc(OWNERSHIP)}",
+                "value": '{"v":1}',
+            },
+        ],
+    )
+    _json_patch(
+        sa_core, NODE_A, [{"op": "remove", "path": f"/metadata/annotations/{_esc(OWNERSHIP)}"}]
+    )
+    after = _node(core, NODE_A)
+    assert after.metadata.labels["beta.devicetree.org/brcm-bcm2711"] == "2"
+    assert "edgefd.io/edgetpu.present" not in after.metadata.labels
+    assert OWNERSHIP not in after.metadata.annotations
+    # what the administrator set is untouched
+    assert after.metadata.labels["node-role.kubernetes.io/worker"] == ""
+    assert after.metadata.annotations["example.com/owner"] == "team-a"
+
+
+def test_refused_on_another_node(fresh_nodes: dict[str, Any]) -> None:
+    sa_core, core = fresh_nodes["sa_core"], fresh_nodes["core"]
+    before = _node(core, NODE_B).metadata.labels
+    key = _esc("feature.node.kubernetes.io/usb-fe_1a6e_089a.present")
+    message = _refused(
+        sa_core,
+        NODE_B,
+        [{"op": "add", "path": f"/metadata/labels/{key}", "value": "true"}],
+        expect=f"may not modify Node {NODE_B}",
+    )
+    assert NODE_A in message
+    assert _node(core, NODE_B).metadata.labels == before
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [
+            {
+                "op": "add",
+                "path": "/metadata/labels/node-role.kubernetes.io~1control-plane",
+                "value": "",
+            }
+        ],
+        [{"op": "remove", "path": "/metadata/labels/node-role.kubernetes.io~1worker"}],
+        [{"op": "add", "path": "/metadata/labels/node-restriction.kubernetes.io~1x", "value": "y"}],
+        [{"op": "replace", "path": "/metadata/labels/kubernetes.io~1hostname", "value": "evil"}],
+        [{"op": "add", "path": "/metadata/labels/topology.kubernetes.io~1zone", "value": "z"}],
+        [{"op": "add", "path": "/metadata/labels/k8s.io~1x", "value": "y"}],
+        [{"op": "add", "path": "/metadata/labels/sub.k8s.io~1x", "value": "y"}],
+        [{"op": "add", "path": "/metadata/labels/unqualified", "value": "y"}],
+        # an allowed label does not carry a forbidden one through
+        [
+            {"op": "add", "path": "/metadata/labels/feature.node.kubernetes.io~1ok", "value": "1"},
+            {"op": "add", "path": "/metadata/labels/node-role.kubernetes.io~1gpu", "value": ""},
+        ],
+    ],
+    ids=[
+        "add-node-role",
+        "remove-node-role",
+        "node-restriction",
+        "change-hostname",
+        "topology",
+        "k8s.io",
+        "sub.k8s.io",
+        "unqualified",
+        "mixed",
+    ],
+)
+def test_refused_for_kubernetes_owned_labels(fresh_nodes: dict[str, Any], ops: list) -> None:
+    sa_core, core = fresh_nodes["sa_core"], fresh_nodes["core"]
+    before = _node(core, NODE_A).metadata.labels
+    _refused(sa_core, NODE_A, ops, expect="labels outside the allowed namespaces")
+    assert _node(core, NODE_A).metadata.labels == before
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [
+            {
+                "op": "add",
+                "path": "/spec/taints",
+                "value": [{"key": "example.com/evil", "effect": "NoSchedule"}],
+            }
+        ],
+        [{"op": "add", "path": "/spec/unschedulable", "value": True}],
+        [{"op": "add", "path": "/spec/providerID", "value": "evil://x"}],
+    ],
+    ids=["taint", "cordon", "provider-id"],
+)
+def test_refused_for_spec_changes(fresh_nodes: dict[str, Any], ops: list) -> None:
+    sa_core, core = fresh_nodes["sa_core"], fresh_nodes["core"]
+    before = _node(core, NODE_A).spec.to_dict()
+    _refused(sa_core, NODE_A, ops, expect="spec")
+    assert _node(core, NODE_A).spec.to_dict() == before
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [{"op": "add", "path": "/metadata/annotations/example.com~1evil", "value": "1"}],
+        [{"op": "replace", "path": "/metadata/annotations/example.com~1owner", "value": "me"}],
+        [{"op": "remove", "path": "/metadata/annotations/node.alpha.kubernetes.io~1ttl"}],
+        [{"op": "add", "path": "/metadata/annotations/edgefd.io~1other", "value": "1"}],
+    ],
+    ids=["add", "change", "remove", "own-domain-other-key"],
+)
+def test_refused_for_other_annotations(fresh_nodes: dict[str, Any], ops: list) -> None:
+    sa_core, core = fresh_nodes["sa_core"], fresh_nodes["core"]
+    before = _node(core, NODE_A).metadata.annotations
+    _refused(sa_core, NODE_A, ops, expect="annotation")
+    assert _node(core, NODE_A).metadata.annotations == before
+
+
+def test_refused_for_finalizers(fresh_nodes: dict[str, Any]) -> None:
+    _refused(
+        fresh_nodes["sa_core"],
+        NODE_A,
+        [{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/hold"]}],
+        expect="finalizers",
+    )
+
+
+def test_other_patch_types_are_held_to_the_same_rules(fresh_nodes: dict[str, Any]) -> None:
+    """Admission sees the resulting object, so merge and strategic patches are covered too."""
+    k8s = _kubernetes()
+    sa_core = fresh_nodes["sa_core"]
+    for content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+        with pytest.raises(k8s.client.exceptions.ApiException) as err:
+            sa_core.patch_node(
+                NODE_A,
+                {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}},
+                _content_type=content_type,
+            )
+        assert err.value.status == 403
+    sa_core.patch_node(
+        NODE_A,
+        {"metadata": {"labels": {"feature.node.kubernetes.io/merge": "ok"}}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+def test_status_and_delete_are_refused(fresh_nodes: dict[str, Any]) -> None:
+    k8s = _kubernetes()
+    sa_core = fresh_nodes["sa_core"]
+    with pytest.raises(k8s.client.exceptions.ApiException) as err:
+        sa_core.patch_node_status(
+            NODE_A,
+            {"status": {"capacity": {"example.com/fake": "1"}}},
+            _content_type="application/merge-patch+json",
+        )
+    assert err.value.status == 403
+    with pytest.raises(k8s.client.exceptions.ApiException) as err:
+        sa_core.delete_node(NODE_A)
+    assert err.value.status == 403
+
+
+def test_token_without_a_node_claim_changes_no_node(
+    kube_apiserver: Any, fresh_nodes: dict[str, Any]
+) -> None:
+    """A token not bound to a pod (no node-name claim) is refused even on node-a."""
+    k8s = _kubernetes()
+    core = fresh_nodes["core"]
+    tr = core.create_namespaced_service_account_token(
+        SERVICE_ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": 600}}
+    )
+    sa_core = k8s.client.CoreV1Api(_api_client_for(kube_apiserver, tr.status.token))
+    _refused(
+        sa_core,
+        NODE_A,
+        [{"op": "add", "path": "/metadata/labels/feature.node.kubernetes.io~1x", "value": "1"}],
+        expect="pod-bound token",
+    )
+
+
+def test_administrators_are_not_affected(fresh_nodes: dict[str, Any]) -> None:
+    core = fresh_nodes["core"]
+    _json_patch(
+        core,
+        NODE_B,
+        [
+            {"op": "add", "path": "/metadata/labels/node-role.kubernetes.io~1gpu", "value": ""},
+            {"op": "add", "path": "/metadata/annotations/example.com~1note", "value": "x"},
+        ],
+    )
+
+
+def test_rbac_is_narrow(applied: dict[str, Any]) -> None:
+    k8s = _kubernetes()
+    authz = k8s.client.AuthorizationV1Api(applied["sa"])
+
+    def can(verb: str, resource: str, namespace: str = "", group: str = "") -> bool:
+        review = authz.create_self_subject_access_review(
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "resource": resource,
+                        "group": group,
+                        "namespace": namespace,
+                    }
+                }
+            }
+        )
+        return bool(review.status.allowed)
+
+    assert can("get", "nodes") and can("patch", "nodes")
+    assert can("create", "events", "default")
+    assert can("create", "nodefeatures", NAMESPACE, "nfd.k8s-sigs.io")
+    assert can("update", "nodefeatures", NAMESPACE, "nfd.k8s-sigs.io")
+    for verb, resource, ns, group in [
+        ("list", "nodes", "", ""),
+        ("watch", "nodes", "", ""),
+        ("update", "nodes", "", ""),
+        ("delete", "nodes", "", ""),
+        ("patch", "nodes/status", "", ""),
+        ("create", "events", "kube-system", ""),
+        ("get", "secrets", NAMESPACE, ""),
+        ("list", "pods", "", ""),
+        ("create", "nodefeatures", "kube-system", "nfd.k8s-sigs.io"),
+        ("delete", "nodefeatures", NAMESPACE, "nfd.k8s-sigs.io"),
+    ]:
+        assert not can(verb, resource, ns, group), f"{verb} {resource} in {ns or 'cluster'}"
+
+
+# -- 3. the real feature-sink through all of it ---------------------------------------------------
+
+
+def _run_sink(kube_apiserver: Any, token: str, node: str, features: Path) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EDGEFD_", "KUBE"))}
+    env.pop("NODE_NAME", None)
+    return subprocess.run(
+        [
+            sys.executable,
+            *("-m", "tools.feature_sink", "--once"),
+            f"--kubeconfig={kube_apiserver.kubeconfig_for_token(token)}",
+            f"--node-name={node}",
+            f"--features-dir={features}",
+            "--listen=",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_feature_sink_labels_its_own_node_and_not_another(
+    kube_apiserver: Any, fresh_nodes: dict[str, Any], tmp_path: Path
+) -> None:
+    core = fresh_nodes["core"]
+    features = tmp_path / "features.d"
+    features.mkdir()
+    (features / "usb-scan").write_text(
+        "feature.node.kubernetes.io/usb-fe_1a6e_089a.present=true\nedgefd.io/edgetpu.present=true\n"
+    )
+    # refused by the sink itself (reported as an Event), never sent to the API server
+    (features / "evil").write_text("node-role.kubernetes.io/control-plane=true\n")
+    proc = _run_sink(kube_apiserver, fresh_nodes["token"], NODE_A, features)
+    assert proc.returncode == 0, proc.stderr
+    node = _node(core, NODE_A)
+    assert node.metadata.labels["feature.node.kubernetes.io/usb-fe_1a6e_089a.present"] == "true"
+    assert node.metadata.labels["edgefd.io/edgetpu.present"] == "true"
+    assert "node-role.kubernetes.io/control-plane" not in node.metadata.labels
+    assert OWNERSHIP in node.metadata.annotations
+    events = core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={NODE_A}"
+    ).items
+    assert events, "the refused label should have been reported as an Event"
+
+    before = _node(core, NODE_B).metadata
+    proc = _run_sink(kube_apiserver, fresh_nodes["token"], NODE_B, features)
+    assert proc.returncode != 0, proc.stdout
+    after = _node(core, NODE_B).metadata
+    assert after.labels == before.labels and after.annotations == before.annotations

@@ -1,0 +1,605 @@
+"""Offline checks of k8s/: schema validity and the least-privilege invariants of the pod.
+
+Schema: every object is validated with the `kubernetes` client's models, which are generated
+from the Kubernetes OpenAPI schema as pydantic models with unknown fields forbidden and strict
+types. A round trip (validate, dump by JSON name) must give back the very same document, which
+also catches fields spelled by their Python name (`read_only_root_filesystem`), accepted by the
+models but not by the API server. tests/test_k8s_apiserver.py repeats this against a real API
+server (server-side dry-run with strict field validation).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "k8s"
+
+NAMESPACE = "edgefd"
+SERVICE_ACCOUNT = "edgefd"
+SA_USERNAME = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+INIT_CONTAINERS = ("dt-labeller", "usb-scan", "pci-scan")
+LONG_RUNNING = ("feature-sink", "devplugin")
+# Containers allowed to run as uid 0, and why (see the comments in k8s/pod-template.yaml).
+ROOT_ALLOWED = {
+    "dt-labeller": "reads /sys/firmware/fdt (0400 root): as its owner, with no capabilities",
+    "devplugin": "creates its socket in /var/lib/kubelet/device-plugins (0755 root)",
+}
+# hostPath -> (containers that may mount it, must every mount be read-only)
+HOSTPATHS_ALLOWED = {
+    "/sys": (set(INIT_CONTAINERS) | {"devplugin"}, True),
+    "/dev": ({"devplugin"}, True),
+    "/var/lib/kubelet/device-plugins": ({"devplugin"}, False),
+}
+
+# Kinds edgefd may create; anything else in k8s/ is a review item, not an accident.
+NAMESPACED_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}
+CLUSTER_KINDS = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def manifest_files() -> list[Path]:
+    """The files `kubectl apply -f k8s/` reads, in the order it reads them (lexical)."""
+    return sorted(p for p in K8S.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+def load_manifests() -> list[dict[str, Any]]:
+    """Every object in k8s/, in apply order."""
+    docs: list[dict[str, Any]] = []
+    for path in manifest_files():
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is not None:
+                docs.append(doc)
+    return docs
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    hits = [
+        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+    assert len(hits) == 1, f"expected one {kind} {name or ''}, found {len(hits)}"
+    return hits[0]
+
+
+def daemonset(docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return find(docs if docs is not None else load_manifests(), "DaemonSet")
+
+
+def pod_spec(ds: dict[str, Any]) -> dict[str, Any]:
+    return ds["spec"]["template"]["spec"]
+
+
+def all_containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for c in spec.get("initContainers", []):
+        yield "init", c
+    for c in spec.get("containers", []):
+        yield "main", c
+
+
+def container(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    for _, c in all_containers(spec):
+        if c["name"] == name:
+            return c
+    raise AssertionError(f"no container {name}")
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of `--flag=value` or `--flag value` in a command line, else None."""
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+
+def model_for(doc: dict[str, Any]) -> type:
+    from kubernetes import client
+
+    version = doc["apiVersion"].rpartition("/")[2]
+    name = version[0].upper() + version[1:] + doc["kind"]
+    model = getattr(client, name, None)
+    assert model is not None, f"no kubernetes client model {name} for {doc['kind']}"
+    return model
+
+
+def schema_errors(doc: dict[str, Any]) -> str | None:
+    """Why `doc` does not match the Kubernetes schema, else None."""
+    import pydantic
+
+    model = model_for(doc)
+    try:
+        obj = model.model_validate(doc)
+    except pydantic.ValidationError as e:
+        return str(e)
+    back = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if back != doc:
+        return f"does not round-trip through {model.__name__} (a field spelled wrongly?)"
+    return None
+
+
+def test_files_and_apply_order() -> None:
+    files = manifest_files()
+    assert files, "k8s/ holds no manifests"
+    assert (K8S / "pod-template.yaml") in files
+    docs = load_manifests()
+    # kubectl apply -f k8s/ reads files in lexical order: the Namespace must come first.
+    assert docs[0]["kind"] == "Namespace" and docs[0]["metadata"]["name"] == NAMESPACE
+    assert files[0].name.startswith("00-")
+
+
+@pytest.mark.parametrize(
+    "doc",
+    load_manifests(),
+    ids=lambda d: f"{d.get('kind')}/{d.get('metadata', {}).get('name')}",
+)
+def test_object_matches_kubernetes_schema(doc: dict[str, Any]) -> None:
+    for field in ("apiVersion", "kind", "metadata"):
+        assert field in doc, f"missing {field}"
+    assert doc["metadata"].get("name"), "metadata.name is required"
+    kind = doc["kind"]
+    assert kind in NAMESPACED_KINDS | CLUSTER_KINDS, f"unexpected kind {kind}"
+    if kind in CLUSTER_KINDS:
+        assert "namespace" not in doc["metadata"], f"{kind} is cluster-scoped"
+    else:
+        assert doc["metadata"].get("namespace"), f"{kind} needs an explicit namespace"
+    assert schema_errors(doc) is None, schema_errors(doc)
+
+
+def test_object_names_are_unique() -> None:
+    seen = set()
+    for d in load_manifests():
+        key = (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        assert key not in seen, f"duplicate {key}"
+        seen.add(key)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c: c["securityContext"].update(readOnlyRootFileSystem=True),  # typo
+        lambda c: c.pop("name"),  # required field
+        lambda c: c["securityContext"].update(runAsUser="0"),  # wrong type
+        lambda c: c["securityContext"].update(
+            read_only_root_filesystem=c["securityContext"].pop("readOnlyRootFilesystem")
+        ),  # Python spelling, not the API's
+    ],
+    ids=["typo", "missing-required", "wrong-type", "python-field-name"],
+)
+def test_schema_check_catches_mistakes(mutate: Any) -> None:
+    ds = copy.deepcopy(daemonset())
+    mutate(pod_spec(ds)["containers"][0])
+    assert schema_errors(ds) is not None
+
+
+# -- the pod: least privilege ------------------------------------------------------------------
+
+
+def effective_security(spec: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
+    """The container's security settings with the pod-level ones it inherits."""
+    pod = spec.get("securityContext", {})
+    ctx = c.get("securityContext", {})
+    out = {
+        k: pod[k] for k in ("runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile") if k in pod
+    }
+    out.update(ctx)
+    return out
+
+
+def test_container_set() -> None:
+    spec = pod_spec(daemonset())
+    assert [c["name"] for c in spec["initContainers"]] == list(INIT_CONTAINERS)
+    assert sorted(c["name"] for c in spec["containers"]) == sorted(LONG_RUNNING)
+
+
+def privilege_violations(ds: dict[str, Any]) -> list[str]:
+    """Every way the pod exceeds the least privilege edgefd needs (empty: none)."""
+    spec = pod_spec(ds)
+    out: list[str] = []
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            out.append(f"pod uses {key}")
+    # Root in the container must be the host's root for dt-labeller/devplugin to own their
+    # files; a user namespace (hostUsers: false) would silently break them.
+    if spec.get("hostUsers", True) is not True:
+        out.append("hostUsers must stay true")
+    for _, c in all_containers(spec):
+        n = c["name"]
+        sec = effective_security(spec, c)
+        if sec.get("privileged") is not False:
+            out.append(f"{n}: privileged must be false")
+        if sec.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{n}: allowPrivilegeEscalation must be false")
+        if sec.get("readOnlyRootFilesystem") is not True:
+            out.append(f"{n}: readOnlyRootFilesystem must be true")
+        caps = sec.get("capabilities", {})
+        if caps.get("drop") != ["ALL"]:
+            out.append(f"{n}: must drop ALL capabilities")
+        if caps.get("add"):
+            out.append(f"{n}: adds capabilities {caps['add']}")
+        if sec.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+            out.append(f"{n}: seccompProfile must be RuntimeDefault")
+        if sec.get("procMount", "Default") != "Default":
+            out.append(f"{n}: procMount must be Default")
+        uid = sec.get("runAsUser")
+        if uid is None:
+            out.append(f"{n}: set runAsUser explicitly")
+        elif n not in ROOT_ALLOWED and (uid == 0 or sec.get("runAsNonRoot") is not True):
+            out.append(f"{n}: must run as non-root (runAsNonRoot, uid != 0)")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for v in volumes.values():
+        kinds = set(v) - {"name"}
+        if not kinds <= {"hostPath", "emptyDir", "configMap", "projected"}:
+            out.append(f"volume {v['name']}: kind {kinds} not allowed")
+        if "hostPath" in v:
+            if v["hostPath"]["path"] not in HOSTPATHS_ALLOWED:
+                out.append(f"volume {v['name']}: hostPath {v['hostPath']['path']} not allowed")
+            elif v["hostPath"].get("type") != "Directory":
+                out.append(f"volume {v['name']}: hostPath type must be Directory")
+    for _, c in all_containers(spec):
+        for m in c.get("volumeMounts", []):
+            vol = volumes.get(m["name"], {})
+            path = vol.get("hostPath", {}).get("path")
+            if path not in HOSTPATHS_ALLOWED:
+                continue
+            users, read_only = HOSTPATHS_ALLOWED[path]
+            if c["name"] not in users:
+                out.append(f"{c['name']} may not mount {path}")
+            if read_only and m.get("readOnly") is not True:
+                out.append(f"{c['name']}: {m['mountPath']} must be read-only")
+            if m.get("mountPropagation", "None") != "None":
+                out.append(f"{c['name']}: {m['mountPath']} must not propagate mounts")
+    return out
+
+
+def test_pod_has_least_privilege() -> None:
+    assert privilege_violations(daemonset()) == []
+
+
+def test_feature_sink_is_non_root() -> None:
+    spec = pod_spec(daemonset())
+    sink = effective_security(spec, container(spec, "feature-sink"))
+    assert sink["runAsNonRoot"] is True and sink["runAsUser"] >= 1000
+
+
+def _c(ds: dict[str, Any], name: str) -> dict[str, Any]:
+    return container(pod_spec(ds), name)
+
+
+def _mount(ds: dict[str, Any], name: str, path: str) -> dict[str, Any]:
+    return next(m for m in _c(ds, name)["volumeMounts"] if m["mountPath"] == path)
+
+
+ESCALATIONS = {
+    "privileged": lambda ds: _c(ds, "usb-scan")["securityContext"].update(privileged=True),
+    "sink-root": lambda ds: _c(ds, "feature-sink")["securityContext"].update(runAsUser=0),
+    "scanner-root": lambda ds: _c(ds, "pci-scan")["securityContext"].update(
+        runAsNonRoot=False, runAsUser=0
+    ),
+    "added-cap": lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(
+        add=["SYS_ADMIN"]
+    ),
+    "escalation": lambda ds: _c(ds, "dt-labeller")["securityContext"].update(
+        allowPrivilegeEscalation=True
+    ),
+    "writable-rootfs": lambda ds: _c(ds, "devplugin")["securityContext"].update(
+        readOnlyRootFilesystem=False
+    ),
+    "host-network": lambda ds: pod_spec(ds).update(hostNetwork=True),
+    "host-root-mount": lambda ds: pod_spec(ds)["volumes"].append(
+        {"name": "root", "hostPath": {"path": "/", "type": "Directory"}}
+    ),
+    "writable-sys": lambda ds: _mount(ds, "devplugin", "/host/sys").update(readOnly=False),
+    "plugin-dir-in-sink": lambda ds: _c(ds, "feature-sink")["volumeMounts"].append(
+        {"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCALATIONS))
+def test_privilege_check_catches_escalations(name: str) -> None:
+    ds = copy.deepcopy(daemonset())
+    ESCALATIONS[name](ds)
+    assert privilege_violations(ds)
+
+
+def test_host_root_layout_matches_the_flags() -> None:
+    """Tools that read the host get --host-root=/host and have host /sys at /host/sys."""
+    spec = pod_spec(daemonset())
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for name in (*INIT_CONTAINERS, "devplugin"):
+        c = container(spec, name)
+        root = flag_value(c["command"] + c.get("args", []), "--host-root")
+        assert root == "/host", name
+        mounted = {
+            volumes[m["name"]]["hostPath"]["path"]: m["mountPath"]
+            for m in c["volumeMounts"]
+            if "hostPath" in volumes[m["name"]]
+        }
+        assert mounted.get("/sys") == "/host/sys", name
+        for host, where in mounted.items():
+            if host != "/var/lib/kubelet/device-plugins":
+                assert where == root + host, f"{name}: {host} must be at {root}{host}"
+
+
+def test_device_plugin_dir_is_mounted_at_the_host_path() -> None:
+    """The plugin hands the kubelet host paths under --plugin-dir: same path both sides."""
+    spec = pod_spec(daemonset())
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    c = container(spec, "devplugin")
+    plugin_dir = flag_value(c["command"] + c.get("args", []), "--plugin-dir")
+    (m,) = [m for m in c["volumeMounts"] if m["mountPath"] == plugin_dir]
+    assert volumes[m["name"]]["hostPath"]["path"] == plugin_dir == "/var/lib/kubelet/device-plugins"
+    assert not m.get("readOnly")
+
+
+def test_features_dir_is_shared_through_an_emptydir() -> None:
+    spec = pod_spec(daemonset())
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for name in (*INIT_CONTAINERS, "feature-sink"):
+        c = container(spec, name)
+        fdir = flag_value(c["command"] + c.get("args", []), "--features-dir")
+        assert fdir, f"{name} must name its --features-dir"
+        mounts = [m for m in c["volumeMounts"] if m["mountPath"] == fdir]
+        assert len(mounts) == 1, f"{name}: nothing mounted at {fdir}"
+        assert "emptyDir" in volumes[mounts[0]["name"]]
+        # producers write it; the sink only reads
+        assert mounts[0].get("readOnly", False) is (name == "feature-sink"), name
+
+
+def test_only_feature_sink_gets_an_api_token() -> None:
+    spec = pod_spec(daemonset())
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["serviceAccountName"] == SERVICE_ACCOUNT
+    token_volumes = {
+        v["name"]
+        for v in spec["volumes"]
+        if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))
+    }
+    assert len(token_volumes) == 1
+    for _, c in all_containers(spec):
+        mounted = {m["name"] for m in c.get("volumeMounts", [])} & token_volumes
+        if c["name"] == "feature-sink":
+            (m,) = [m for m in c["volumeMounts"] if m["name"] in token_volumes]
+            assert m["mountPath"] == TOKEN_PATH and m.get("readOnly") is True
+        else:
+            assert not mounted, f"{c['name']} must not get the API token"
+    (vol,) = [v for v in spec["volumes"] if v["name"] in token_volumes]
+    sources = vol["projected"]["sources"]
+    sat = next(s["serviceAccountToken"] for s in sources if "serviceAccountToken" in s)
+    assert sat["path"] == "token"
+    assert 600 <= sat.get("expirationSeconds", 3607) <= 3607, "short-lived token"
+    # in-cluster config needs the CA and the namespace next to the token
+    paths = {
+        i["path"]
+        for s in sources
+        for src in (s.get("configMap"), s.get("downwardAPI"))
+        if src
+        for i in src.get("items", [])
+    }
+    assert {"ca.crt", "namespace"} <= paths
+
+
+def test_feature_sink_knows_its_node() -> None:
+    spec = pod_spec(daemonset())
+    env = {e["name"]: e for e in container(spec, "feature-sink").get("env", [])}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> None:
+    c = container(pod_spec(daemonset()), name)
+    listen = flag_value(c["command"] + c.get("args", []), "--listen")
+    assert listen, f"{name} must say where it listens"
+    port = int(listen.rpartition(":")[2])
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = c[probe]["httpGet"]
+        assert get["path"] in ("/healthz", "/readyz"), f"{name} {probe}"
+        target = ports.get(get["port"], get["port"])
+        assert target == port, f"{name} {probe} probes {target}, the tool listens on {port}"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_every_container_has_requests_and_limits() -> None:
+    for _, c in all_containers(pod_spec(daemonset())):
+        res = c.get("resources", {})
+        assert {"cpu", "memory"} <= set(res.get("requests", {})), c["name"]
+        assert "memory" in res.get("limits", {}), c["name"]
+
+
+def test_runs_on_every_node_and_rolls_gently() -> None:
+    ds = daemonset()
+    spec = pod_spec(ds)
+    assert {"operator": "Exists"} in spec["tolerations"], "tolerate every taint"
+    assert spec["priorityClassName"] == "system-node-critical"
+    strategy = ds["spec"]["updateStrategy"]
+    assert strategy["type"] == "RollingUpdate"
+    assert strategy["rollingUpdate"]["maxUnavailable"]
+    selector = ds["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_everything_lives_in_the_edgefd_namespace() -> None:
+    docs = load_manifests()
+    for d in docs:
+        ns = d["metadata"].get("namespace")
+        if ns is None or ns == NAMESPACE:
+            continue
+        # the one exception: the Role allowing Node Events where the sink creates them
+        from tools.feature_sink.nodeapi import EVENT_NAMESPACE
+
+        assert d["kind"] in ("Role", "RoleBinding") and ns == EVENT_NAMESPACE, d["metadata"]
+
+
+# -- RBAC --------------------------------------------------------------------------------------
+
+
+def rules_of(docs: list[dict[str, Any]], subject_sa: str) -> list[tuple[str | None, dict]]:
+    """(namespace or None for cluster-wide, rule) for every rule bound to the ServiceAccount."""
+    out = []
+    for b in docs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        subjects = b.get("subjects", [])
+        if not any(
+            s["kind"] == "ServiceAccount"
+            and s["name"] == subject_sa
+            and s.get("namespace") == NAMESPACE
+            for s in subjects
+        ):
+            continue
+        ref = b["roleRef"]
+        role = find(docs, ref["kind"], ref["name"])
+        if ref["kind"] == "Role":
+            assert role["metadata"]["namespace"] == b["metadata"]["namespace"]
+        ns = b["metadata"].get("namespace") if b["kind"] == "RoleBinding" else None
+        out += [(ns, r) for r in role["rules"]]
+    return out
+
+
+def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
+    docs = load_manifests()
+    sa = find(docs, "ServiceAccount", SERVICE_ACCOUNT)
+    assert sa["metadata"]["namespace"] == NAMESPACE
+    assert sa.get("automountServiceAccountToken") is False
+    granted: set[tuple[str | None, str, str, str]] = set()
+    for ns, rule in rules_of(docs, SERVICE_ACCOUNT):
+        assert "resourceNames" not in rule or rule["resourceNames"]
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"no wildcards: {rule}"
+        assert "nonResourceURLs" not in rule
+        for g in rule["apiGroups"]:
+            for r in rule["resources"]:
+                for v in rule["verbs"]:
+                    granted.add((ns, g, r, v))
+    from tools.feature_sink import nodeapi
+
+    expected = {
+        (None, "", "nodes", "get"),
+        (None, "", "nodes", "patch"),
+        (nodeapi.EVENT_NAMESPACE, "", "events", "create"),
+        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "get"),
+        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "create"),
+        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "update"),
+    }
+    assert granted == expected
+
+
+# -- ValidatingAdmissionPolicy -------------------------------------------------------------------
+
+
+def test_admission_policy_is_bound_denying_and_scoped_to_the_service_account() -> None:
+    docs = load_manifests()
+    policy = find(docs, "ValidatingAdmissionPolicy")
+    binding = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert "paramRef" not in binding["spec"]
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (cond,) = spec["matchConditions"]
+    assert SA_USERNAME in cond["expression"]
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert {"UPDATE", "CREATE", "DELETE"} <= set(rule["operations"])
+    assert "nodes" in rule["resources"] and "nodes/status" in rule["resources"]
+    text = yaml.safe_dump(spec)
+    assert "authentication.kubernetes.io/node-name" in text
+    assert "object.spec == oldObject.spec" in text
+
+
+def test_admission_policy_names_the_sinks_ownership_annotation() -> None:
+    from tools.feature_sink.ownership import ANNOTATION
+
+    policy = find(load_manifests(), "ValidatingAdmissionPolicy")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["ownershipAnnotation"] == repr(ANNOTATION)
+
+
+def policy_forbids_label(key: str) -> bool:
+    """The policy's label rule, evaluated in Python from the CEL's own regular expressions.
+
+    The expression is `!k.contains('/') || (k.matches(R) && !k.matches(E))`; RE2 and Python
+    agree on these simple patterns (CEL's matches() is a search, like re.search).
+    """
+    policy = find(load_manifests(), "ValidatingAdmissionPolicy")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    expr = " ".join(variables["forbiddenLabels"].split())
+    reserved, exception = re.findall(r"k\.matches\('([^']*)'\)", expr)
+    assert "!k.contains('/') ||" in expr and f"!k.matches('{exception}')" in expr
+    return "/" not in key or (
+        re.search(reserved, key) is not None and re.search(exception, key) is None
+    )
+
+
+LABEL_SAMPLES = [
+    "feature.node.kubernetes.io/usb-fe_1a6e_089a.present",
+    "sub.feature.node.kubernetes.io/x",
+    "profile.node.kubernetes.io/edge",
+    "beta.devicetree.org/brcm-bcm2711",
+    "edgefd.io/edgetpu.present",
+    "nvidia.com/gpu.present",
+    "kubernetes.io/hostname",
+    "node-role.kubernetes.io/control-plane",
+    "node-restriction.kubernetes.io/x",
+    "topology.kubernetes.io/zone",
+    "k8s.io/x",
+    "sub.k8s.io/x",
+    "notkubernetes.io/x",
+    "feature.node.kubernetes.io.evil.com/x",
+    "evilfeature.node.kubernetes.io/x",
+    "node.kubernetes.io/exclude-from-external-load-balancers",
+]
+
+
+@pytest.mark.parametrize("key", LABEL_SAMPLES)
+def test_admission_policy_label_rule_matches_the_tools_policy(key: str) -> None:
+    """The API server's ceiling is exactly the tools' default namespace policy."""
+    from tools.common.labels import DEFAULT_POLICY
+
+    assert policy_forbids_label(key) == (DEFAULT_POLICY.check(key) is not None)
+
+
+def test_admission_policy_refuses_unqualified_labels() -> None:
+    assert policy_forbids_label("hostname")
+
+
+# -- the device plugin's ConfigMap --------------------------------------------------------------
+
+
+def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
+    from tools.devplugin.config import parse_config
+
+    docs = load_manifests()
+    spec = pod_spec(daemonset(docs))
+    c = container(spec, "devplugin")
+    path = flag_value(c["command"] + c.get("args", []), "--config")
+    assert path, "devplugin must be given --config"
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (mount,) = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert mount.get("readOnly") is True
+    cm_name = volumes[mount["name"]]["configMap"]["name"]
+    cm = find(docs, "ConfigMap", cm_name)
+    key = path[len(mount["mountPath"].rstrip("/")) + 1 :]
+    config = parse_config(yaml.safe_load(cm["data"][key]), f"ConfigMap {cm_name}/{key}")
+    assert config.resources, "the ConfigMap should advertise at least one resource"

@@ -1,0 +1,169 @@
+"""Processes of the real peers: where the harness binaries are, starting them so that they die
+with the test run, stopping them, and loopback ports.
+
+The binaries are built from the official Go modules by ``scripts/build-harness`` into
+``.cache/harness/bin`` (``EDGEFD_HARNESS_BIN`` overrides). When one is missing the fixtures skip,
+except when ``CI`` is set, where they fail: integration tests must never silently skip in CI.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_BIN_DIR = REPO_ROOT / ".cache" / "harness" / "bin"
+
+
+def harness_bin_dir() -> Path:
+    return Path(os.environ.get("EDGEFD_HARNESS_BIN") or DEFAULT_BIN_DIR)
+
+
+def harness_binary(name: str) -> Path:
+    """Path of a harness binary; skip (or fail under CI) when it is missing."""
+    path = harness_bin_dir() / name
+    if path.is_file() and os.access(path, os.X_OK):
+        return path
+    msg = f"harness not built: {path} missing; run scripts/build-harness"
+    if os.environ.get("CI"):
+        pytest.fail(msg, pytrace=False)
+    pytest.skip(msg)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_live_procs: list[subprocess.Popen] = []
+_live_lock = threading.Lock()
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()  # resolved here: the child after fork() should not dlopen
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """SIGKILL the child if pytest dies without running its finalizers (PR_SET_PDEATHSIG).
+
+    SIGKILL, not SIGTERM: kube-apiserver may hang in graceful shutdown once etcd is gone."""
+    if _prctl is not None:
+        _prctl(1, int(signal.SIGKILL))
+
+
+def spawn(argv: list[str], log_path: Path, **kw: Any) -> subprocess.Popen:
+    log = open(log_path, "ab")  # noqa: SIM115 - owned by the process lifetime
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdout=kw.pop("stdout", log),
+            stderr=log,
+            stdin=kw.pop("stdin", subprocess.DEVNULL),
+            start_new_session=True,  # own process group: killpg takes children too
+            preexec_fn=_die_with_parent,
+            **kw,
+        )
+    finally:
+        log.close()
+    with _live_lock:
+        _live_procs.append(proc)
+    return proc
+
+
+def kill(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    if proc is None:
+        return
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    else:
+        # The leader exited; make sure nothing it started lingers.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with _live_lock:
+        if proc in _live_procs:
+            _live_procs.remove(proc)
+
+
+@atexit.register
+def _kill_all() -> None:
+    with _live_lock:
+        procs = list(_live_procs)
+    for p in procs:
+        kill(p, grace=3.0)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback TCP ports that were free a moment ago (bind to port 0)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def wait_port_free(port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                time.sleep(0.1)
+    raise RuntimeError(f"port {port} still busy after {timeout}s")
+
+
+def wait_until(
+    check: Callable[[], bool], proc: subprocess.Popen, log: Path, what: str, timeout: float
+) -> None:
+    """Wait for ``check()``; fail early with the log's tail if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{tail(log)}")
+        if check():
+            return
+        time.sleep(0.25)
+    kill(proc)
+    raise RuntimeError(f"{what} not ready after {timeout}s:\n{tail(log)}")

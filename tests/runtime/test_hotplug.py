@@ -1,0 +1,185 @@
+"""Hot-plug: usb-scan --watch rewrites its file within 1 s; the Watcher debounces bursts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixturegen import HostBuilder, build_host
+from tools.common.hostroot import HostRoot
+from tools.common.hotplug import Watcher
+
+REPO = Path(__file__).resolve().parents[2]
+CORAL = {
+    "port": "2-2",
+    "vendor": "18d1",
+    "product": "9302",
+    "class": "00",
+    "interfaces": [{"class": "ff", "subclass": "ff", "protocol": "ff"}],
+}
+
+
+def wait_for(pred, timeout: float) -> float | None:  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if pred():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    return None
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
+    root = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    out = tmp_path / "features.d"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.usb_scan", "--watch", "--host-root", str(root),
+         "--features-dir", str(out), "--poll-interval", "0.1"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    f = out / "usb-scan"
+    try:
+        assert wait_for(lambda: "usb-fe_1a6e_089a" in read(f), 10), read(f)
+        b = HostBuilder(root)
+        # unplug the Coral (boot IDs) ...
+        b.remove_usb("2-1")
+        t = wait_for(lambda: "usb-fe_1a6e_089a" not in read(f), 1.0)
+        assert t is not None, read(f)
+        assert "edgefd.io/edgetpu" not in read(f)
+        # ... and it comes back on another port with its runtime IDs
+        b.add_usb(CORAL)
+        t2 = wait_for(lambda: "usb-ff_18d1_9302" in read(f), 1.0)
+        assert t2 is not None, read(f)
+        assert "edgefd.io/edgetpu.count=1" in read(f)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+def test_reenumeration_same_port_is_noticed(tmp_path: Path) -> None:
+    """A Coral switching from boot to runtime IDs keeps its port name (2-1).
+
+    On real sysfs (kernfs) a re-created entry always has a new inode number, so even an
+    instant swap changes the fingerprint; a fixture filesystem may reuse the freed inode at
+    once, so here the device is gone for one poll period, as a real re-enumeration is
+    (the disconnect and the reconnect are separate events)."""
+    root = build_host("rpi4-coral", tmp_path, devicetree=False)
+    calls: list[float] = []
+    w = Watcher(HostRoot.of(root), ("usb",), rescan_interval=3600,
+                on_change=lambda: calls.append(1), poll_interval=0.1, use_udev=False)  # fmt: skip
+    with w:
+        assert w.mode == "poll"
+        b = HostBuilder(root)
+        b.remove_usb("2-1")
+        time.sleep(0.25)
+        b.add_usb({**CORAL, "port": "2-1"})
+        assert wait_for(lambda: len(calls) >= 1, 1.0) is not None
+
+
+def test_burst_is_debounced(tmp_path: Path) -> None:
+    root = build_host("rpi4-coral", tmp_path, devicetree=False)
+    calls: list[float] = []
+    w = Watcher(HostRoot.of(root), ("usb",), rescan_interval=3600,
+                on_change=lambda: calls.append(1), poll_interval=0.05, debounce=0.3,
+                max_delay=0.9, use_udev=False)  # fmt: skip
+    with w:
+        b = HostBuilder(root)
+        for i in range(5):
+            b.add_usb({**CORAL, "port": f"3-{1 + i}"})
+            time.sleep(0.06)
+        time.sleep(1.2)
+    assert 1 <= len(calls) <= 2
+
+
+def test_periodic_rescan_and_stop(tmp_path: Path) -> None:
+    calls: list[float] = []
+    w = Watcher(HostRoot.of(tmp_path), rescan_interval=0.2, on_change=lambda: calls.append(1),
+                use_udev=False)  # fmt: skip
+    w.start()
+    time.sleep(0.7)
+    w.stop()
+    n = len(calls)
+    assert n >= 2
+    time.sleep(0.3)
+    assert len(calls) == n
+    assert not any(t.name.startswith("hotplug") for t in threading.enumerate())
+
+
+# --------------------------------------------------------------------------- umockdev
+
+UMOCKDEV_HELPER = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    import gi
+    gi.require_version("UMockdev", "1.0")
+    from gi.repository import UMockdev
+
+    tb = UMockdev.Testbed.new()
+    env = dict(os.environ, UMOCKDEV_DIR=tb.get_root_dir())
+    child = subprocess.Popen([sys.argv[1], "-c", sys.argv[2]], env=env, cwd=sys.argv[3],
+                             stdout=subprocess.PIPE, text=True)
+    print("child:", child.stdout.readline().strip(), flush=True)
+    time.sleep(0.3)
+    sp = tb.add_device("usb", "usb2/2-1", None,
+                        ["idVendor", "18d1", "idProduct", "9302", "bDeviceClass", "00"],
+                        ["DEVTYPE", "usb_device"])
+    t0 = time.monotonic()
+    tb.uevent(sp, "add")
+    line = child.stdout.readline().strip()
+    print("child:", line, "after %.3f s" % (time.monotonic() - t0), flush=True)
+    child.terminate()
+    child.wait(5)
+    """
+)
+
+UMOCKDEV_CHILD = textwrap.dedent(
+    """
+    import sys, threading
+    from tools.common.hostroot import HostRoot
+    from tools.common.hotplug import Watcher
+    got = threading.Event()
+    w = Watcher(HostRoot.of("/"), ("usb",), rescan_interval=3600, poll_interval=3600,
+                on_change=got.set, use_udev=True, udev_source="udev")
+    w.start()
+    print("mode=" + w.mode, flush=True)
+    print("event" if got.wait(5) else "no-event", flush=True)
+    w.stop()
+    """
+)
+
+
+@pytest.mark.skipif(
+    not shutil.which("umockdev-wrapper") or not Path("/usr/bin/python3").exists(),
+    reason="umockdev (Debian: umockdev gir1.2-umockdev-1.0 python3-gi) not installed",
+)
+def test_pyudev_monitor_under_umockdev() -> None:
+    check = subprocess.run(
+        ["/usr/bin/python3", "-c", "import gi; gi.require_version('UMockdev', '1.0')"],
+        capture_output=True,
+    )
+    if check.returncode != 0:
+        pytest.skip("gir1.2-umockdev-1.0 / python3-gi not importable by /usr/bin/python3")
+    res = subprocess.run(
+        ["umockdev-wrapper", "/usr/bin/python3", "-c", UMOCKDEV_HELPER, sys.executable,
+         UMOCKDEV_CHILD, str(REPO)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ),
+    )  # fmt: skip
+    assert "child: mode=udev" in res.stdout, res.stdout + res.stderr
+    assert "child: event" in res.stdout, res.stdout + res.stderr

@@ -1,0 +1,359 @@
+"""usb-scan: NFD-identical labels on realistic nodes, explain, JSON, config, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fixturegen import HostBuilder, build_host
+from tools.common.busscan import SourceConfig
+from tools.common.hostroot import HostRoot
+from tools.usb_scan import discovery
+from tools.usb_scan.cli import main
+from tools.usb_scan.labels import RULES, derive
+
+NFD = "feature.node.kubernetes.io/"
+
+# Hand-computed from NFD's USB source rules (class whitelist 0e ef fe ff; fields class, vendor,
+# device; device class 00 -> one instance per interface class).
+RPI4_NFD = {
+    NFD + "usb-ff_03e7_2485.present": "true",  # NCS2 boot: class 00, interface ff
+    NFD + "usb-ef_046d_0825.present": "true",  # webcam: device class ef
+    NFD + "usb-ff_0403_6010.present": "true",  # FT2232: two ff interfaces, one label
+    NFD + "usb-fe_1a6e_089a.present": "true",  # Coral boot (DFU): interface fe
+}
+RPI4_CAPS = {
+    "edgefd.io/edgetpu.present": "true",
+    "edgefd.io/edgetpu.count": "1",
+    "edgefd.io/myriadx.present": "true",
+    "edgefd.io/myriadx.count": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def rpi4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_host("rpi4-coral", tmp_path_factory.mktemp("rpi4"), devicetree=False)
+
+
+@pytest.fixture(scope="module")
+def x86(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_host("x86-server", tmp_path_factory.mktemp("x86"), devicetree=False)
+
+
+def run(*args: str | os.PathLike[str]) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def file_labels(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            out[k] = v
+    return out
+
+
+def test_rpi4_default_labels_are_nfds(rpi4: Path) -> None:
+    code, out, _ = run("--host-root", rpi4, "--dry-run")
+    assert code == 0
+    assert file_labels(out) == {**RPI4_NFD, **RPI4_CAPS}
+    assert out.startswith("# written by usb-scan")
+
+
+def test_no_capabilities_gives_exactly_nfd(rpi4: Path) -> None:
+    code, out, _ = run("--host-root", rpi4, "--dry-run", "--no-capabilities")
+    assert code == 0 and file_labels(out) == RPI4_NFD
+
+
+def test_writes_own_file_with_dry_run_bytes(rpi4: Path, tmp_path: Path) -> None:
+    code, dry, _ = run("--host-root", rpi4, "--dry-run")
+    code2, out, _ = run("--host-root", rpi4, "--features-dir", tmp_path)
+    assert code == code2 == 0 and out == ""
+    assert (tmp_path / "usb-scan").read_bytes() == dry.encode()
+    assert [p.name for p in tmp_path.iterdir()] == ["usb-scan"]
+
+
+def test_runtime_state_coral_and_cross_bus_count(x86: Path, tmp_path: Path) -> None:
+    labels = file_labels(run("--host-root", x86, "--dry-run")[1])
+    assert labels[NFD + "usb-ff_18d1_9302.present"] == "true"
+    # one Coral on USB + one Coral M.2 on PCIe
+    assert labels["edgefd.io/edgetpu.count"] == "2"
+    assert labels["edgefd.io/hailo.count"] == "1"
+
+
+def test_runtime_variant(tmp_path: Path) -> None:
+    root = build_host("rpi4-coral-runtime", tmp_path, devicetree=False)
+    labels = file_labels(run("--host-root", root, "--dry-run")[1])
+    assert NFD + "usb-ff_18d1_9302.present" in labels
+    assert NFD + "usb-fe_1a6e_089a.present" not in labels
+    assert labels["edgefd.io/edgetpu.count"] == "1"
+
+
+def test_discovery_records(rpi4: Path) -> None:
+    res = discovery.scan(HostRoot.of(rpi4))
+    assert res.warnings == ()
+    by = {d.name: d for d in res.devices}
+    assert sorted(by) == ["1-1", "1-1.1", "1-1.2", "1-1.3", "1-1.4", "2-1", "usb1", "usb2"]
+    coral = by["2-1"]
+    assert (coral.vendor, coral.product, coral.device_class) == ("1a6e", "089a", "00")
+    assert coral.busnum == 2 and coral.devnum == 2
+    assert coral.devnode == "/dev/bus/usb/002/002"
+    assert coral.sysfs_path.endswith("/0000:01:00.0/usb2/2-1")
+    assert coral.interfaces[0].cls == "fe" and coral.interfaces[0].subclass == "01"
+    assert coral.serial is None
+    cam = by["1-1.3"]
+    assert [i.driver for i in cam.interfaces][:2] == ["uvcvideo", "uvcvideo"]
+    assert cam.serial == "8F2E2A10"
+    assert by["usb1"].driver == "usb" and by["usb1"].interfaces[0].name == "1-0:1.0"
+
+
+def test_class_whitelist_and_fields_options(rpi4: Path) -> None:
+    out = run(
+        "--host-root",
+        rpi4,
+        "--dry-run",
+        "--no-capabilities",
+        "--class-whitelist",
+        "03,09",
+        "--label-fields",
+        "vendor,class",
+    )[1]
+    # fields are always joined in NFD's order (class, vendor, device, serial)
+    assert file_labels(out) == {
+        NFD + "usb-03_046d.present": "true",
+        NFD + "usb-09_1d6b.present": "true",
+        NFD + "usb-09_2109.present": "true",
+    }
+
+
+def test_unknown_fields_fall_back_like_nfd(rpi4: Path) -> None:
+    code, out, err = run(
+        "--host-root", rpi4, "--dry-run", "--no-capabilities", "--label-fields", "bogus"
+    )
+    assert code == 0 and file_labels(out) == RPI4_NFD
+    assert "bogus" in err
+
+
+def test_serial_field_omitted_when_missing(rpi4: Path) -> None:
+    out = run(
+        "--host-root",
+        rpi4,
+        "--dry-run",
+        "--no-capabilities",
+        "--label-fields",
+        "class,vendor,device,serial",
+    )[1]
+    labels = file_labels(out)
+    assert NFD + "usb-ff_03e7_2485_03e72485.present" in labels
+    assert NFD + "usb-ff_0403_6010.present" in labels  # no serial: field left out, not empty
+    assert NFD + "usb-ef_046d_0825_8F2E2A10.present" in labels
+
+
+def test_config_file_nfd_worker_shape(rpi4: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "nfd-worker.conf"
+    cfg.write_text(
+        "sources:\n  usb:\n    deviceClassWhitelist: ['fe']\n"
+        "    deviceLabelFields: [vendor, device]\n"
+        "  pci:\n    deviceClassWhitelist: ['02']\n"
+    )
+    out = run("--host-root", rpi4, "--dry-run", "--no-capabilities", "--config", cfg)[1]
+    assert file_labels(out) == {NFD + "usb-1a6e_089a.present": "true"}
+    # command line wins over the file
+    out = run(
+        "--host-root",
+        rpi4,
+        "--dry-run",
+        "--no-capabilities",
+        "--config",
+        cfg,
+        "--class-whitelist",
+        "0e",
+    )[1]
+    # the webcam's device class is ef, so its 0e interfaces are never looked at (as in NFD)
+    assert file_labels(out) == {}
+
+
+def test_config_file_bare_shape_and_errors(rpi4: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("deviceClassWhitelist: ['ef']\n")
+    out = run("--host-root", rpi4, "--dry-run", "--no-capabilities", "--config", cfg)[1]
+    assert file_labels(out) == {NFD + "usb-ef_046d_0825.present": "true"}
+    cfg.write_text("sources:\n  usb:\n    deviceClassWhitelist: fe\n")
+    code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
+    assert code == 3 and "deviceClassWhitelist must be a list" in err
+    cfg.write_text("{ nope")
+    code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
+    assert code == 3 and "not valid YAML" in err
+
+
+def test_explain_covers_every_device(rpi4: Path) -> None:
+    code, out, _ = run("--host-root", rpi4, "--explain")
+    assert code == 0
+    for name in ("1-1", "1-1.1", "1-1.2", "1-1.3", "1-1.4", "2-1", "usb1", "usb2"):
+        assert f"usb {name} " in out
+    assert "class 03 (HID) is not whitelisted" in out
+    assert "interface 1-1.4:1.0, 1-1.4:1.1: class ff" in out  # de-duplicated instances
+    assert "coral-usb (Google Coral USB Accelerator, boot state)" in out
+
+
+def test_json_inventory(rpi4: Path) -> None:
+    code, out, _ = run("--host-root", rpi4, "-o", "json", "--dry-run")
+    inv = json.loads(out)
+    assert code == 0 and inv["source"] == "usb"
+    coral = next(d for d in inv["devices"] if d["name"] == "2-1")
+    assert coral["port_path"] == "2-1" and coral["devnode"] == "/dev/bus/usb/002/002"
+    assert coral["accelerator"]["id"] == "coral-usb" and coral["accelerator"]["state"] == "boot"
+    assert coral["interfaces"] == [
+        {"name": "2-1:1.0", "class": "fe", "subclass": "01", "protocol": "02", "driver": None}
+    ]
+    assert inv["labels"] == {**RPI4_NFD, **RPI4_CAPS}
+
+
+def test_derive_is_pure() -> None:
+    dev = discovery.UsbDevice(
+        name="3-1",
+        sysfs_path="/x",
+        busnum=3,
+        devnum=2,
+        vendor="1a86",
+        product="7523",
+        device_class="ff",
+        serial=None,
+        manufacturer=None,
+        product_name=None,
+        speed="12",
+        interfaces=(),
+        devnode=None,
+        driver=None,
+        numa_node=None,
+    )
+    cfg = SourceConfig(RULES.default_whitelist, RULES.default_fields)
+    assert dict(derive([dev], cfg).labels) == {NFD + "usb-ff_1a86_7523.present": "true"}
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_missing_bus_directory(tmp_path: Path) -> None:
+    code, out, err = run("--host-root", tmp_path, "--dry-run")
+    assert code == 0 and file_labels(out) == {}
+    assert "does not exist" in err and "Traceback" not in err
+
+
+def test_garbage_and_unreadable_attributes(tmp_path: Path) -> None:
+    b = HostBuilder(tmp_path)
+    b.add_usb({"port": "usb1", "vendor": "1d6b", "product": "0002", "class": "09"})
+    good = b.add_usb(
+        {
+            "port": "1-1",
+            "vendor": "1a6e",
+            "product": "089a",
+            "interfaces": [{"class": "fe"}, {"class": "ff"}],
+        }
+    )
+    bad = b.add_usb({"port": "1-2", "vendor": "03e7", "product": "2485", "class": "ff"})
+    (bad / "idVendor").write_text("zz!!\n")  # garbage
+    (good / "1-1:1.1" / "bInterfaceClass").unlink()
+    (good / "1-1:1.1" / "bInterfaceClass").mkdir()  # a directory where a file should be
+    os.mkfifo(good / "serial")  # a FIFO would block a naive open()
+    code, out, err = run("--host-root", tmp_path, "--dry-run", "--no-capabilities")
+    assert code == 0 and "Traceback" not in err
+    assert file_labels(out) == {NFD + "usb-fe_1a6e_089a.present": "true"}
+    assert "usb 1-2: /sys/" in err and "'zz!!' is not hex" in err
+    assert "bInterfaceClass: not a regular file" in err
+    assert "serial: not a regular file" in err
+
+
+def test_broken_symlink_and_loop_reported(tmp_path: Path) -> None:
+    b = HostBuilder(tmp_path)
+    b.add_usb({"port": "usb1", "vendor": "1d6b", "product": "0002", "class": "09"})
+    bus = tmp_path / "sys/bus/usb/devices"
+    os.symlink("../../../devices/gone/1-7", bus / "1-7")
+    os.symlink("1-8", bus / "1-9")
+    os.symlink("1-9", bus / "1-8")
+    (bus / "1-5").mkdir()  # a plain directory without idProduct
+    res = discovery.scan(HostRoot.of(tmp_path))
+    assert [d.name for d in res.devices] == ["usb1"]
+    text = "\n".join(res.warnings)
+    for name in ("1-5", "1-7", "1-8", "1-9"):
+        assert f"/{name}" in text or f"usb {name}" in text, text
+    code, _, err = run("--host-root", tmp_path, "--explain")
+    assert code == 0 and "Traceback" not in err
+
+
+def test_unreadable_file_via_monkeypatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests run as root, so chmod 000 would not stop a read: make os.read fail instead
+    b = HostBuilder(tmp_path)
+    b.add_usb({"port": "1-1", "vendor": "1a6e", "product": "089a", "class": "fe"})
+    import tools.common.sysfs as sysfs
+
+    real_read = os.read
+
+    def failing_read(fd: int, n: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/idProduct"):
+            raise PermissionError(13, "Permission denied")
+        return real_read(fd, n)
+
+    monkeypatch.setattr(sysfs.os, "read", failing_read)
+    res = discovery.scan(HostRoot.of(tmp_path))
+    assert res.devices[0].product is None
+    assert any("idProduct: cannot read (Permission denied)" in w for w in res.warnings)
+
+
+@pytest.mark.slow
+def test_ten_thousand_devices(tmp_path: Path) -> None:
+    from tests.fixturegen.sysfs import synthetic_usb
+
+    root = build_host(synthetic_usb(10_000), tmp_path)
+    res = discovery.scan(HostRoot.of(root))
+    assert len(res.devices) == 10_000 + 100 and res.warnings == ()
+
+
+def test_no_kubernetes_or_grpc_import() -> None:
+    code = (
+        "import sys, tools.usb_scan.cli, tools.pci_scan.cli, tools.usb_scan.labels, "
+        "tools.pci_scan.labels, tools.common.hotplug\n"
+        "bad = [m for m in sys.modules\n"
+        "       if m.split('.')[0] in ('kubernetes', 'grpc', 'pyudev', 'yaml')]\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2]
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_dry_run_imports_no_yaml_pyudev_kubernetes_grpc(rpi4: Path) -> None:
+    code = (
+        "import sys\n"
+        "from tools.usb_scan.cli import main\n"
+        "try:\n"
+        f"    main(['--host-root', {str(rpi4)!r}, '--dry-run'])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "bad = [m for m in sys.modules\n"
+        "       if m.split('.')[0] in ('kubernetes', 'grpc', 'pyudev', 'yaml')]\n"
+        "sys.stderr.write(repr(bad)); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2]
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "usb-fe_1a6e_089a" in res.stdout
+
+
+def test_python_dash_m_works(rpi4: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "tools.usb_scan", "--host-root", str(rpi4), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert res.returncode == 0 and "usb-fe_1a6e_089a" in res.stdout
