@@ -39,6 +39,7 @@ from .processes import (
 ETCD = "etcd"
 KUBE_APISERVER = "kube-apiserver"
 KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+KUBE_SCHEDULER = "kube-scheduler"
 # Only what the tests read; no controller that changes objects other tests create (no
 # serviceaccount, namespace, garbage-collector, node-lifecycle ...).
 KCM_CONTROLLERS = ["validatingadmissionpolicy-status-controller"]
@@ -53,15 +54,26 @@ class KubeAPIServer:
     restarts (``stop_apiserver``/``start_apiserver``): its clients reconnect by themselves."""
 
     def __init__(
-        self, workdir: Path, bin_dir: Path | None = None, extra_args: list[str] | None = None
+        self,
+        workdir: Path,
+        bin_dir: Path | None = None,
+        extra_args: list[str] | None = None,
+        *,
+        port: int | None = None,
+        controllers: list[str] | None = None,
     ):
+        """``port``: a fixed API port (a real node's pods are told it); ``controllers``: the
+        kube-controller-manager controllers to run (default: ``KCM_CONTROLLERS``)."""
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.bin_dir = Path(bin_dir) if bin_dir else harness_bin_dir()
         self.extra_args = list(extra_args or [])
+        self.controllers = list(controllers or KCM_CONTROLLERS)
         self.pki = PKI(self.dir / "pki")
         self.ca_file = str(self.pki.ca_crt)
-        self.etcd_port, self.etcd_peer_port, self.port, self.kcm_port = free_ports(4)
+        ports = free_ports(5)
+        self.etcd_port, self.etcd_peer_port, self.kcm_port, self.scheduler_port = ports[:4]
+        self.port = port or ports[4]
         self.host = "127.0.0.1"
         self.url = f"https://{self.host}:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
@@ -72,6 +84,8 @@ class KubeAPIServer:
         self._etcd: subprocess.Popen | None = None
         self._apiserver: subprocess.Popen | None = None
         self._kcm: subprocess.Popen | None = None
+        self._scheduler: subprocess.Popen | None = None
+        self.scheduler_log = self.dir / "kube-scheduler.log"
         self._counter = itertools.count()
         self._write_kubeconfig(
             Path(self.kubeconfig),
@@ -162,7 +176,9 @@ class KubeAPIServer:
         return [
             str(self.bin_dir / KUBE_CONTROLLER_MANAGER),
             f"--kubeconfig={self.kubeconfig}",  # system:masters client cert
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--controllers={','.join(self.controllers)}",
+            # what root-ca-certificate-publisher-controller publishes as kube-root-ca.crt
+            f"--root-ca-file={self.pki.ca_crt}",
             "--leader-elect=false",
             "--use-service-account-credentials=false",
             "--bind-address=127.0.0.1",
@@ -192,18 +208,41 @@ class KubeAPIServer:
         self._kcm = None
 
     def controller_manager_healthy(self) -> bool:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed
-        try:
-            with urllib.request.urlopen(
-                f"https://127.0.0.1:{self.kcm_port}/healthz", timeout=2, context=ctx
-            ) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError, ssl.SSLError):
-            return False
+        return _healthz(self.kcm_port)
+
+    def scheduler_args(self) -> list[str]:
+        return [
+            str(self.bin_dir / KUBE_SCHEDULER),
+            f"--kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.scheduler_port}",
+            f"--cert-dir={self.dir / 'scheduler-certs'}",
+            "--authentication-skip-lookup=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def start_scheduler(self, timeout: float = 60.0) -> None:
+        """kube-scheduler, for tests with a real node (nothing schedules pods otherwise)."""
+        if self._scheduler is not None and self._scheduler.poll() is None:
+            return
+        wait_port_free(self.scheduler_port)
+        self._scheduler = spawn(self.scheduler_args(), self.scheduler_log)
+        wait_until(
+            lambda: _healthz(self.scheduler_port),
+            self._scheduler,
+            self.scheduler_log,
+            "kube-scheduler",
+            timeout,
+        )
+
+    def stop_scheduler(self) -> None:
+        kill(self._scheduler)
+        self._scheduler = None
 
     def stop(self) -> None:
+        self.stop_scheduler()
         self.stop_controller_manager()
         self.stop_apiserver()
         kill(self._etcd)
@@ -260,6 +299,14 @@ class KubeAPIServer:
         n = next(self._counter)
         return self._write_kubeconfig(
             self.dir / f"token-{n}.kubeconfig", {"token": token}, f"token-{n}"
+        )
+
+    def kubeconfig_for_cert(self, user: str, crt: Path, key: Path) -> str:
+        """A kubeconfig for a client certificate of ``self.pki`` (e.g. a kubelet's)."""
+        return self._write_kubeconfig(
+            self.dir / f"{user}.kubeconfig",
+            {"client-certificate": str(crt), "client-key": str(key)},
+            user,
         )
 
     def admin_api(self):
@@ -406,6 +453,19 @@ class KubeAPIServer:
         if pod.spec.node_name != node_name:
             raise RuntimeError(f"pod {namespace}/{pod_name} exists on node {pod.spec.node_name!r}")
         return self.mint_token(namespace, sa, audiences, expiration_seconds, bound_pod=pod)
+
+
+def _healthz(port: int) -> bool:
+    """A control-plane component's /healthz on loopback (always allowed without credentials)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # its serving cert is self-signed
+    url = f"https://127.0.0.1:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
 
 
 def _create_ok(fn: Callable[[], Any]) -> None:

@@ -121,10 +121,8 @@ class PKI:
         _write_pem(self.server_crt, c.public_bytes(pem), 0o644)
         _write_pem(self.server_key, pem_key(k))
 
-        k, c = leaf("edgefd-admin", "system:masters", server=False)
-        self.admin_crt, self.admin_key = d / "admin.crt", d / "admin.key"
-        _write_pem(self.admin_crt, c.public_bytes(pem), 0o644)
-        _write_pem(self.admin_key, pem_key(k))
+        self._leaf, self._pem_key = leaf, pem_key
+        self.admin_crt, self.admin_key = self.client_cert("admin", "edgefd-admin", "system:masters")
 
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.sa_key, self.sa_pub = d / "sa.key", d / "sa.pub"
@@ -134,6 +132,18 @@ class PKI:
             sa.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
             0o644,
         )
+
+    def client_cert(self, stem: str, cn: str, org: str | None = None) -> tuple[Path, Path]:
+        """A client certificate signed by this CA, written as ``<stem>.crt`` / ``<stem>.key``:
+        the user ``cn`` in group ``org`` (a kubelet is ``system:node:<name>`` in
+        ``system:nodes``, which the Node authorizer and NodeRestriction recognise)."""
+        from cryptography.hazmat.primitives import serialization
+
+        k, c = self._leaf(cn, org, server=False)
+        crt, key = self.dir / f"{stem}.crt", self.dir / f"{stem}.key"
+        _write_pem(crt, c.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write_pem(key, self._pem_key(k))
+        return crt, key
 
 
 def decode_jwt(token: str) -> dict:
