@@ -156,6 +156,53 @@ class HostBuilder:
         node.touch()
         return real
 
+    def describe_usb(self, name: str) -> dict[str, Any]:
+        """The description `add_usb` takes, read back from the tree (with its `devnum`), so a
+        device (not a hub) of any host tree can be unplugged and plugged in again."""
+        real = Path(os.path.realpath(self.p("/sys/bus/usb/devices") / name))
+
+        def attr(d: Path, key: str) -> str | None:
+            try:
+                return (d / key).read_text().strip()
+            except OSError:
+                return None
+
+        def driver(d: Path) -> str | None:
+            return (
+                os.path.basename(os.readlink(d / "driver")) if (d / "driver").is_symlink() else None
+            )
+
+        desc: dict[str, Any] = {"port": name, "driver": driver(real)}
+        for key, a in (
+            ("vendor", "idVendor"),
+            ("product", "idProduct"),
+            ("class", "bDeviceClass"),
+            ("subclass", "bDeviceSubClass"),
+            ("protocol", "bDeviceProtocol"),
+            ("bcd_device", "bcdDevice"),
+            ("devnum", "devnum"),
+            ("speed", "speed"),
+            ("maxchild", "maxchild"),
+            ("removable", "removable"),
+            ("manufacturer", "manufacturer"),
+            ("product_name", "product"),
+            ("serial", "serial"),
+        ):
+            if (v := attr(real, a)) is not None:
+                desc[key] = v
+        interfaces = []
+        for idir in sorted(real.glob(f"{'*-0' if name.startswith('usb') else name}:1.*")):
+            intf = {
+                "class": attr(idir, "bInterfaceClass"),
+                "subclass": attr(idir, "bInterfaceSubClass"),
+                "protocol": attr(idir, "bInterfaceProtocol"),
+            }
+            if d := driver(idir):
+                intf["driver"] = d
+            interfaces.append(intf)
+        desc["interfaces"] = interfaces
+        return desc
+
     def remove_usb(self, name: str) -> None:
         """Unplug: remove the device, its interfaces, children, bus links and /dev node."""
         link = self.p("/sys/bus/usb/devices") / name
