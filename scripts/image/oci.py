@@ -2,6 +2,7 @@
 
     python3 scripts/image/oci.py sizes ARCHIVE [--json]          sizes per platform and layer
     python3 scripts/image/oci.py extract ARCHIVE DIR [--arch A]  the image's root filesystem
+    python3 scripts/image/oci.py name-for-containerd LAYOUT_DIR  (used by scripts/build-image)
 
 An archive is a tar of an OCI image layout (oci-layout, index.json, blobs/sha256/...). Its
 index.json lists one manifest per reference name; a manifest is either an image (config +
@@ -29,6 +30,7 @@ INDEX_TYPES = {
     "application/vnd.docker.distribution.manifest.list.v2+json",
 }
 REF_NAME = "org.opencontainers.image.ref.name"
+CONTAINERD_NAME = "io.containerd.image.name"
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,18 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
+def name_for_containerd(layout: Path) -> None:
+    """Give every manifest of an OCI layout containerd's own name annotation (its importer reads
+    that first), equal to the full reference buildah wrote as the OCI ref name."""
+    path = layout / "index.json"
+    index = json.loads(path.read_text())
+    for m in index["manifests"]:
+        ann = m.setdefault("annotations", {})
+        if REF_NAME in ann:
+            ann[CONTAINERD_NAME] = ann[REF_NAME]
+    path.write_text(json.dumps(index, separators=(",", ":")))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -195,7 +209,12 @@ def main() -> None:
     e.add_argument("archive", type=Path)
     e.add_argument("dest", type=Path)
     e.add_argument("--arch")
+    n = sub.add_parser("name-for-containerd")
+    n.add_argument("layout", type=Path)
     args = ap.parse_args()
+    if args.cmd == "name-for-containerd":
+        name_for_containerd(args.layout)
+        return
     if args.cmd == "extract":
         im = extract(args.archive, args.dest, args.arch)
         print(f"{im.arch} {im.manifest_digest} -> {args.dest}")
