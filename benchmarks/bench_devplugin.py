@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 
 from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
 
+from edgefd.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
+from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
+from edgefd.devplugin.resource import socket_name  # noqa: E402
 from tests.devplugin.test_grpc import FakeKubelet  # noqa: E402
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
-from tools.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
-from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
-from tools.devplugin.plugin import socket_name  # noqa: E402
 
 NCS2 = "edgefd.io/ncs2"
 
@@ -52,7 +52,7 @@ def main() -> int:
         [
             sys.executable,
             "-m",
-            "tools.devplugin",
+            "edgefd.devplugin",
             "--host-root",
             str(host),
             "--plugin-dir",

@@ -3,8 +3,9 @@
 Prints:
   * median (and best) time to parse the blob with edgefd's walker (aim < 5 ms), and the same
     for the `fdt` package for comparison;
-  * median wall time of a whole `python3 -m tools.dt_labeller --dry-run --dtb X` process, as a
-    ratio to a bare `python3 -c pass` started the same way (aim < 2x);
+  * median wall time of a whole `python -m edgefd.dt_labeller --dry-run --dtb X` process, as a
+    ratio to the floor of any click command of the same venv, `python -c "import click"`,
+    started the same way (aim <= 1.3x), and to a bare `python -c pass`;
   * what the tool's own imports cost (`python -X importtime`), biggest first.
 
 Bytecode is compiled first (as an installed package would have it): with
@@ -25,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from measure import BARE, compile_sources, time_process  # noqa: E402
+from measure import BARE, CLICK_FLOOR, compile_sources, time_process  # noqa: E402
 
+from edgefd.dt_labeller.tree import parse_blob  # noqa: E402
 from tests.fixturegen.devicetree import compile_dts  # noqa: E402
-from tools.dt_labeller.tree import parse_blob  # noqa: E402
 
 DTS = ROOT / "samples" / "devicetree" / "rpi4-model-b.dts"
 CACHE = ROOT / ".cache"
@@ -70,17 +71,21 @@ def main() -> None:
 
     compile_sources()
     py = sys.executable
-    bare = BARE
-    tool = [py, "-m", "tools.dt_labeller", "--dry-run", "--dtb", str(dtb)]
-    time_process(bare, 3)  # warm the page cache
-    time_process(tool, 3)
+    tool = [py, "-m", "edgefd.dt_labeller", "--dry-run", "--dtb", str(dtb)]
+    for argv in (BARE, CLICK_FLOOR, tool):
+        time_process(argv, 3)  # warm the page cache
     b: list[float] = []
+    f: list[float] = []
     t: list[float] = []
-    for _ in range(args.runs):  # interleaved, so machine load hits both alike
-        b += time_process(bare, 1)
+    for _ in range(args.runs):  # interleaved, so machine load hits all alike
+        b += time_process(BARE, 1)
+        f += time_process(CLICK_FLOOR, 1)
         t += time_process(tool, 1)
-    mb, mt = statistics.median(b), statistics.median(t)
-    print(f"process: bare python {ms(mb)}, dt-labeller --dry-run {ms(mt)}, ratio {mt / mb:.2f}x")
+    mb, mf, mt = statistics.median(b), statistics.median(f), statistics.median(t)
+    print(
+        f"process: python -c pass {ms(mb)}, python -c 'import click' {ms(mf)}, "
+        f"dt-labeller --dry-run {ms(mt)}: {mt / mf:.2f}x the click floor ({mt / mb:.2f}x bare)"
+    )
 
     proc = subprocess.run(
         [py, "-X", "importtime", *tool[1:]], cwd=ROOT, capture_output=True, text=True, check=True

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools.dt_labeller.labels import derive  # noqa: E402
-from tools.dt_labeller.tree import MalformedTree, parse_blob  # noqa: E402
+from edgefd.dt_labeller.labels import derive  # noqa: E402
+from edgefd.dt_labeller.tree import MalformedTree, parse_blob  # noqa: E402
 
 CACHE = ROOT / ".cache"
 CORPUS = CACHE / "dtb-corpus"

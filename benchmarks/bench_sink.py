@@ -66,7 +66,7 @@ def start_sink(kubeconfig: str, node: str, fdir: Path, *extra: str) -> tuple[sub
     port = free_port()
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "tools.feature_sink", "--kubeconfig", kubeconfig,
+            sys.executable, "-m", "edgefd.feature_sink", "--kubeconfig", kubeconfig,
             "--node-name", node, "--features-dir", str(fdir), "--listen", f"127.0.0.1:{port}",
             *extra,
         ],
@@ -201,9 +201,11 @@ def bench_footprint(core, kubeconfig: str, tmp: Path) -> None:
         return best * 1000
 
     bare = run_time("pass")
-    cli = run_time("import tools.feature_sink.cli")
+    cli = run_time("import edgefd.feature_sink.cli")
     k8s = run_time("import kubernetes.client, kubernetes.config")
-    full = run_time("import tools.feature_sink.cli, tools.feature_sink.nodeapi, kubernetes.config")
+    full = run_time(
+        "import edgefd.feature_sink.cli, edgefd.feature_sink.nodeapi, kubernetes.config"
+    )
     print(
         f"import times (best of 3, incl. {bare:.0f} ms interpreter start): feature_sink.cli "
         f"{cli - bare:.0f} ms, kubernetes.client+config {k8s - bare:.0f} ms, everything "

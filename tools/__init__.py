@@ -1,1 +1,13 @@
-"""edgefd: node feature producers, a label sink and a device plugin for edge accelerators."""
+"""edgefd: node feature producers, a label sink and a device plugin for edge accelerators.
+
+Layers, from the ground up (each imports only from those below it; checked by
+tests/project/test_imports.py):
+
+    core      errors and exit codes, host root, labels, features.d format and publisher,
+              YAML schema helper, backoff                              (no click, no tool)
+    runtime   the one watcher, signals, metrics + health endpoint      (no click, no tool)
+    bus       sysfs attributes, bus enumeration, USB/PCI records, the accelerator catalogue
+    cli       the click options and exit-code handling every command shares
+    scan      the bus scanners' engine: NFD config, derivation, capabilities, reports
+    dt_labeller usb_scan pci_scan feature_sink devplugin   the tools; never import each other
+"""

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.common.catalogue import Catalogue, PciId, UsbId, load_catalogue
-from tools.common.cli import BadInput
+from edgefd.bus.catalogue import Catalogue, PciId, UsbId, load_catalogue
+from edgefd.core.errors import BadInput
 
 
 def test_packaged_catalogue() -> None:
@@ -27,7 +27,7 @@ def test_packaged_catalogue() -> None:
     assert cat.match_pci("1e60", "2864", "0b4000").id == "hailo8"  # type: ignore[union-attr]
     assert cat.match_pci("10de", "1eb8", "030200") is None
     assert cat.match_usb("046d", "0825") is None
-    assert "edgetpu" in cat.kinds()
+    assert "edgetpu" in {a.kind for a in cat.accelerators}
 
 
 def test_class_prefix_match() -> None:
@@ -45,19 +45,19 @@ def write(tmp_path: Path, text: str) -> Path:
     ("text", "needle"),
     [
         ("accelerators: [{id: x, kind: k, name: n}]", "needs at least one 'usb' or 'pci'"),
-        ("accelerators: [{id: X!, kind: k, name: n, usb: []}]", "field 'id'"),
+        ("accelerators: [{id: X!, kind: k, name: n, usb: []}]", "accelerators[0].id: 'X!' must be"),
         (
             "accelerators: [{id: x, kind: k, name: n, usb: [{vendor: 1a6, product: '0001'}]}]",
-            "'vendor'",
+            "accelerators[0].usb[0].vendor: '1a6' is not 4 hex digits",
         ),
         (
             "accelerators: [{id: x, kind: k, name: n,"
             " usb: [{vendor: '1a6e', product: '0001', state: warm}]}]",
-            "'state'",
+            "accelerators[0].usb[0].state: 'warm'",
         ),
         (
             "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}], resource: nope}]",
-            "'resource'",
+            "accelerators[0].resource: 'nope'",
         ),
         (
             "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}], colour: red}]",

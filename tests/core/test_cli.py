@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 PROGRAM = """
 import errno, sys, click
-from tools.common import cli
+from edgefd import cli
+from edgefd.core import errors
 
 def body():
     kind = sys.argv[1]
@@ -23,15 +24,15 @@ def body():
     if kind == "code":
         return 1
     if kind == "bad":
-        raise cli.BadInput("input.dtb: bad magic")
+        raise errors.BadInput("input.dtb: bad magic")
     if kind == "out":
-        raise cli.OutputError("cannot write /x")
+        raise errors.OutputError("cannot write /x")
     if kind == "unreach":
-        raise cli.Unreachable("api server down")
+        raise errors.Unreachable("api server down")
     if kind == "custom":
-        raise cli.EdgefdError("weird", 2)
+        raise errors.EdgefdError("weird", 2)
     if kind == "plain":
-        raise cli.EdgefdError("failed")
+        raise errors.EdgefdError("failed")
     if kind == "oserror":
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/nope")
     if kind == "click":
@@ -88,18 +89,20 @@ def test_bug_shows_traceback_only_with_verbose() -> None:
 
 
 def test_exit_code_constants_are_the_documented_ones() -> None:
-    from tools.common import cli
+    from edgefd.core import errors as e
 
-    assert (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_BAD_INPUT) == (0, 1, 2, 3)
-    assert (cli.EXIT_OUTPUT, cli.EXIT_UNREACHABLE, cli.EXIT_INTERNAL) == (4, 5, 70)
-    assert cli.BadInput("x").exit_code == 3
-    assert cli.OutputError("x").exit_code == 4
-    assert cli.EdgefdError("x", 9).exit_code == 9
+    assert (e.EXIT_OK, e.EXIT_FAILED, e.EXIT_USAGE, e.EXIT_BAD_INPUT) == (0, 1, 2, 3)
+    assert (e.EXIT_OUTPUT, e.EXIT_UNREACHABLE, e.EXIT_INTERNAL) == (4, 5, 70)
+    assert e.BadInput("x").exit_code == 3
+    assert e.HostUnreadable("x").exit_code == 3
+    assert e.UsageError("x").exit_code == 2
+    assert e.OutputError("x").exit_code == 4
+    assert e.EdgefdError("x", 9).exit_code == 9
 
 
 def test_logging_goes_to_stderr_with_tool_name() -> None:
     code = (
-        "import logging; from tools.common import cli\n"
+        "import logging; from edgefd import cli\n"
         "cli.setup_logging(0, 'tool'); logging.getLogger('x').warning('careful')\n"
         "logging.getLogger('x').info('hidden')\n"
     )

@@ -1,4 +1,4 @@
-"""The features.d format: NFD-compatible parsing and the atomic, idempotent writer."""
+"""The features.d format: NFD-compatible parsing, and reading only regular files."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.common import featuresd
-from tools.common.featuresd import (
+from edgefd.core.featuresd import (
     MAX_FILE_SIZE,
-    list_feature_files,
+    MergedFeatures,
+    merge,
     parse_bytes,
     parse_text,
-    read_directory,
+    read_feature_files,
     render,
-    write_atomic,
-    write_feature_file,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -104,35 +102,56 @@ def test_non_utf8_line_is_refused_alone_and_nul_refuses_the_file() -> None:
     assert "NUL" in (parse_bytes(b"a.io/x=1\0\n", "f").error or "")
 
 
+def read_directory(directory: Path) -> MergedFeatures:
+    return merge(read_feature_files(directory, NOW))
+
+
 def test_directory_reading(tmp_path: Path) -> None:
     (tmp_path / "b-second").write_text("x.io/k=from-b\nx.io/only-b=1\n")
     (tmp_path / "a-first").write_text("x.io/k=from-a\nx.io/only-a=1\n")
+    (tmp_path / "c-third").write_text("x.io/k=from-c\n")
     (tmp_path / ".a-first.123.tmp").write_text("x.io/k=in-flight\n")
     (tmp_path / "subdir").mkdir()
     (tmp_path / "big").write_bytes(b"x.io/big=1\n" + b"#" * MAX_FILE_SIZE)
-    (tmp_path / "link").symlink_to("a-first")
-    assert [p.name for p in list_feature_files(tmp_path)] == ["a-first", "b-second", "big", "link"]
-    merged = read_directory(tmp_path, NOW)
-    # link (a copy of a-first) is read last and wins again
-    assert merged.labels == {"x.io/k": "from-a", "x.io/only-a": "1", "x.io/only-b": "1"}
-    assert merged.origin["x.io/k"] == "link:1"
+    files = read_feature_files(tmp_path, NOW)
+    assert [f.name for f in files] == ["a-first", "b-second", "big", "c-third"]
+    merged = merge(files)
+    # the later file (by name) wins
+    assert merged.labels == {"x.io/k": "from-c", "x.io/only-a": "1", "x.io/only-b": "1"}
+    assert merged.origin["x.io/k"] == "c-third:1"
     assert any("over the 65536-byte limit" in w for w in merged.warnings)
     overrides = [w for w in merged.warnings if "overrides" in w]
     assert overrides == [
         "b-second:1: x.io/k='from-b' overrides 'from-a' from a-first:1",
-        "link:1: x.io/k='from-a' overrides 'from-b' from b-second:1",
+        "c-third:1: x.io/k='from-c' overrides 'from-b' from b-second:1",
     ]
+
+
+def test_only_regular_files_directly_in_the_directory_are_read(tmp_path: Path) -> None:
+    """A symlink (to a secret, say) or a FIFO planted in features.d is refused, unread."""
+    secret = tmp_path / "secret"
+    secret.write_text("password=hunter2\n")
+    d = tmp_path / "features.d"
+    d.mkdir()
+    (d / "good").write_text("x.io/k=1\n")
+    (d / "link").symlink_to(secret)
+    os.mkfifo(d / "fifo")  # must not block
+    files = {f.name: f for f in read_feature_files(d, NOW)}
+    assert files["good"].labels() == {"x.io/k": "1"}
+    assert files["link"].error == "link: is a symlink; not read" and not files["link"].features
+    assert files["fifo"].error == "fifo: not a regular file; not read"
+    assert "hunter2" not in repr(files)
 
 
 def test_same_value_in_two_files_is_not_a_conflict(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("x.io/k=1\n")
     (tmp_path / "b").write_text("x.io/k=1\n")
-    assert read_directory(tmp_path, NOW).warnings == ()
+    assert read_directory(tmp_path).warnings == ()
 
 
-def test_missing_directory_is_empty(tmp_path: Path) -> None:
-    merged = read_directory(tmp_path / "nope", NOW)
-    assert merged.labels == {} and merged.warnings == ()
+def test_missing_directory_is_an_error_for_the_caller(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_feature_files(tmp_path / "nope", NOW)
 
 
 def test_render_is_sorted_and_stable() -> None:
@@ -143,68 +162,3 @@ def test_render_is_sorted_and_stable() -> None:
     assert a.startswith(b"# written by tool")
     assert render({}) == b""
     assert parse_bytes(a).labels() == {"a.io/y": "2", "b.io/x": "1"}
-
-
-def test_writer_creates_then_leaves_unchanged_file_alone(tmp_path: Path) -> None:
-    fd = tmp_path / "features.d"
-    path, changed = write_feature_file(fd, "tool", {"a.io/x": "1"})
-    assert changed and path == fd / "tool"
-    assert oct(path.stat().st_mode & 0o777) == "0o644"
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 5 * 10**9))
-    st = path.stat()
-    _, changed = write_feature_file(fd, "tool", {"a.io/x": "1"})
-    assert not changed
-    st2 = path.stat()
-    assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
-    _, changed = write_feature_file(fd, "tool", {"a.io/x": "2"})
-    assert changed
-    assert path.stat().st_ino != st.st_ino  # replaced by rename, not rewritten in place
-    assert os.listdir(fd) == ["tool"]
-
-
-def test_writer_prefix_of_existing_content_is_a_change(tmp_path: Path) -> None:
-    path = tmp_path / "f"
-    path.write_bytes(b"abc\nextra\n")
-    assert write_atomic(path, b"abc\n")
-    assert path.read_bytes() == b"abc\n"
-
-
-def test_writer_uses_a_dot_temp_in_the_same_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: list[tuple[str, str]] = []
-    real_replace = os.replace
-
-    def spy(src: str, dst: str) -> None:
-        seen.append((src, dst))
-        assert Path(src).read_bytes() == b"new\n"  # complete before it becomes visible
-        real_replace(src, dst)
-
-    monkeypatch.setattr(featuresd.os, "replace", spy)
-    write_atomic(tmp_path / "f", b"new\n")
-    ((src, dst),) = seen
-    assert Path(src).parent == tmp_path and Path(src).name.startswith(".f.")
-    assert dst == tmp_path / "f"
-
-
-def test_failed_write_keeps_old_file_and_leaves_no_temp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "f"
-    path.write_bytes(b"old\n")
-
-    def broken(*_a: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(featuresd.os, "fsync", broken)
-    with pytest.raises(OSError, match="No space left"):
-        write_atomic(path, b"new\n")
-    assert path.read_bytes() == b"old\n"
-    assert os.listdir(tmp_path) == ["f"]
-
-
-def test_writing_over_a_directory_is_an_oserror(tmp_path: Path) -> None:
-    (tmp_path / "f").mkdir()
-    with pytest.raises(OSError, match="is a directory"):
-        write_atomic(tmp_path / "f", b"x\n")

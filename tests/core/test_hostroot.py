@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.common.hostroot import HostRoot
+from edgefd.core.hostroot import HostRoot
 
 
 def test_path_mapping(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.common.labels import (
+from edgefd.core.labels import (
     DEFAULT_POLICY,
     NamespacePolicy,
     Rejected,

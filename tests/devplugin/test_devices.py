@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fixturegen import HostBuilder, build_host
-from tools.common.cli import BadInput
-from tools.common.hostroot import HostRoot
-from tools.devplugin.allocate import (
+from edgefd.bus.catalogue import UsbId as UsbMatch
+from edgefd.core.errors import BadInput
+from edgefd.core.hostroot import HostRoot
+from edgefd.devplugin.allocate import (
     LinkLayout,
     UnknownDevice,
     cdi_name,
@@ -20,17 +20,16 @@ from tools.devplugin.allocate import (
     preferred,
     resolve,
 )
-from tools.devplugin.api import deviceplugin_pb2 as pb
-from tools.devplugin.api import generate
-from tools.devplugin.config import (
+from edgefd.devplugin.api import deviceplugin_pb2 as pb
+from edgefd.devplugin.api import generate
+from edgefd.devplugin.config import (
     Resource,
-    UsbMatch,
     check_resource_name,
     default_config,
     load_config,
     parse_config,
 )
-from tools.devplugin.devices import (
+from edgefd.devplugin.devices import (
     MAX_ID,
     Advertised,
     Device,
@@ -39,7 +38,8 @@ from tools.devplugin.devices import (
     match_devices,
     replica_ids,
 )
-from tools.devplugin.plugin import host_exists, scan_host
+from edgefd.devplugin.discovery import host_exists, scan_host
+from tests.fixturegen import HostBuilder, build_host
 
 # --------------------------------------------------------------------------- configuration
 
@@ -84,8 +84,14 @@ GOOD = {"name": "example.com/stick", "usb": [{"vendor": "1234", "product": "abcd
         ),
         (_cfg({"name": "Example.com/x", "usb": GOOD["usb"]}), "resources[0].name: key"),
         (_cfg({"name": "example.com/x"}), "resources[0]: needs at least one of usb, pci"),
-        (_cfg({**GOOD, "replicas": 0}), "resources[0].replicas: 0 must be a whole number"),
-        (_cfg({**GOOD, "replicas": True}), "resources[0].replicas: True must be"),
+        (
+            _cfg({**GOOD, "replicas": 0}),
+            "resources[0].replicas: 0 is out of range (must be 1 to 1000)",
+        ),
+        (
+            _cfg({**GOOD, "replicas": True}),
+            "resources[0].replicas: must be a whole number, not True",
+        ),
         (_cfg({**GOOD, "id_from": "devnum"}), "resources[0].id_from: 'devnum' must be one of"),
         (_cfg({**GOOD, "colour": "red"}), "resources[0].colour: unknown field"),
         (_cfg(GOOD, GOOD), "resources[1].name: 'example.com/stick' is already resources[0]"),
@@ -107,7 +113,7 @@ GOOD = {"name": "example.com/stick", "usb": [{"vendor": "1234", "product": "abcd
             _cfg({**GOOD, "mounts": [{"host_path": "relative"}]}),
             "resources[0].mounts[0].host_path: must be an absolute path",
         ),
-        (_cfg(GOOD, forget_after=-1), "forget_after: must be a number of seconds >= 0"),
+        (_cfg(GOOD, forget_after=-1), "forget_after: -1 is out of range (must be 0 to 315360000)"),
         ({"resources": {"name": "x"}}, "resources: must be a list"),
         ([1, 2], ": must be a mapping"),
     ],

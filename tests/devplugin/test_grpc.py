@@ -23,13 +23,13 @@ from typing import Any
 import grpc
 import pytest
 
+from edgefd.core.hostroot import HostRoot
+from edgefd.devplugin.api import deviceplugin_pb2 as pb
+from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
+from edgefd.devplugin.config import default_config, parse_config
+from edgefd.devplugin.plugin import Options, Plugin
+from edgefd.devplugin.resource import socket_name
 from tests.fixturegen import HostBuilder, build_host
-from tools.common.hostroot import HostRoot
-from tools.devplugin.api import deviceplugin_pb2 as pb
-from tools.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
-from tools.devplugin.config import default_config, parse_config
-from tools.devplugin.plugin import Options, Plugin, socket_name
-from tools.devplugin.registration import DirWatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 CORAL = "edgefd.io/coral-usb"
@@ -245,7 +245,7 @@ def test_kubelet_restart_reregisters_quickly(
     wait_until(lambda: CORAL in kubelet.ended)  # the old stream was ended
     wait_until(lambda: (plugin_dir / socket_name(CORAL)).is_socket())
     wait_until(lambda: plugin.resources[CORAL].registered.is_set())
-    assert plugin.metrics.kubelet_restarts.get() >= 1
+    assert plugin.metrics.value("edgefd_devplugin_kubelet_restarts_total") >= 1
 
 
 def test_own_socket_removed_reregisters(
@@ -312,37 +312,12 @@ def test_preferred_allocation_with_replicas(node: Path, plugin_dir: Path) -> Non
         k.stop()
 
 
-def test_dir_watcher_polling_fallback(tmp_path: Path) -> None:
-    seen: list[str] = []
-    w = DirWatcher(str(tmp_path), seen.append, poll_interval=0.05, use_inotify=False).start()
-    try:
-        (tmp_path / "kubelet.sock").touch()
-        wait_until(lambda: "kubelet.sock" in seen, timeout=1)
-        assert w.mode == "poll"
-    finally:
-        w.stop()
-
-
-def test_dir_watcher_inotify(tmp_path: Path) -> None:
-    seen: list[str] = []
-    w = DirWatcher(str(tmp_path), seen.append).start()
-    try:
-        wait_until(lambda: w.mode == "inotify")
-        time.sleep(0.05)
-        (tmp_path / "kubelet.sock").touch()
-        wait_until(lambda: "kubelet.sock" in seen, timeout=1)
-        (tmp_path / "kubelet.sock").unlink()
-        wait_until(lambda: seen.count("kubelet.sock") >= 2, timeout=1)
-    finally:
-        w.stop()
-
-
 # --------------------------------------------------------------------------- the command
 
 
 def _run_plugin(args: list[str], **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tools.devplugin", *args],
+        [sys.executable, "-m", "edgefd.devplugin", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -463,7 +438,7 @@ def test_kubelet_restart_during_a_registration_attempt(
     kubelet.sock. The plugin ignored the deletion (it was registering), Register reached the
     new kubelet, which dialed the deleted socket for 10 s: the resource stayed unregistered.
     """
-    import tools.devplugin.plugin as plugin_mod
+    import edgefd.devplugin.resource as plugin_mod
 
     kubelet = DialingKubelet(plugin_dir)
     real_register = plugin_mod.register

@@ -34,7 +34,7 @@ ALL = ["edgefd.io/coral-usb", "edgefd.io/coral-pcie", NCS2, "edgefd.io/ncs1", HA
 
 
 class PluginProcess:
-    """`python -m tools.devplugin` on a host root and plugin dir."""
+    """`python -m edgefd.devplugin` on a host root and plugin dir."""
 
     def __init__(self, host: Path, plugin_dir: str, *args: str) -> None:
         self.log = Path(tempfile.mkstemp(prefix="devplugin-", suffix=".log")[1])
@@ -43,7 +43,7 @@ class PluginProcess:
                 [
                     sys.executable,
                     "-m",
-                    "tools.devplugin",
+                    "edgefd.devplugin",
                     "--host-root",
                     str(host),
                     "--plugin-dir",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.core.featuresd import MergedFeatures, merge, read_feature_files
 from tests.fixturegen.devicetree import compile_dts, expand_dtb
-from tools.common.featuresd import read_directory as read_features
 
 REPO = Path(__file__).resolve().parents[2]
 RPI4_DTS = REPO / "samples" / "devicetree" / "rpi4-model-b.dts"
@@ -25,9 +25,13 @@ RPI4_LABELS = {
 }
 
 
+def read_features(directory: Path) -> MergedFeatures:
+    return merge(read_feature_files(directory))
+
+
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.dt_labeller", *args],
+        [sys.executable, "-m", "edgefd.dt_labeller", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -38,7 +42,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def run_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.dt_labeller", *args],
+        [sys.executable, "-m", "edgefd.dt_labeller", *args],
         cwd=REPO,
         capture_output=True,
         timeout=60,
@@ -347,7 +351,7 @@ def test_environment_variables_configure_paths(rpi4_blob: bytes, tmp_path: Path)
 
 def test_console_entry_point_and_help() -> None:
     p = subprocess.run(
-        [sys.executable, "-c", "import sys; from tools.dt_labeller.cli import main; main()", "-h"],
+        [sys.executable, "-c", "import sys; from edgefd.dt_labeller.cli import main; main()", "-h"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -362,7 +366,7 @@ def test_never_imports_kubernetes_or_grpc(rpi4_blob: bytes, tmp_path: Path) -> N
     dtb.write_bytes(rpi4_blob)
     code = (
         "import sys\n"
-        "from tools.dt_labeller.cli import main\n"
+        "from edgefd.dt_labeller.cli import main\n"
         "try:\n"
         f"    main(['-o', 'json', '--dry-run', '--dtb', {str(dtb)!r}])\n"
         "except SystemExit as e:\n"

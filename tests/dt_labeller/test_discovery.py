@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.core.errors import BadInput
+from edgefd.core.hostroot import HostRoot
+from edgefd.dt_labeller import discovery
 from tests.fixturegen.devicetree import compile_dts, expand_dtb
-from tools.common.cli import BadInput
-from tools.common.hostroot import HostRoot
-from tools.dt_labeller import discovery
 
 DTS = '/dts-v1/;\n/ { compatible = "acme,board"; cpus { cpu@0 { compatible = "arm,a53"; }; }; };\n'
 

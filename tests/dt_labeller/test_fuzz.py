@@ -15,9 +15,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgefd.dt_labeller.labels import derive
+from edgefd.dt_labeller.tree import MalformedTree, parse_blob
 from tests.fixturegen.devicetree import compile_dts
-from tools.dt_labeller.labels import derive
-from tools.dt_labeller.tree import MalformedTree, parse_blob
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = (
@@ -116,7 +116,7 @@ def test_cli_on_corrupt_blobs_gives_one_line_and_exit_3(tmp_path: Path) -> None:
         path = tmp_path / f"m{i}.dtb"
         path.write_bytes(bytes(b))
         proc = subprocess.run(
-            [sys.executable, "-m", "tools.dt_labeller", "--dry-run", "--dtb", str(path)],
+            [sys.executable, "-m", "edgefd.dt_labeller", "--dry-run", "--dtb", str(path)],
             cwd=REPO,
             capture_output=True,
             text=True,

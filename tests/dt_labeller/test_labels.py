@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tools.dt_labeller.labels import (
+from edgefd.dt_labeller.labels import (
     derive,
     is_available,
     label_name,
     name_matcher,
+    origins,
     reference_format,
     split_compatible,
 )
-from tools.dt_labeller.tree import DtNode
+from edgefd.dt_labeller.tree import DtNode
 
 
 def node(path: str, *compat: str, status: str | None = None) -> DtNode:
@@ -69,7 +70,7 @@ def test_node_names_are_literal_not_regex() -> None:
 
 def test_empty_name_list_matches_nothing_but_root_is_still_visited() -> None:
     d = derive(RPI4, node_names=())
-    assert [v.path for v in d.visits] == ["/"]
+    assert [v.path for v in d.reports] == ["/"]
     assert set(d.labels) == {
         "beta.devicetree.org/raspberrypi-4-model-b",
         "beta.devicetree.org/brcm-bcm2711",
@@ -165,7 +166,7 @@ def test_disabled_nodes_are_not_counted_unless_asked() -> None:
     )
     d = derive(nodes)
     assert d.labels == {"beta.devicetree.org/acme-board": "1", "beta.devicetree.org/acme-gpu": "1"}
-    skipped = {v.path: v.note for v in d.visits if not v.counted}
+    skipped = {v.path: v.note for v in d.reports if not v.counted}
     assert skipped == {
         "/gpu@1": 'status is "disabled"; not counted',
         "/cpus/cpu@0": 'status is "fail"; not counted',
@@ -185,10 +186,10 @@ def test_prefix_is_configurable() -> None:
 
 def test_origins_name_the_nodes() -> None:
     d = derive(RPI4)
-    assert d.origins["beta.devicetree.org/arm-cortex-a72"] == tuple(
+    assert origins(d)["beta.devicetree.org/arm-cortex-a72"] == tuple(
         f"/cpus/cpu@{i}" for i in range(4)
     )
-    assert d.origins["beta.devicetree.org/brcm-bcm2711-vc5"] == ("/gpu",)
+    assert origins(d)["beta.devicetree.org/brcm-bcm2711-vc5"] == ("/gpu",)
 
 
 def test_split_compatible_ignores_empty_strings() -> None:

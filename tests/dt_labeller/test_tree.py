@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.dt_labeller import tree
+from edgefd.dt_labeller.labels import derive
+from edgefd.dt_labeller.tree import DtNode, MalformedTree, parse_blob, read_directory
 from tests.fixturegen.devicetree import compile_dts, expand_dtb
-from tools.dt_labeller import tree
-from tools.dt_labeller.labels import derive
-from tools.dt_labeller.tree import DtNode, MalformedTree, parse_blob, read_directory
 
 REPO = Path(__file__).resolve().parents[2]
 RPI4_DTS = REPO / "samples" / "devicetree" / "rpi4-model-b.dts"

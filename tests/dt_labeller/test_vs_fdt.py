@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.dt_labeller.tree import parse_blob
 from tests.fixturegen.devicetree import compile_dts
-from tools.dt_labeller.tree import parse_blob
 
 fdt = pytest.importorskip("fdt")
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.common.featuresd import parse_text
-from tools.common.labels import NamespacePolicy
-from tools.feature_sink.desired import build_desired, read_directory, read_stream
-from tools.feature_sink.ownership import (
+from edgefd.core.featuresd import parse_text
+from edgefd.core.labels import NamespacePolicy
+from edgefd.feature_sink.desired import build_desired, read_directory, read_stream
+from edgefd.feature_sink.ownership import (
     ANNOTATION,
     MalformedOwnership,
     Ownership,
@@ -21,8 +21,8 @@ from tools.feature_sink.ownership import (
     encode,
     reconcile,
 )
-from tools.feature_sink.patch import NodeView, apply_patch, escape_pointer
-from tools.feature_sink.sync import plan_node
+from edgefd.feature_sink.patch import NodeView, apply_patch, escape_pointer
+from edgefd.feature_sink.sync import plan_node
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)
@@ -228,7 +228,7 @@ def test_patch_is_guarded_and_updates_annotation_in_the_same_patch():
     n = node({"kubernetes.io/hostname": "n1"}, Ownership({"usb": frozenset({f"{F}/old"})}))
     n = NodeView(n.name, {**n.labels, f"{F}/old": "1"}, n.annotations, "7", "u")
     plan = plan_node(n, desired_of({"usb": f"{F}/new=1\n"}), NOW, GRACE)
-    ops = plan.ops
+    ops = plan.write
     assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
     assert (
         ops[1]["op"] == "test" and ops[1]["path"] == "/metadata/annotations/edgefd.io~1owned-labels"
@@ -245,12 +245,12 @@ def test_patch_is_guarded_and_updates_annotation_in_the_same_patch():
 def test_no_patch_when_nothing_changes():
     owned = Ownership({"usb": frozenset({f"{F}/a"})})
     n = node({f"{F}/a": "1"}, owned)
-    assert plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops == []
+    assert plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write == []
 
 
 def test_node_without_labels_or_annotations_maps():
     n = NodeView("n1", None, None, "3")
-    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write
     after = apply(n, ops)
     assert after.labels == {f"{F}/a": "1"}
     assert ANNOTATION in after.annotations
@@ -258,7 +258,7 @@ def test_node_without_labels_or_annotations_maps():
 
 def test_stale_resource_version_fails_the_test_op():
     n = node({}, Ownership())
-    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).ops
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write
     moved = NodeView(n.name, n.labels, n.annotations, "8")
     with pytest.raises(ValueError, match="test failed"):
         apply(moved, ops)
@@ -267,7 +267,7 @@ def test_stale_resource_version_fails_the_test_op():
 def test_owning_nothing_removes_the_annotation():
     owned = Ownership({"usb": frozenset({f"{F}/a"})})
     n = node({f"{F}/a": "1"}, owned, extra_ann={"other": "x"})
-    after = apply(n, plan_node(n, desired_of({"usb": ""}), NOW, GRACE).ops)
+    after = apply(n, plan_node(n, desired_of({"usb": ""}), NOW, GRACE).write)
     assert after.labels == {}
     assert after.annotations == {"other": "x"}
 
@@ -276,7 +276,7 @@ def test_malformed_annotation_adopts_equal_and_reports_the_rest():
     n = NodeView("n1", {f"{F}/a": "1", f"{F}/b": "old"}, {ANNOTATION: "garbage"}, "1")
     plan = plan_node(n, desired_of({"usb": f"{F}/a=1\n{F}/b=new\n"}), NOW, GRACE)
     assert plan.warnings and "not JSON" in plan.warnings[0]
-    after = apply(n, plan.ops)
+    after = apply(n, plan.write)
     assert after.labels == {f"{F}/a": "1", f"{F}/b": "old"}
     assert [c.key for c in plan.outcome.conflicts] == [f"{F}/b"]
 
@@ -311,7 +311,7 @@ def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_qu
     n = node(node_labels, owned)
     now = NOW + timedelta(minutes=minutes)
     plan = plan_node(n, d, now, GRACE)
-    after = apply(n, plan.ops) if plan.ops else n
+    after = apply(n, plan.write) if plan.write else n
     assert (after.labels or {}) == plan.outcome.labels
     # labels the sink did not own are never changed or removed
     for k, v in node_labels.items():
@@ -325,7 +325,7 @@ def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_qu
     for k in plan.outcome.ownership.keys:
         assert k in d.labels or k in plan.outcome.kept_for_grace
     # converged: a second sync (a restart, a resync) writes nothing
-    assert plan_node(after, d, now, GRACE).ops == []
+    assert plan_node(after, d, now, GRACE).write == []
 
 
 def test_unqualified_keys_get_nfd_namespace_before_merge():
@@ -351,8 +351,8 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     """A file skipped whole (too big) or a line refused (not UTF-8) is logged once, counted."""
     import logging
 
-    from tools.feature_sink.metrics import SinkMetrics
-    from tools.feature_sink.sync import Reporter
+    from edgefd.feature_sink.metrics import SinkMetrics
+    from edgefd.feature_sink.sync import Reporter
 
     (tmp_path / "huge").write_bytes(b"x" * 70000)
     (tmp_path / "binary").write_bytes(b"a.io/k=\xff\xfe\na.io/good=1\n")
@@ -368,5 +368,5 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     assert "binary:1: not UTF-8 text; line skipped" in text
     assert "ok:2: unknown directive 'bogus-directive'" in text
     assert text.count("huge: 70000 bytes") == 1
-    assert metrics.file_problems.get() == 3
+    assert metrics.value("edgefd_sink_feature_file_problems") == 3
     assert desired.labels == {f"{F}/ok": "1", "a.io/good": "1"}

@@ -1,4 +1,4 @@
-"""feature-sink's loop: debounce, directory watching, backoff, stop; and the CLI without an API."""
+"""feature-sink's loop: debounce, syncs under a burst, backoff, stop; the CLI without an API."""
 
 from __future__ import annotations
 
@@ -13,15 +13,17 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import click
 import pytest
 
-from tools.common.cli import parse_listen
-from tools.feature_sink.cli import Duration
-from tools.feature_sink.desired import Desired, read_directory
-from tools.feature_sink.loop import Debouncer, DirWatcher, LoopConfig, SinkLoop, StopFlag
-from tools.feature_sink.metrics import SinkMetrics
-from tools.feature_sink.nodeapi import ApiUnreachable
-from tools.feature_sink.sync import SyncResult
+from edgefd.cli import Duration, parse_listen
+from edgefd.feature_sink.desired import Desired, read_directory
+from edgefd.feature_sink.loop import LoopConfig, SinkLoop
+from edgefd.feature_sink.metrics import SinkMetrics
+from edgefd.feature_sink.nodeapi import ApiUnreachable
+from edgefd.feature_sink.sync import SyncResult
+from edgefd.runtime.signals import Signals
+from edgefd.runtime.watch import Debouncer, Watcher
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
@@ -39,55 +41,6 @@ def test_debouncer_quiet_window_and_latency_cap():
     assert d.deadline() == pytest.approx(1.5)
     d.reset()
     assert not d.pending
-
-
-@pytest.mark.parametrize("use_inotify", [True, False])
-def test_watcher_sees_atomic_rename_edit_and_delete(tmp_path: Path, use_inotify: bool):
-    w = DirWatcher(tmp_path, poll_interval=0.05, use_inotify=use_inotify)
-    try:
-        assert w.mode == ("inotify" if use_inotify else "poll")
-
-        def wait_change(timeout: float = 2.0) -> bool:
-            end = time.monotonic() + timeout
-            while time.monotonic() < end:
-                fd = w.fileno()
-                import select
-
-                r, _, _ = select.select([fd] if fd is not None else [], [], [], 0.05)
-                if w.check(time.monotonic(), bool(r)):
-                    return True
-            return False
-
-        assert not wait_change(0.2)
-        tmp = tmp_path / ".usb.tmp"
-        tmp.write_text("a/b=1\n")
-        os.replace(tmp, tmp_path / "usb")
-        assert wait_change()
-        (tmp_path / "usb").write_text("a/b=2\n")
-        assert wait_change()
-        (tmp_path / "usb").unlink()
-        assert wait_change()
-        assert not wait_change(0.2)
-    finally:
-        w.close()
-
-
-def test_watcher_survives_directory_created_late(tmp_path: Path):
-    d = tmp_path / "features.d"
-    w = DirWatcher(d, poll_interval=0.05)
-    try:
-        assert w.mode == "poll"
-        d.mkdir()
-        (d / "x").write_text("a/b=1\n")
-        end = time.monotonic() + 2
-        changed = False
-        while time.monotonic() < end and not changed:
-            time.sleep(0.06)
-            changed = w.check(time.monotonic(), False)
-        assert changed
-        assert w.mode == "inotify"  # picked the watch up once the directory existed
-    finally:
-        w.close()
 
 
 class RecordingSyncer:
@@ -113,10 +66,10 @@ def run_loop(loop: SinkLoop) -> threading.Thread:
 def test_loop_bounds_syncs_under_a_burst_and_applies_the_final_state(tmp_path: Path):
     syncer = RecordingSyncer()
     metrics = SinkMetrics()
-    stop = StopFlag()
-    cfg = LoopConfig(resync_interval=3600, debounce=0.1, max_latency=0.5)
-    watcher = DirWatcher(tmp_path)
-    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, watcher, cfg, stop)
+    stop = Signals()
+    cfg = LoopConfig(resync_interval=3600)
+    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg, stop)
+    watcher = Watcher(loop.changed, [tmp_path], debounce=0.1, max_delay=0.5).start()
     t = run_loop(loop)
     try:
         time.sleep(0.3)
@@ -131,18 +84,19 @@ def test_loop_bounds_syncs_under_a_burst_and_applies_the_final_state(tmp_path: P
         assert 1 <= n <= int(burst / 0.5) + 2, (n, burst)
         assert syncer.calls[-1][1] == {f"{F}/n{k}": str(990 + k) for k in range(10)}
     finally:
-        stop.set()
+        stop.request_stop()
         t.join(5)
-        watcher.close()
+        watcher.stop()
+        stop.close()
     assert not t.is_alive()
 
 
 def test_loop_keeps_retrying_with_backoff_and_never_exits(tmp_path: Path):
     syncer = RecordingSyncer(fail_first=4)
     metrics = SinkMetrics()
-    stop = StopFlag()
+    stop = Signals()
     cfg = LoopConfig(resync_interval=3600, max_backoff=0.4)
-    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, None, cfg, stop)
+    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg, stop)
     t = run_loop(loop)
     try:
         end = time.monotonic() + 5
@@ -151,18 +105,22 @@ def test_loop_keeps_retrying_with_backoff_and_never_exits(tmp_path: Path):
         assert len(syncer.calls) == 5
         gaps = [b[0] - a[0] for a, b in zip(syncer.calls, syncer.calls[1:], strict=False)]
         assert all(g >= 0.09 for g in gaps), gaps  # backed off (initial 0.2 s, jitter <= 50 %)
-        assert metrics.failures.get(reason="unreachable") == 4
-        assert metrics.syncs.get(result="success") == 1
+        assert metrics.value("edgefd_sink_sync_failures_total", reason="unreachable") == 4
+        assert metrics.value("edgefd_sink_syncs_total", result="success") == 1
         assert loop.ready(60)[0] and loop.healthy(60)[0]
     finally:
-        stop.set()
+        stop.request_stop()
         t.join(5)
+        stop.close()
 
 
 def test_duration_and_listen_parsing():
     assert Duration().convert("250ms", None, None) == pytest.approx(0.25)
     assert Duration().convert("10m", None, None) == 600
     assert Duration().convert("30", None, None) == 30
+    for bad in ("nan", "inf", "-1", "1e9", "30x", float("nan"), float("inf")):
+        with pytest.raises(click.BadParameter):
+            Duration().convert(bad, None, None)
     assert parse_listen(":8081") == ("0.0.0.0", 8081)
     assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
     assert parse_listen("") is None
@@ -178,7 +136,7 @@ def test_duration_and_listen_parsing():
 
 def sink(*args: str, stdin: bytes = b"", env: dict | None = None, timeout: float = 60):
     return subprocess.run(
-        [sys.executable, "-m", "tools.feature_sink", *args],
+        [sys.executable, "-m", "edgefd.feature_sink", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
@@ -282,7 +240,7 @@ def test_once_with_api_down_exits_5_quickly(tmp_path: Path, monkeypatch):
 def test_missing_node_name_is_usage_error(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
     p = subprocess.run(
-        [sys.executable, "-m", "tools.feature_sink", "--once"],
+        [sys.executable, "-m", "edgefd.feature_sink", "--once"],
         cwd=ROOT,
         capture_output=True,
         env=env,
@@ -300,7 +258,7 @@ def test_sigterm_with_api_down_exits_0_and_serves_health(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "tools.feature_sink",
+            "edgefd.feature_sink",
             "--features-dir",
             str(tmp_path),
             "--node-name",
@@ -352,8 +310,8 @@ def test_sigterm_with_api_down_exits_0_and_serves_health(tmp_path: Path):
 
 def test_cli_modules_do_not_import_kubernetes():
     code = (
-        "import sys, tools.feature_sink.cli, tools.feature_sink.loop, tools.feature_sink.sync, "
-        "tools.feature_sink.nodefeature, tools.feature_sink.nodeapi; "
+        "import sys, edgefd.feature_sink.cli, edgefd.feature_sink.loop, edgefd.feature_sink.sync, "
+        "edgefd.feature_sink.nodefeature, edgefd.feature_sink.nodeapi; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

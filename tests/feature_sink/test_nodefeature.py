@@ -6,18 +6,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tools.common.featuresd import parse_text
-from tools.feature_sink.desired import build_desired
-from tools.feature_sink.metrics import SinkMetrics
-from tools.feature_sink.nodeapi import ApiRefused
-from tools.feature_sink.nodefeature import (
+from edgefd.core.featuresd import parse_text
+from edgefd.feature_sink.desired import build_desired
+from edgefd.feature_sink.metrics import SinkMetrics
+from edgefd.feature_sink.nodeapi import ApiRefused
+from edgefd.feature_sink.nodefeature import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     NODE_NAME_LABEL,
     NodeFeatureSyncer,
 )
-from tools.feature_sink.ownership import ANNOTATION, decode
-from tools.feature_sink.sync import Reporter
+from edgefd.feature_sink.ownership import ANNOTATION, decode
+from edgefd.feature_sink.sync import Reporter
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 F = "feature.node.kubernetes.io"
@@ -33,9 +33,8 @@ def desired(files: dict[str, str]):
 
 
 def test_first_object_carries_node_name_label_and_spec_labels():
-    body, result = syncer().plan(
-        None, desired({"usb": f"{F}/a=1\nnode-role.kubernetes.io/x=\n"}), NOW
-    )
+    plan = syncer().plan(None, desired({"usb": f"{F}/a=1\nnode-role.kubernetes.io/x=\n"}), NOW)
+    body = plan.write
     assert body["apiVersion"] == "nfd.k8s-sigs.io/v1alpha1" and body["kind"] == "NodeFeature"
     md = body["metadata"]
     assert md["name"] == "n1" and md["namespace"] == "edgefd"
@@ -43,16 +42,17 @@ def test_first_object_carries_node_name_label_and_spec_labels():
     assert "resourceVersion" not in md
     assert body["spec"]["labels"] == {f"{F}/a": "1"}
     assert decode(md["annotations"][ANNOTATION]).producers == {"usb": {f"{F}/a"}}
-    assert [c.key for c in result.changes] == [f"{F}/a"]
+    assert [c.key for c in plan.changes] == [f"{F}/a"]
 
 
 def test_unchanged_object_is_not_rewritten_and_updates_are_guarded():
     s = syncer()
     d = desired({"usb": f"{F}/a=1\n"})
-    body, _ = s.plan(None, d, NOW)
+    body = s.plan(None, d, NOW).write
     stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "42"}}
-    assert s.plan(stored, d, NOW + timedelta(hours=1))[0] is None
-    body2, result = s.plan(stored, desired({"usb": f"{F}/b=1\n"}), NOW)
+    assert s.plan(stored, d, NOW + timedelta(hours=1)).write is None
+    result = s.plan(stored, desired({"usb": f"{F}/b=1\n"}), NOW)
+    body2 = result.write
     assert body2["metadata"]["resourceVersion"] == "42"  # replace fails with 409 if it moved
     assert body2["spec"]["labels"] == {f"{F}/b": "1"}
     assert {(c.op, c.key) for c in result.changes} == {("add", f"{F}/b"), ("remove", f"{F}/a")}

@@ -1,6 +1,6 @@
 """feature-sink end to end against a real kube-apiserver (tests/peers harness).
 
-The sink runs as a subprocess (`python -m tools.feature_sink`) with short intervals; the tests
+The sink runs as a subprocess (`python -m edgefd.feature_sink`) with short intervals; the tests
 look at the Node through the admin client and at the sink through its /metrics endpoint.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tools.feature_sink.ownership import ANNOTATION, decode
+from edgefd.feature_sink.ownership import ANNOTATION, decode
 
 pytestmark = pytest.mark.realpeer
 
@@ -126,7 +126,7 @@ class Sink:
         self.args = [
             sys.executable,
             "-m",
-            "tools.feature_sink",
+            "edgefd.feature_sink",
             "--kubeconfig",
             cluster.kubeconfig,
             "--node-name",
@@ -218,7 +218,7 @@ def write(d: Path, name: str, labels: dict[str, str]) -> None:
 
 def run_sink(*args: str, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tools.feature_sink", *args],
+        [sys.executable, "-m", "edgefd.feature_sink", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,

@@ -172,7 +172,7 @@ def test_flag_check_refuses_an_unknown_flag(
 
 @pytest.mark.parametrize("c", manifest_containers(), ids=lambda c: c["name"])
 def test_help_runs_as_a_module(c: dict[str, Any]) -> None:
-    """`python -m tools.<tool> --help` (what the image's console scripts wrap) works."""
+    """`python -m edgefd.<tool> --help` (what the image's console scripts wrap) works."""
     module = console_scripts()[c["command"][0]].partition(":")[0].rpartition(".")[0]
     proc = subprocess.run(
         [sys.executable, "-m", module, "--help"],
@@ -341,7 +341,7 @@ def test_wheel_declares_every_console_script(tmp_path: Path) -> None:
     for target in console_scripts().values():
         module = target.partition(":")[0]
         assert module.replace(".", "/") + ".py" in names, f"{module} missing from the wheel"
-    assert "tools/common/accelerators.yaml" in names
+    assert "tools/bus/accelerators.yaml" in names
 
 
 def test_manifest_image_is_the_same_everywhere() -> None:

@@ -588,7 +588,7 @@ def _run_sink(kube_apiserver: Any, token: str, node: str, features: Path) -> Any
     return subprocess.run(
         [
             sys.executable,
-            *("-m", "tools.feature_sink", "--once"),
+            *("-m", "edgefd.feature_sink", "--once"),
             f"--kubeconfig={kube_apiserver.kubeconfig_for_token(token)}",
             f"--node-name={node}",
             f"--features-dir={features}",

@@ -447,7 +447,7 @@ def test_everything_lives_in_the_edgefd_namespace() -> None:
         if ns is None or ns == NAMESPACE:
             continue
         # the one exception: the Role allowing Node Events where the sink creates them
-        from tools.feature_sink.nodeapi import EVENT_NAMESPACE
+        from edgefd.feature_sink.nodeapi import EVENT_NAMESPACE
 
         assert d["kind"] in ("Role", "RoleBinding") and ns == EVENT_NAMESPACE, d["metadata"]
 
@@ -493,7 +493,7 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
             for r in rule["resources"]:
                 for v in rule["verbs"]:
                     granted.add((ns, g, r, v))
-    from tools.feature_sink import nodeapi
+    from edgefd.feature_sink import nodeapi
 
     expected = {
         (None, "", "nodes", "get"),
@@ -529,7 +529,7 @@ def test_admission_policy_is_bound_denying_and_scoped_to_the_service_account() -
 
 
 def test_admission_policy_names_the_sinks_ownership_annotation() -> None:
-    from tools.feature_sink.ownership import ANNOTATION
+    from edgefd.feature_sink.ownership import ANNOTATION
 
     policy = find(load_manifests(), "ValidatingAdmissionPolicy")
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
@@ -575,7 +575,7 @@ LABEL_SAMPLES = [
 @pytest.mark.parametrize("key", LABEL_SAMPLES)
 def test_admission_policy_label_rule_matches_the_tools_policy(key: str) -> None:
     """The API server's ceiling is exactly the tools' default namespace policy."""
-    from tools.common.labels import DEFAULT_POLICY
+    from edgefd.core.labels import DEFAULT_POLICY
 
     assert policy_forbids_label(key) == (DEFAULT_POLICY.check(key) is not None)
 
@@ -588,7 +588,7 @@ def test_admission_policy_refuses_unqualified_labels() -> None:
 
 
 def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
-    from tools.devplugin.config import parse_config
+    from edgefd.devplugin.config import parse_config
 
     docs = load_manifests()
     spec = pod_spec(daemonset(docs))

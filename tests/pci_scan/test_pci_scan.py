@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from edgefd.bus import pci as discovery
+from edgefd.core.hostroot import HostRoot
+from edgefd.pci_scan.cli import main
 from tests.fixturegen import HostBuilder, build_host
-from tools.common.hostroot import HostRoot
-from tools.pci_scan import discovery
-from tools.pci_scan.cli import main
 
 NFD = "feature.node.kubernetes.io/"
 
@@ -131,8 +131,14 @@ def test_garbage_class_skips_device(tmp_path: Path) -> None:
 
 
 def test_missing_bus_dir(tmp_path: Path) -> None:
+    (tmp_path / "sys/bus/usb/devices").mkdir(parents=True)  # a board without PCI
     code, _out, err = run("--host-root", tmp_path, "--dry-run")
     assert code == 0 and "/sys/bus/pci/devices does not exist" in err
+
+
+def test_no_sysfs_is_an_error(tmp_path: Path) -> None:
+    code, out, err = run("--host-root", tmp_path, "--dry-run")
+    assert code == 3 and out == "" and "is sysfs mounted there?" in err
 
 
 @pytest.mark.slow

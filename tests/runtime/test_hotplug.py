@@ -1,4 +1,5 @@
-"""Hot-plug: usb-scan --watch rewrites its file within 1 s; the Watcher debounces bursts."""
+"""Hot-plug: usb-scan --watch rewrites its file within 1 s; the Watcher sees bus listings change
+(inotify on a fixture tree, uevents on real sysfs) and debounces bursts."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.runtime.watch import Watcher
 from tests.fixturegen import HostBuilder, build_host
-from tools.common.hostroot import HostRoot
-from tools.common.hotplug import Watcher
 
 REPO = Path(__file__).resolve().parents[2]
 CORAL = {
@@ -48,7 +48,7 @@ def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
     root = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
     out = tmp_path / "features.d"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.usb_scan", "--watch", "--host-root", str(root),
+        [sys.executable, "-m", "edgefd.usb_scan", "--watch", "--host-root", str(root),
          "--features-dir", str(out), "--poll-interval", "0.1"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -73,32 +73,32 @@ def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
-def test_reenumeration_same_port_is_noticed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("use_inotify", [True, False])
+def test_reenumeration_same_port_is_noticed(tmp_path: Path, use_inotify: bool) -> None:
     """A Coral switching from boot to runtime IDs keeps its port name (2-1).
 
     On real sysfs (kernfs) a re-created entry always has a new inode number, so even an
-    instant swap changes the fingerprint; a fixture filesystem may reuse the freed inode at
+    instant swap changes the listing; a fixture filesystem may reuse the freed inode at
     once, so here the device is gone for one poll period, as a real re-enumeration is
     (the disconnect and the reconnect are separate events)."""
     root = build_host("rpi4-coral", tmp_path, devicetree=False)
-    calls: list[float] = []
-    w = Watcher(HostRoot.of(root), ("usb",), rescan_interval=3600,
-                on_change=lambda: calls.append(1), poll_interval=0.1, use_udev=False)  # fmt: skip
+    calls: list[frozenset[str]] = []
+    bus = root / "sys/bus/usb/devices"
+    w = Watcher(calls.append, [bus], poll_interval=0.1, use_inotify=use_inotify)
     with w:
-        assert w.mode == "poll"
+        assert w.mode == ("inotify" if use_inotify else "poll")
         b = HostBuilder(root)
         b.remove_usb("2-1")
         time.sleep(0.25)
         b.add_usb({**CORAL, "port": "2-1"})
-        assert wait_for(lambda: len(calls) >= 1, 1.0) is not None
+        assert wait_for(lambda: any("2-1" in c for c in calls), 1.0) is not None
 
 
 def test_burst_is_debounced(tmp_path: Path) -> None:
     root = build_host("rpi4-coral", tmp_path, devicetree=False)
-    calls: list[float] = []
-    w = Watcher(HostRoot.of(root), ("usb",), rescan_interval=3600,
-                on_change=lambda: calls.append(1), poll_interval=0.05, debounce=0.3,
-                max_delay=0.9, use_udev=False)  # fmt: skip
+    calls: list[frozenset[str]] = []
+    w = Watcher(calls.append, [root / "sys/bus/usb/devices"], poll_interval=0.05,
+                debounce=0.3, max_delay=0.9)  # fmt: skip
     with w:
         b = HostBuilder(root)
         for i in range(5):
@@ -106,20 +106,20 @@ def test_burst_is_debounced(tmp_path: Path) -> None:
             time.sleep(0.06)
         time.sleep(1.2)
     assert 1 <= len(calls) <= 2
+    assert set().union(*calls) >= {f"3-{1 + i}" for i in range(5)}
 
 
 def test_periodic_rescan_and_stop(tmp_path: Path) -> None:
-    calls: list[float] = []
-    w = Watcher(HostRoot.of(tmp_path), rescan_interval=0.2, on_change=lambda: calls.append(1),
-                use_udev=False)  # fmt: skip
+    calls: list[frozenset[str]] = []
+    w = Watcher(calls.append, [tmp_path], rescan_interval=0.2, name="hotplug-test")
     w.start()
     time.sleep(0.7)
     w.stop()
     n = len(calls)
-    assert n >= 2
+    assert n >= 2 and all(c == frozenset() for c in calls)  # "anything may have changed"
     time.sleep(0.3)
     assert len(calls) == n
-    assert not any(t.name.startswith("hotplug") for t in threading.enumerate())
+    assert not any(t.name == "hotplug-test" for t in threading.enumerate())
 
 
 # --------------------------------------------------------------------------- umockdev
@@ -152,13 +152,12 @@ UMOCKDEV_HELPER = textwrap.dedent(
 UMOCKDEV_CHILD = textwrap.dedent(
     """
     import sys, threading
-    from tools.common.hostroot import HostRoot
-    from tools.common.hotplug import Watcher
+    from edgefd.runtime.watch import Watcher
     got = threading.Event()
-    w = Watcher(HostRoot.of("/"), ("usb",), rescan_interval=3600, poll_interval=3600,
-                on_change=got.set, use_udev=True, udev_source="udev")
+    w = Watcher(lambda names: got.set(), ["/sys/bus/usb/devices"], uevent_subsystems=["usb"],
+                poll_interval=3600, use_uevents=True, uevent_source="udev")
     w.start()
-    print("mode=" + w.mode, flush=True)
+    print("mode=" + w.mode.split("+")[0], flush=True)
     print("event" if got.wait(5) else "no-event", flush=True)
     w.stop()
     """
@@ -181,5 +180,69 @@ def test_pyudev_monitor_under_umockdev() -> None:
          UMOCKDEV_CHILD, str(REPO)],
         capture_output=True, text=True, timeout=60, env=dict(os.environ),
     )  # fmt: skip
-    assert "child: mode=udev" in res.stdout, res.stdout + res.stderr
+    assert "child: mode=uevent" in res.stdout, res.stdout + res.stderr
     assert "child: event" in res.stdout, res.stdout + res.stderr
+
+
+# --------------------------------------------------------------------------- directories
+
+
+def wait_call(calls: list[frozenset[str]], n: int, timeout: float = 2.0) -> bool:
+    return wait_for(lambda: len(calls) >= n, timeout) is not None
+
+
+@pytest.mark.parametrize("use_inotify", [True, False])
+def test_directory_atomic_rename_edit_and_delete(tmp_path: Path, use_inotify: bool) -> None:
+    calls: list[frozenset[str]] = []
+    w = Watcher(calls.append, [tmp_path], poll_interval=0.05, debounce=0.05,
+                use_inotify=use_inotify)  # fmt: skip
+    with w:
+        assert w.mode == ("inotify" if use_inotify else "poll")
+        time.sleep(0.2)
+        assert calls == []
+        tmp = tmp_path / ".usb.tmp"
+        tmp.write_text("a/b=1\n")
+        os.replace(tmp, tmp_path / "usb")
+        assert wait_call(calls, 1) and "usb" in calls[-1]
+        time.sleep(0.1)
+        (tmp_path / "usb").write_text("a/b=2\n")
+        assert wait_call(calls, 2) and "usb" in calls[-1]
+        time.sleep(0.1)
+        (tmp_path / "usb").unlink()
+        assert wait_call(calls, 3) and "usb" in calls[-1]
+        time.sleep(0.3)
+        assert len(calls) == 3
+
+
+def test_directory_created_late_is_watched_once_it_exists(tmp_path: Path) -> None:
+    d = tmp_path / "features.d"
+    calls: list[frozenset[str]] = []
+    with Watcher(calls.append, [d], poll_interval=0.05, debounce=0.05) as w:
+        assert w.mode == "poll"
+        d.mkdir()
+        assert wait_call(calls, 1)
+        assert wait_for(lambda: w.mode == "inotify", 1.0) is not None
+        (d / "x").write_text("a/b=1\n")
+        assert wait_call(calls, 2) and "x" in calls[-1]
+        # removed and created again: back to polling, then watched anew
+        shutil.rmtree(d)
+        assert wait_call(calls, 3)
+        d.mkdir()
+        (d / "y").write_text("a/b=1\n")
+        assert wait_for(lambda: any("y" in c for c in calls) or calls[-1] == frozenset(), 2.0)
+
+
+def test_no_debounce_reports_each_name_at_once(tmp_path: Path) -> None:
+    calls: list[frozenset[str]] = []
+    with Watcher(calls.append, [tmp_path], debounce=0.0, max_delay=0.0):
+        (tmp_path / "kubelet.sock").write_text("")
+        t = wait_for(lambda: any("kubelet.sock" in c for c in calls), 1.0)
+        assert t is not None and t < 0.2
+
+
+def test_filesystem_type_tells_sysfs(tmp_path: Path) -> None:
+    from edgefd.runtime.watch import filesystem_type
+
+    assert filesystem_type(tmp_path) not in (None, "sysfs")
+    if Path("/sys/bus").is_dir():
+        assert filesystem_type("/sys/bus/usb/devices") == "sysfs"

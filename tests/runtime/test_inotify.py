@@ -1,4 +1,4 @@
-"""tools.common.inotify: the shared ctypes binding the device plugin and the sink watch with."""
+"""edgefd.runtime.inotify: the shared ctypes binding the device plugin and the sink watch with."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.common import inotify as ino_mod
-from tools.common.inotify import (
+from edgefd.runtime import inotify as ino_mod
+from edgefd.runtime.inotify import (
     IN_CREATE,
     IN_DELETE,
     IN_DELETE_SELF,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from edgefd.core.featuresd import parse_text
 from tests.fixturegen import build_host
 from tests.fixturegen.sysfs import synthetic_pci, synthetic_usb
-from tools.common.featuresd import parse_text
 
 pytestmark = pytest.mark.realpeer
 
@@ -43,7 +43,7 @@ CUSTOM_CONF: dict[str, Any] = {
 def edgefd_labels(host: Path, config: Path | None = None) -> dict[str, str]:
     labels: dict[str, str] = {}
     for tool in ("usb_scan", "pci_scan"):
-        argv = [sys.executable, "-m", f"tools.{tool}", "--host-root", str(host), "--dry-run"]
+        argv = [sys.executable, "-m", f"edgefd.{tool}", "--host-root", str(host), "--dry-run"]
         argv += ["--no-capabilities"] + (["--config", str(config)] if config else [])
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr

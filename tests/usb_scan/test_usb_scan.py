@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from edgefd.bus import usb as discovery
+from edgefd.core.hostroot import HostRoot
+from edgefd.scan.config import SourceConfig
+from edgefd.usb_scan.cli import main
+from edgefd.usb_scan.labels import RULES, derive
 from tests.fixturegen import HostBuilder, build_host
-from tools.common.busscan import SourceConfig
-from tools.common.hostroot import HostRoot
-from tools.usb_scan import discovery
-from tools.usb_scan.cli import main
-from tools.usb_scan.labels import RULES, derive
 
 NFD = "feature.node.kubernetes.io/"
 
@@ -187,7 +187,7 @@ def test_config_file_bare_shape_and_errors(rpi4: Path, tmp_path: Path) -> None:
     assert file_labels(out) == {NFD + "usb-ef_046d_0825.present": "true"}
     cfg.write_text("sources:\n  usb:\n    deviceClassWhitelist: fe\n")
     code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
-    assert code == 3 and "deviceClassWhitelist must be a list" in err
+    assert code == 3 and "c.yaml: sources.usb.deviceClassWhitelist: must be a list" in err
     cfg.write_text("{ nope")
     code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
     assert code == 3 and "not valid YAML" in err
@@ -242,9 +242,28 @@ def test_derive_is_pure() -> None:
 
 
 def test_missing_bus_directory(tmp_path: Path) -> None:
+    """sysfs is there but this board has no USB bus: an honest empty file."""
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
     code, out, err = run("--host-root", tmp_path, "--dry-run")
     assert code == 0 and file_labels(out) == {}
-    assert "does not exist" in err and "Traceback" not in err
+    assert "/sys/bus/usb/devices does not exist" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("broken", ["no-sysfs", "unreadable-bus"])
+def test_unreadable_host_is_an_error_and_keeps_the_file(tmp_path: Path, broken: str) -> None:
+    """ "Could not read" must never be published as "nothing there"."""
+    host = tmp_path / "host"
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    (out_dir / "usb-scan").write_text("edgefd.io/edgetpu.present=true\n")
+    if broken == "unreadable-bus":
+        (host / "sys/bus").mkdir(parents=True)
+        (host / "sys/bus/usb").mkdir()
+        (host / "sys/bus/usb/devices").write_text("not a directory\n")
+    code, _out, err = run("--host-root", host, "--features-dir", out_dir)
+    assert code == 3, err
+    assert err.count("\n") == 1 and err.startswith("usb-scan: error: cannot ")
+    assert (out_dir / "usb-scan").read_text() == "edgefd.io/edgetpu.present=true\n"
 
 
 def test_garbage_and_unreadable_attributes(tmp_path: Path) -> None:
@@ -292,7 +311,7 @@ def test_unreadable_file_via_monkeypatch(tmp_path: Path, monkeypatch: pytest.Mon
     # tests run as root, so chmod 000 would not stop a read: make os.read fail instead
     b = HostBuilder(tmp_path)
     b.add_usb({"port": "1-1", "vendor": "1a6e", "product": "089a", "class": "fe"})
-    import tools.common.sysfs as sysfs
+    import edgefd.bus.sysfs as sysfs
 
     real_read = os.read
 
@@ -318,8 +337,8 @@ def test_ten_thousand_devices(tmp_path: Path) -> None:
 
 def test_no_kubernetes_or_grpc_import() -> None:
     code = (
-        "import sys, tools.usb_scan.cli, tools.pci_scan.cli, tools.usb_scan.labels, "
-        "tools.pci_scan.labels, tools.common.hotplug\n"
+        "import sys, edgefd.usb_scan.cli, edgefd.pci_scan.cli, edgefd.usb_scan.labels, "
+        "edgefd.pci_scan.labels, edgefd.runtime.watch\n"
         "bad = [m for m in sys.modules\n"
         "       if m.split('.')[0] in ('kubernetes', 'grpc', 'pyudev', 'yaml')]\n"
         "print(bad); sys.exit(1 if bad else 0)"
@@ -333,7 +352,7 @@ def test_no_kubernetes_or_grpc_import() -> None:
 def test_a_dry_run_imports_no_yaml_pyudev_kubernetes_grpc(rpi4: Path) -> None:
     code = (
         "import sys\n"
-        "from tools.usb_scan.cli import main\n"
+        "from edgefd.usb_scan.cli import main\n"
         "try:\n"
         f"    main(['--host-root', {str(rpi4)!r}, '--dry-run'])\n"
         "except SystemExit as e:\n"
@@ -351,7 +370,7 @@ def test_a_dry_run_imports_no_yaml_pyudev_kubernetes_grpc(rpi4: Path) -> None:
 
 def test_python_dash_m_works(rpi4: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "tools.usb_scan", "--host-root", str(rpi4), "--dry-run"],
+        [sys.executable, "-m", "edgefd.usb_scan", "--host-root", str(rpi4), "--dry-run"],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parents[2],

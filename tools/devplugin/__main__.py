@@ -1,4 +1,4 @@
-"""`python -m tools.devplugin` runs the devplugin command."""
+"""`python -m edgefd.devplugin` runs the devplugin command."""
 
 from .cli import main
 

@@ -39,6 +39,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from edgefd.bus.pci import PciDevice
+from edgefd.bus.usb import UsbDevice
+
 from .config import Resource
 
 MAX_ID = 63
@@ -108,7 +111,7 @@ class Device:
 Exists = Callable[[str], bool]
 
 
-def _usb_device(res: Resource, dev: Any, exists: Exists, now: float) -> Device | None:
+def _usb_device(res: Resource, dev: UsbDevice, exists: Exists, now: float) -> Device | None:
     state = res.usb_state(dev.vendor, dev.product)
     if state is None:
         return None
@@ -140,7 +143,7 @@ def _glob_match(path: str, globs: Sequence[str]) -> bool:
     return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
 
 
-def _pci_device(res: Resource, dev: Any, exists: Exists, now: float) -> Device | None:
+def _pci_device(res: Resource, dev: PciDevice, exists: Exists, now: float) -> Device | None:
     if not any(m.matches(dev.vendor, dev.device, dev.class_code) for m in res.pci):
         return None
     nodes = tuple(n for n in dev.devnodes if _glob_match(n, res.dev_globs))
@@ -165,8 +168,8 @@ def _pci_device(res: Resource, dev: Any, exists: Exists, now: float) -> Device |
 
 def match_devices(
     res: Resource,
-    usb_devices: Iterable[Any],
-    pci_devices: Iterable[Any],
+    usb_devices: Iterable[UsbDevice],
+    pci_devices: Iterable[PciDevice],
     dev_nodes: Iterable[str],
     exists: Exists,
     now: float = 0.0,

@@ -1,4 +1,4 @@
-"""`python -m tools.dt_labeller`, for hosts where the console script is not on PATH."""
+"""`python -m edgefd.dt_labeller`, for hosts where the console script is not on PATH."""
 
 from .cli import main
 

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tools.common.cli import EXIT_USAGE, EdgefdError, common_options, guarded
+from edgefd.cli import common_options, guarded
+from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from .labels import Derivation
+    from edgefd.core.labels import Derivation
+
+    from .labels import Visit
 
 TOOL = "dt-labeller"
 
@@ -88,16 +91,16 @@ def main(
     """
     import logging
 
-    from tools.common.labels import DEFAULT_POLICY, check_prefix
+    from edgefd.core.labels import DEFAULT_POLICY, check_prefix
 
     from .labels import DEFAULT_NODE_NAMES
 
     log = logging.getLogger(TOOL)
     reason = check_prefix(prefix) or DEFAULT_POLICY.check(f"{prefix}/x")
     if reason:
-        raise EdgefdError(f"--prefix: {reason}", EXIT_USAGE)
+        raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):
-        raise EdgefdError("--format reference only applies to --dry-run text output", EXIT_USAGE)
+        raise UsageError("--format reference only applies to --dry-run text output")
 
     from .discovery import discover, load_dtb
     from .labels import derive
@@ -105,7 +108,7 @@ def main(
     if dtb is not None:
         tree = load_dtb(dtb)
     else:
-        from tools.common.hostroot import HostRoot
+        from edgefd.core.hostroot import HostRoot
 
         tree = discover(HostRoot.of(host_root))
     if tree is None:
@@ -122,10 +125,12 @@ def main(
     return emit(tree, result, Path(features_dir), dry_run, output, fmt)
 
 
-def _explain(result: Derivation) -> None:
+def _explain(result: Derivation[Visit]) -> None:
+    from .labels import origins
+
     # stderr, because with --dry-run stdout must be exactly the file's bytes
-    for key, paths in result.origins.items():
+    for key, paths in origins(result).items():
         click.echo(f"{key}={result.labels[key]} <- {', '.join(paths)}", err=True)
-    for v in result.visits:
+    for v in result.reports:
         if not v.counted:
             click.echo(f"not counted: {v.path}: {v.note}", err=True)

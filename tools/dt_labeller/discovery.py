@@ -12,8 +12,8 @@ import logging
 import os
 from pathlib import Path
 
-from tools.common.cli import BadInput
-from tools.common.hostroot import HostRoot
+from edgefd.core.errors import BadInput
+from edgefd.core.hostroot import HostRoot
 
 from .tree import DeviceTree, MalformedTree, parse_blob, read_blob_file, read_directory
 

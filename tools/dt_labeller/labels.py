@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tools.common.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label
+from edgefd.core.labels import DEFAULT_POLICY, Derivation, NamespacePolicy, Rejected, check_label
 
 from .tree import DtNode
 
@@ -40,14 +40,13 @@ class Visit:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Derivation:
-    """Everything a run decided: labels to publish, where each came from, what was refused."""
-
-    labels: dict[str, str] = field(default_factory=dict)
-    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    visits: tuple[Visit, ...] = ()
-    rejected: tuple[Rejected, ...] = ()
+def origins(result: Derivation[Visit]) -> dict[str, tuple[str, ...]]:
+    """Label -> the paths of the nodes that carry it, in visiting order (for --explain)."""
+    out: dict[str, list[str]] = {}
+    for v in result.reports:
+        for key in v.labels:
+            out.setdefault(key, []).append(v.path)
+    return {k: tuple(out[k]) for k in sorted(out)}
 
 
 def name_matcher(names: Iterable[str]) -> re.Pattern[str]:
@@ -103,7 +102,7 @@ def derive(
     prefix: str = DEFAULT_PREFIX,
     include_disabled: bool = False,
     policy: NamespacePolicy = DEFAULT_POLICY,
-) -> Derivation:
+) -> Derivation[Visit]:
     """Turn tree nodes into labels, recording every visited node for the inventory.
 
     A node counts once per label even if two of its strings map to the same label; the
@@ -111,7 +110,6 @@ def derive(
     """
     matcher = name_matcher(node_names)
     counts: dict[str, int] = {}
-    origins: dict[str, list[str]] = {}
     visits: list[Visit] = []
     rejected: dict[tuple[str, str], Rejected] = {}
     for node in nodes:
@@ -144,12 +142,10 @@ def derive(
                 own.append(key)
         for key in own:
             counts[key] = counts.get(key, 0) + 1
-            origins.setdefault(key, []).append(path)
         visits.append(Visit(path, tuple(strings), status, True, tuple(own)))
     return Derivation(
         labels={k: str(counts[k]) for k in sorted(counts)},
-        origins={k: tuple(origins[k]) for k in sorted(origins)},
-        visits=tuple(visits),
+        reports=tuple(visits),
         rejected=tuple(rejected.values()),
     )
 

@@ -1,7 +1,7 @@
 """What a run leaves behind: the feature file, dry-run bytes, or a JSON inventory.
 
-The feature file goes through tools.common.featuresd so its bytes are the same ones every
-edgefd producer writes (sorted, header line, atomic replace, untouched when unchanged).
+The feature file goes through the one Publisher every edgefd producer uses (same bytes: sorted,
+header line; atomic replace, untouched when unchanged; exact bytes on stdout in a dry run).
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from tools.common.cli import OutputError, emit_json, write_stdout_bytes
-from tools.common.featuresd import render, write_feature_file
+from edgefd.core.labels import Derivation
+from edgefd.core.output import emit_json, write_stdout
+from edgefd.core.publish import Publisher
 
-from .labels import Derivation, reference_format
+from .labels import Visit, origins, reference_format
 from .tree import DeviceTree
 
 log = logging.getLogger("dt-labeller")
@@ -21,7 +22,7 @@ log = logging.getLogger("dt-labeller")
 PRODUCER = "dt-labeller"
 
 
-def inventory(tree: DeviceTree | None, result: Derivation) -> dict[str, Any]:
+def inventory(tree: DeviceTree | None, result: Derivation[Visit]) -> dict[str, Any]:
     """Everything that went into the labels, for people and scripts asking "why this label"."""
     return {
         "source": {"path": tree.source, "form": tree.form} if tree else None,
@@ -36,10 +37,10 @@ def inventory(tree: DeviceTree | None, result: Derivation) -> dict[str, Any]:
                 **({"note": v.note} if v.note else {}),
             }
             # path order, not tree order: the blob and directory forms then print the same
-            for v in sorted(result.visits, key=lambda v: v.path.split("/"))
+            for v in sorted(result.reports, key=lambda v: v.path.split("/"))
         ],
         "labels": result.labels,
-        "origins": {k: list(p) for k, p in result.origins.items()},
+        "origins": {k: list(p) for k, p in origins(result).items()},
         "rejected": [{"key": r.key, "node": r.source, "reason": r.reason} for r in result.rejected],
         "warnings": list(tree.warnings) if tree else [],
     }
@@ -47,33 +48,28 @@ def inventory(tree: DeviceTree | None, result: Derivation) -> dict[str, Any]:
 
 def emit(
     tree: DeviceTree | None,
-    result: Derivation,
+    result: Derivation[Visit],
     features_dir: Path,
     dry_run: bool,
     output: str,
     fmt: str,
 ) -> int:
     """Write (or print) the labels; return the exit code."""
+    publisher = Publisher(features_dir, PRODUCER, dry_run)
     report = inventory(tree, result) if output == "json" else None
-    if dry_run:
-        if report is not None:
-            report["feature_file"] = {
-                "path": str(features_dir / PRODUCER),
-                "written": False,
-                "content": render(result.labels, PRODUCER).decode(),
-            }
-            emit_json(report)
-        elif fmt == "reference":
-            write_stdout_bytes(reference_format(result.labels))
-        else:
-            write_stdout_bytes(render(result.labels, PRODUCER))
+    if report is not None and dry_run:
+        content = publisher.render(result.labels).decode()
+        report["feature_file"] = {"path": str(publisher.path), "written": False, "content": content}
+        emit_json(report)
         return 0
-    try:
-        path, changed = write_feature_file(features_dir, PRODUCER, result.labels)
-    except OSError as e:
-        raise OutputError(f"cannot write {features_dir / PRODUCER}: {e.strerror or e}") from None
-    log.info("%s %s (%d labels)", "wrote" if changed else "unchanged:", path, len(result.labels))
+    if dry_run and fmt == "reference":
+        write_stdout(reference_format(result.labels))
+        return 0
+    changed = publisher.publish(result.labels)
+    if not dry_run:
+        state = "wrote" if changed else "unchanged:"
+        log.info("%s %s (%d labels)", state, publisher.path, len(result.labels))
     if report is not None:
-        report["feature_file"] = {"path": str(path), "written": changed}
+        report["feature_file"] = {"path": str(publisher.path), "written": changed}
         emit_json(report)
     return 0

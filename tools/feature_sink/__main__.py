@@ -1,4 +1,4 @@
-"""`python -m tools.feature_sink` runs the feature-sink CLI."""
+"""`python -m edgefd.feature_sink` runs the feature-sink CLI."""
 
 from .cli import main
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from tools.common.featuresd import ParsedFile, merge, parse_bytes, read_file
-from tools.common.featuresd import list_feature_files as _list_feature_files
-from tools.common.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label, qualify
+from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_files
+from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label, qualify
 
 STDIN_PRODUCER = "stdin"
 
@@ -96,8 +95,9 @@ def _qualified(pf: ParsedFile) -> ParsedFile:
 def read_directory(
     directory: Path, policy: NamespacePolicy = DEFAULT_POLICY, now: datetime | None = None
 ) -> Desired:
-    """Read every feature file NFD would read, in NFD's order."""
-    return build_desired((read_file(p, now) for p in _list_feature_files(directory)), policy)
+    """Read every feature file NFD would read, in NFD's order. FileNotFoundError when the
+    directory is missing: the caller decides (a configuration error at start-up)."""
+    return build_desired(read_feature_files(directory, now), policy)
 
 
 def read_stream(

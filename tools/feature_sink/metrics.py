@@ -2,56 +2,63 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from tools.common.httpserve import Metric, Registry
+from edgefd.runtime.metrics import Metrics
 
 
-@dataclass
-class SinkMetrics:
-    registry: Registry = field(default_factory=Registry)
-
-    def __post_init__(self) -> None:
-        r = self.registry
-        self.syncs = r.counter("edgefd_sink_syncs_total", "Sync attempts, by result.")
-        self.failures = r.counter(
-            "edgefd_sink_sync_failures_total", "Failed syncs, by reason (unreachable, refused...)."
+class SinkMetrics(Metrics):
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = self.counter(
+            "edgefd_sink_syncs_total", "Sync attempts, by result.", ["result"]
         )
-        self.api_requests = r.counter(
-            "edgefd_sink_api_requests_total", "Requests sent to the API server, by verb/resource."
+        self.failures = self.counter(
+            "edgefd_sink_sync_failures_total",
+            "Failed syncs, by reason (unreachable, refused...).",
+            ["reason"],
         )
-        self.api_writes = r.counter(
-            "edgefd_sink_api_writes_total", "Writes sent to the API server, by kind."
+        self.api_requests = self.counter(
+            "edgefd_sink_api_requests_total",
+            "Requests sent to the API server, by verb/resource.",
+            ["verb", "resource"],
         )
-        self.patch_conflicts = r.counter(
+        self.api_writes = self.counter(
+            "edgefd_sink_api_writes_total",
+            "Writes sent to the API server, by verb/resource.",
+            ["verb", "resource"],
+        )
+        self.patch_conflicts = self.counter(
             "edgefd_sink_patch_conflicts_total",
             "Patches refused because the object changed since it was read (then retried).",
         )
-        self.owned = r.gauge("edgefd_sink_owned_labels", "Labels the sink owns on its node.")
-        self.kept = r.gauge(
+        self.owned = self.gauge("edgefd_sink_owned_labels", "Labels the sink owns on its node.")
+        self.kept = self.gauge(
             "edgefd_sink_grace_labels", "Owned labels kept only by the removal grace period."
         )
-        self.rejected = r.gauge(
+        self.rejected = self.gauge(
             "edgefd_sink_rejected_labels", "Labels from features.d refused (invalid or denied)."
         )
-        self.file_problems = r.gauge(
+        self.file_problems = self.gauge(
             "edgefd_sink_feature_file_problems",
-            "Problems in features.d files: skipped files (too big, not text), bad directives, "
-            "keys overridden by a later file.",
+            "Problems in features.d files: skipped files (too big, not text, not regular), bad "
+            "directives, keys overridden by a later file.",
         )
-        self.conflicts = r.gauge(
+        self.conflicts = self.gauge(
             "edgefd_sink_label_conflicts",
             "Desired labels left alone because another writer set them to another value.",
         )
-        self.last_success = r.gauge(
+        self.last_success = self.gauge(
             "edgefd_sink_last_success_timestamp_seconds", "Unix time of the last successful sync."
         )
-        self.events = r.counter("edgefd_sink_events_total", "Kubernetes Events posted, by reason.")
+        self.events = self.counter(
+            "edgefd_sink_events_total", "Kubernetes Events posted, by reason.", ["reason"]
+        )
+        self.watch_mode = self.gauge(
+            "edgefd_sink_watch_mode",
+            "How features.d changes are seen (1 for the mode in use).",
+            ["mode"],
+        )
 
     def on_request(self, verb: str, resource: str) -> None:
-        self.api_requests.inc(verb=verb, resource=resource)
+        self.api_requests.labels(verb=verb, resource=resource).inc()
         if verb != "GET":
-            self.api_writes.inc(verb=verb, resource=resource)
-
-
-__all__ = ["Metric", "Registry", "SinkMetrics"]
+            self.api_writes.labels(verb=verb, resource=resource).inc()

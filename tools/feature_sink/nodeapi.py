@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote as _quote
 
-from tools.common.cli import EdgefdError, Unreachable
+from edgefd.core.errors import EdgefdError, Unreachable
 
 from .patch import NodeView, Op
 
@@ -29,6 +29,13 @@ EVENT_NAMESPACE = "default"  # where the kubelet and kubectl put Node events
 NFD_GROUP = "nfd.k8s-sigs.io"
 NFD_VERSION = "v1alpha1"
 NFD_PLURAL = "nodefeatures"
+
+
+def quote(segment: str) -> str:
+    """One URL path segment, fully escaped: a name can never add a segment (`../namespaces/x`)."""
+    if segment in ("", ".", ".."):
+        raise EdgefdError(f"refusing {segment!r} as an object name in a URL")
+    return _quote(segment, safe="")
 
 
 class ApiConflict(EdgefdError):
@@ -156,7 +163,12 @@ class NodeAPI:
 
     def get_node(self, name: str) -> NodeView:
         node = self._request("GET", "nodes", f"/api/v1/nodes/{quote(name)}", f"get node {name}")
-        md = node.get("metadata") or {}
+        md = (node or {}).get("metadata") or {}
+        if (node or {}).get("kind") != "Node" or md.get("name") != name:
+            raise ApiRefused(
+                f"get node {name}: the API answered with {(node or {}).get('kind')!r} "
+                f"{md.get('name')!r}, not Node {name!r}"
+            )
         return NodeView(
             name=name,
             labels=dict(md["labels"]) if md.get("labels") is not None else None,

@@ -18,10 +18,10 @@ from typing import Any
 
 from .desired import Desired
 from .metrics import SinkMetrics
-from .nodeapi import NFD_GROUP, NFD_VERSION, ApiConflict, ApiRefused, NodeAPI
-from .ownership import ANNOTATION, MalformedOwnership, Ownership, decode, encode, reconcile
-from .patch import NodeView, label_changes
-from .sync import MAX_CONFLICT_RETRIES, Reporter, SyncResult
+from .nodeapi import NFD_GROUP, NFD_VERSION, ApiRefused, NodeAPI
+from .ownership import ANNOTATION, reconcile
+from .patch import label_changes
+from .sync import Plan, Reporter, Syncer, annotation_value, read_ownership
 
 log = logging.getLogger(__name__)
 
@@ -61,90 +61,56 @@ def build_object(
     }
 
 
-class NodeFeatureSyncer:
+class NodeFeatureSyncer(Syncer):
     """Keeps `<namespace>/<node>` NodeFeature's spec.labels equal to the desired labels."""
 
     def __init__(
         self,
-        api: NodeAPI,
+        api: NodeAPI | None,
         node_name: str,
         namespace: str,
         grace: timedelta,
         metrics: SinkMetrics,
         reporter: Reporter,
     ) -> None:
-        self.api = api
-        self.node_name = node_name
+        super().__init__(api, node_name, grace, metrics, reporter)
         self.namespace = namespace
-        self.grace = grace
-        self.metrics = metrics
-        self.reporter = reporter
+        self.what = f"NodeFeature {namespace}/{node_name}"
 
-    def plan(
-        self, obj: dict[str, Any] | None, desired: Desired, now: datetime
-    ) -> tuple[dict[str, Any] | None, SyncResult]:
+    def read(self) -> dict[str, Any] | None:
+        assert self.api is not None
+        return self.api.get_nodefeature(self.namespace, self.node_name)
+
+    def empty(self) -> dict[str, Any] | None:
+        return None
+
+    def plan(self, current: dict[str, Any] | None, desired: Desired, now: datetime) -> Plan:
         """The object to write (None: nothing to do) and what it changes. Pure."""
-        if obj is not None:
-            md = obj.get("metadata") or {}
+        warnings: list[str] = []
+        if current is not None:
+            md = current.get("metadata") or {}
             if (md.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
                 raise ApiRefused(
-                    f"NodeFeature {self.namespace}/{self.node_name} exists and was not created "
-                    "by feature-sink; refusing to overwrite it (use another --namespace)"
+                    f"{self.what} exists and was not created by feature-sink; refusing to "
+                    "overwrite it (use another --namespace)"
                 )
-            current = dict((obj.get("spec") or {}).get("labels") or {})
+            labels = dict((current.get("spec") or {}).get("labels") or {})
             raw = (md.get("annotations") or {}).get(ANNOTATION)
             rv = md.get("resourceVersion")
         else:
-            current, raw, rv = {}, None, None
-        try:
-            owned = decode(raw)
-        except MalformedOwnership as e:
-            log.error("%s; treating the sink as owning no labels", e)
-            owned = Ownership()
-        outcome = reconcile(current, owned, desired, now, self.grace)
-        new_ann = encode(outcome.ownership)
-        changes = label_changes(current, outcome.labels)
-        same_ann = raw == new_ann or (raw is not None and _decodes_to(raw, outcome.ownership))
-        result = SyncResult(
-            wrote=False,
-            changes=changes,
-            owned=len(outcome.ownership.keys),
-            next_expiry=outcome.next_expiry,
-        )
-        if obj is not None and not changes and same_ann:
-            return None, result
-        body = build_object(self.node_name, self.namespace, outcome.labels, new_ann, rv, now)
-        return body, result
+            labels, raw, rv = {}, None, None
+        owned = read_ownership(raw, self.what, warnings)
+        outcome = reconcile(labels, owned, desired, now, self.grace)
+        new_ann = annotation_value(raw, outcome.ownership)
+        changes = label_changes(labels, outcome.labels)
+        body = None
+        if current is None or changes or new_ann != raw:
+            body = build_object(self.node_name, self.namespace, outcome.labels, new_ann, rv, now)
+        return Plan(outcome, changes, body, tuple(warnings))
 
-    def sync(self, desired: Desired, now: datetime) -> SyncResult:
-        self.reporter.observe(desired, ())
-        for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
-            obj = self.api.get_nodefeature(self.namespace, self.node_name)
-            body, result = self.plan(obj, desired, now)
-            if body is not None:
-                try:
-                    if obj is None:
-                        self.api.create_nodefeature(self.namespace, body)
-                    else:
-                        self.api.replace_nodefeature(self.namespace, body)
-                except ApiConflict as e:
-                    self.metrics.patch_conflicts.inc()
-                    log.info("NodeFeature changed while syncing (attempt %d): %s", attempt, e)
-                    continue
-                result.wrote = True
-                for c in result.changes:
-                    log.info("NodeFeature %s/%s: %s", self.namespace, self.node_name, c)
-            self.metrics.owned.set(result.owned)
-            self.reporter.post_events(self.api, NodeView(self.node_name, None, None), desired, ())
-            return result
-        raise ApiConflict(
-            f"NodeFeature {self.namespace}/{self.node_name} kept changing; gave up after "
-            f"{MAX_CONFLICT_RETRIES} attempts"
-        )
-
-
-def _decodes_to(raw: str, own: Ownership) -> bool:
-    try:
-        return decode(raw) == own
-    except MalformedOwnership:
-        return False
+    def write(self, current: dict[str, Any] | None, plan: Plan) -> None:
+        assert self.api is not None
+        if current is None:
+            self.api.create_nodefeature(self.namespace, plan.write)
+        else:
+            self.api.replace_nodefeature(self.namespace, plan.write)

@@ -1,7 +1,10 @@
-"""One sync of the Node: read it, decide, send at most one guarded patch, report problems.
+"""One sync of where the labels go (the Node, or an NFD NodeFeature): read it, plan, send at
+most one guarded write, report problems.
 
-`plan_node` is pure (the dry-run prints its result); `NodeSyncer.sync` adds the API calls,
-the retry after a concurrent write, and the reporting of refused or conflicting labels.
+A dry run goes through the same planner: `plan` against what `read` returns (or against
+`empty()` when the API cannot be read), printed instead of written. `plan` is pure; `Syncer.sync`
+adds the API calls, the retry after a concurrent write and the reporting of refused or
+conflicting labels, once for both targets.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from .desired import Desired
 from .metrics import SinkMetrics
@@ -24,7 +27,7 @@ from .ownership import (
     encode,
     reconcile,
 )
-from .patch import Change, NodeView, Op, build_patch, label_changes
+from .patch import Change, NodeView, build_patch, label_changes
 
 log = logging.getLogger(__name__)
 
@@ -34,44 +37,51 @@ MAX_CONFLICT_RETRIES = 5
 
 @dataclass(frozen=True)
 class Plan:
-    """What a sync would do to one node."""
+    """What one sync would do: the label outcome and the one write that makes it so."""
 
-    node: NodeView
     outcome: Outcome
-    ops: list[Op]
     changes: list[Change]
+    write: Any  # Node: the JSON Patch ops ([] = nothing); NodeFeature: the object, or None
     warnings: tuple[str, ...] = ()
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.write)
+
+
+def read_ownership(raw: str | None, where: str, warnings: list[str]) -> Ownership:
+    """The annotation's ownership; a damaged one is never guessed at: own nothing. Labels
+    already at the desired value are then adopted again; others are reported as conflicts
+    rather than overwritten."""
+    try:
+        return decode(raw)
+    except MalformedOwnership as e:
+        warnings.append(f"{e}; treating the sink as owning no labels on {where}")
+        return Ownership()
+
+
+def annotation_value(raw: str | None, own: Ownership) -> str | None:
+    """The annotation to write: `raw` itself when it already says the same (equal content,
+    other spelling, is not worth a write)."""
+    new = encode(own)
+    if raw is not None and new is not None and raw != new:
+        try:
+            if decode(raw) == own:
+                return raw
+        except MalformedOwnership:
+            pass
+    return new
 
 
 def plan_node(node: NodeView, desired: Desired, now: datetime, grace: timedelta) -> Plan:
     """Diff the node against the desired state. Pure."""
     warnings: list[str] = []
     raw = (node.annotations or {}).get(ANNOTATION)
-    try:
-        owned = decode(raw)
-    except MalformedOwnership as e:
-        # Never guess: own nothing. Labels already at the desired value are adopted again;
-        # others are reported as conflicts rather than overwritten.
-        warnings.append(f"{e}; treating the sink as owning no labels on {node.name}")
-        owned = Ownership()
+    owned = read_ownership(raw, node.name, warnings)
     current = dict(node.labels or {})
     outcome = reconcile(current, owned, desired, now, grace)
-    new_annotation = encode(outcome.ownership)
-    if raw is not None and new_annotation is not None and _same_ownership(raw, outcome.ownership):
-        new_annotation = raw  # equal content, other spelling: not worth a write
-    ops = build_patch(node, outcome.labels, ANNOTATION, new_annotation)
-    return Plan(node, outcome, ops, label_changes(current, outcome.labels), tuple(warnings))
-
-
-def _same_ownership(raw: str, own: Ownership) -> bool:
-    try:
-        return decode(raw) == own
-    except MalformedOwnership:
-        return False
-
-
-class Syncer(Protocol):
-    def sync(self, desired: Desired, now: datetime) -> SyncResult: ...
+    ops = build_patch(node, outcome.labels, ANNOTATION, annotation_value(raw, outcome.ownership))
+    return Plan(outcome, label_changes(current, outcome.labels), ops, tuple(warnings))
 
 
 @dataclass
@@ -138,19 +148,22 @@ class Reporter:
                 continue
             try:
                 if api.create_node_event(node, reason, msg, f"{node.name}|{key}", COMPONENT):
-                    self._metrics.events.inc(reason=reason)
+                    self._metrics.events.labels(reason=reason).inc()
             except Exception as e:  # an Event is best effort; the sync itself succeeded
                 log.info("could not post %s event (will retry): %s", reason, e)
                 return
             self._posted.add(key)
 
 
-class NodeSyncer:
-    """Applies the desired labels to one Node through guarded JSON Patches."""
+class Syncer:
+    """Keeps one object's labels equal to the desired labels; subclasses say how to read,
+    plan and write that object."""
+
+    what = "object"
 
     def __init__(
         self,
-        api: NodeAPI,
+        api: NodeAPI | None,
         node_name: str,
         grace: timedelta,
         metrics: SinkMetrics,
@@ -162,51 +175,75 @@ class NodeSyncer:
         self.metrics = metrics
         self.reporter = reporter
 
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def empty(self) -> Any:
+        """What `plan` is given when the object cannot be read (a dry run without the API)."""
+        raise NotImplementedError
+
+    def plan(self, current: Any, desired: Desired, now: datetime) -> Plan:
+        raise NotImplementedError
+
+    def write(self, current: Any, plan: Plan) -> None:
+        raise NotImplementedError
+
+    def event_target(self, current: Any) -> NodeView:
+        return NodeView(self.node_name, None, None)
+
     def sync(self, desired: Desired, now: datetime) -> SyncResult:
         """Converge once. Raises the nodeapi errors; the caller decides about retrying."""
         self.reporter.observe(desired, ())
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
-            node = self.api.get_node(self.node_name)
-            plan = plan_node(node, desired, now, self.grace)
+            current = self.read()
+            plan = self.plan(current, desired, now)
             for w in plan.warnings:
                 log.error("%s", w)
             self.reporter.observe(desired, plan.outcome.conflicts)
             wrote = False
-            if plan.ops:
+            if plan.needed:
                 try:
-                    self.api.patch_node(self.node_name, plan.ops)
+                    self.write(current, plan)
                 except ApiConflict as e:
                     self.metrics.patch_conflicts.inc()
-                    log.info("node changed while syncing (attempt %d): %s", attempt, e)
+                    log.info("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
                     continue
                 wrote = True
                 for c in plan.changes:
-                    log.info("%s: %s", self.node_name, c)
+                    log.info("%s: %s", self.what, c)
             owned = len(plan.outcome.ownership.keys)
             self.metrics.owned.set(owned)
             self.metrics.kept.set(len(plan.outcome.kept_for_grace))
-            self.reporter.post_events(self.api, node, desired, plan.outcome.conflicts)
+            if self.api is not None:
+                self.reporter.post_events(
+                    self.api, self.event_target(current), desired, plan.outcome.conflicts
+                )
             return SyncResult(wrote, plan.changes, owned, plan.outcome.next_expiry)
         raise ApiConflict(
-            f"node {self.node_name} kept changing; gave up after {MAX_CONFLICT_RETRIES} attempts"
+            f"{self.what} kept changing; gave up after {MAX_CONFLICT_RETRIES} attempts"
         )
 
 
-def empty_node(name: str) -> NodeView:
-    """A stand-in Node with no labels, for a dry-run when the real one cannot be read."""
-    return NodeView(name=name, labels={}, annotations={}, resource_version=None, uid=None)
+class NodeSyncer(Syncer):
+    """Applies the desired labels to one Node through guarded JSON Patches."""
 
+    def __init__(self, api: NodeAPI | None, node_name: str, *args: Any) -> None:
+        super().__init__(api, node_name, *args)
+        self.what = f"node {node_name}"
 
-def describe(plan: Plan) -> dict[str, Any]:
-    """Dry-run JSON document: the patch plus a readable summary."""
-    return {
-        "node": plan.node.name,
-        "patch": plan.ops,
-        "changes": [
-            {"op": c.op, "key": c.key, "value": c.value, "old": c.old} for c in plan.changes
-        ],
-        "conflicts": [
-            {"key": c.key, "wanted": c.wanted, "found": c.found, "producer": c.producer}
-            for c in plan.outcome.conflicts
-        ],
-    }
+    def read(self) -> NodeView:
+        assert self.api is not None
+        return self.api.get_node(self.node_name)
+
+    def empty(self) -> NodeView:
+        return NodeView(name=self.node_name, labels={}, annotations={})
+
+    def plan(self, current: NodeView, desired: Desired, now: datetime) -> Plan:
+        return plan_node(current, desired, now, self.grace)
+
+    def write(self, current: NodeView, plan: Plan) -> None:
+        assert self.api is not None
+        self.api.patch_node(self.node_name, plan.write)
+
+    def event_target(self, current: NodeView) -> NodeView:
+        return current

@@ -1,6 +1,6 @@
-"""`python -m tools.pci_scan`."""
+"""`python -m edgefd.pci_scan`."""
 
-from tools.pci_scan.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     main()

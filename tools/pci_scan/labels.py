@@ -15,21 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tools.common.busscan import (
-    NFD_PREFIX,
-    AccelMatch,
-    BusRules,
-    BusSpec,
-    Derivation,
-    DeviceReport,
-    SourceConfig,
-    accelerator_json,
-    join_fields,
-    whitelist_match,
-)
-from tools.common.catalogue import Catalogue
-
-from .discovery import PciDevice, scan
+from edgefd.bus.catalogue import AccelMatch
+from edgefd.bus.pci import READER, PciDevice
+from edgefd.core.labels import Derivation
+from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
+from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
+from edgefd.scan.report import accelerator_json
 
 RULES = BusRules(
     bus="pci",
@@ -75,7 +66,7 @@ def label_base(dev: PciDevice, fields: Sequence[str]) -> str:
     return "pci-" + join_fields(values, fields)
 
 
-def derive(devices: Sequence[PciDevice], config: SourceConfig) -> Derivation:
+def derive(devices: Sequence[PciDevice], config: SourceConfig) -> Derivation[DeviceReport]:
     labels: dict[str, str] = {}
     reports = []
     for dev in devices:
@@ -113,16 +104,6 @@ def derive(devices: Sequence[PciDevice], config: SourceConfig) -> Derivation:
     return Derivation(labels, tuple(reports))
 
 
-def matches(devices: Sequence[PciDevice], catalogue: Catalogue) -> list[AccelMatch]:
-    out = []
-    for dev in devices:
-        if dev.vendor and dev.device:
-            acc = catalogue.match_pci(dev.vendor, dev.device, dev.class_code or "")
-            if acc is not None:
-                out.append(AccelMatch("pci", dev.address, acc))
-    return out
-
-
 def inventory_item(dev: PciDevice, match: AccelMatch | None) -> dict[str, Any]:
     return {
         "bus": "pci",
@@ -146,9 +127,7 @@ def inventory_item(dev: PciDevice, match: AccelMatch | None) -> dict[str, Any]:
 SPEC: BusSpec[PciDevice] = BusSpec(
     rules=RULES,
     producer="pci-scan",
-    scan=scan,
+    reader=READER,
     derive=derive,
-    matches=matches,
     inventory=inventory_item,
-    device_key=lambda d: d.address,
 )

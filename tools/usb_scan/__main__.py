@@ -1,6 +1,6 @@
-"""`python -m tools.usb_scan`."""
+"""`python -m edgefd.usb_scan`."""
 
-from tools.usb_scan.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     main()

@@ -19,21 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tools.common.busscan import (
-    NFD_PREFIX,
-    AccelMatch,
-    BusRules,
-    BusSpec,
-    Derivation,
-    DeviceReport,
-    SourceConfig,
-    accelerator_json,
-    join_fields,
-    whitelist_match,
-)
-from tools.common.catalogue import Catalogue
-
-from .discovery import UsbDevice, scan
+from edgefd.bus.catalogue import AccelMatch
+from edgefd.bus.usb import READER, UsbDevice
+from edgefd.core.labels import Derivation
+from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
+from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
+from edgefd.scan.report import accelerator_json
 
 RULES = BusRules(
     bus="usb",
@@ -91,7 +82,7 @@ def label_name(dev: UsbDevice, cls: str, fields: Sequence[str]) -> str:
     return f"usb-{join_fields(values, fields, omit_empty='serial')}.present"
 
 
-def derive(devices: Sequence[UsbDevice], config: SourceConfig) -> Derivation:
+def derive(devices: Sequence[UsbDevice], config: SourceConfig) -> Derivation[DeviceReport]:
     labels: dict[str, str] = {}
     reports = []
     for dev in devices:
@@ -135,17 +126,6 @@ def derive(devices: Sequence[UsbDevice], config: SourceConfig) -> Derivation:
     return Derivation(labels, tuple(reports))
 
 
-def matches(devices: Sequence[UsbDevice], catalogue: Catalogue) -> list[AccelMatch]:
-    out = []
-    for dev in devices:
-        if dev.vendor and dev.product:
-            hit = catalogue.match_usb(dev.vendor, dev.product)
-            if hit is not None:
-                acc, uid = hit
-                out.append(AccelMatch("usb", dev.name, acc, uid.state))
-    return out
-
-
 def inventory_item(dev: UsbDevice, match: AccelMatch | None) -> dict[str, Any]:
     return {
         "bus": "usb",
@@ -181,9 +161,7 @@ def inventory_item(dev: UsbDevice, match: AccelMatch | None) -> dict[str, Any]:
 SPEC: BusSpec[UsbDevice] = BusSpec(
     rules=RULES,
     producer="usb-scan",
-    scan=scan,
+    reader=READER,
     derive=derive,
-    matches=matches,
     inventory=inventory_item,
-    device_key=lambda d: d.name,
 )

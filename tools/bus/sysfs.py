@@ -6,7 +6,8 @@ or hostile mount some are not files at all (a directory, a FIFO that would block
 a symlink loop). A scan must survive all of that: every reader here returns None instead of
 raising, and reports *why* into a list the caller owns, so nothing is dropped silently and the
 caller decides whether a problem is worth showing (a missing `serial` is normal; a garbage
-`idVendor` is not).
+`idVendor` is not). `AttrDir` is the reader: a device directory held open, its attributes read
+relative to it.
 
 Reads are bounded (attribute files are at most a page) and use `O_NONBLOCK`, so a FIFO or a
 device node planted where an attribute should be cannot hang the scanner.
@@ -39,8 +40,8 @@ def _read_raw(
     dir_fd: int | None = None,
     name: str | None = None,
 ) -> bytes | None:
-    """read_bytes' body; with `dir_fd`, `name` is opened relative to it (openat: no walk of
-    the whole path) and `path` is only what messages show."""
+    """One attribute's raw bytes, or None with a reason; with `dir_fd`, `name` is opened
+    relative to it (openat: no walk of the whole path) and `path` is only what messages show."""
     try:
         fd = os.open(path if dir_fd is None else name, _OPEN_FLAGS, dir_fd=dir_fd)  # type: ignore[arg-type]
     except FileNotFoundError:
@@ -67,7 +68,9 @@ def _read_raw(
 
 
 def _decode(path: str | os.PathLike[str], data: bytes, warnings: Warnings | None) -> str | None:
-    """read_text's rules for turning attribute bytes into trimmed text."""
+    """Attribute bytes as trimmed text ('' stays ''). Strings such as `manufacturer` come from
+    the device's own descriptors and may hold any bytes: undecodable bytes are replaced (and
+    reported) rather than failing the device; NUL bytes mean garbage."""
     if b"\x00" in data:
         _note(warnings, f"{os.fspath(path)}: contains NUL bytes; ignored")
         return None
@@ -82,7 +85,8 @@ def _decode(path: str | os.PathLike[str], data: bytes, warnings: Warnings | None
 def _hex_of(
     path: str | os.PathLike[str], text: str, warnings: Warnings | None, width: int | None
 ) -> str | None:
-    """read_hex's rules for an already-read attribute."""
+    """A hex attribute as bare lower-case hex; `width` is the number of digits the kernel
+    always prints for it (another length is garbage and reported)."""
     v = normalize_hex(text)
     if v is None or (width is not None and len(v) != width):
         shown = text if len(text) <= 40 else text[:40] + "..."
@@ -93,46 +97,13 @@ def _hex_of(
 
 
 def _int_of(path: str | os.PathLike[str], text: str, warnings: Warnings | None) -> int | None:
-    """read_int's rules for an already-read attribute."""
+    """A decimal attribute (`busnum`, `numa_node`, `sriov_totalvfs`)."""
     try:
         return int(text, 10)
     except ValueError:
         shown = text if len(text) <= 40 else text[:40] + "..."
         _note(warnings, f"{os.fspath(path)}: {shown!r} is not a decimal number; ignored")
         return None
-
-
-def read_bytes(
-    path: str | os.PathLike[str],
-    warnings: Warnings | None = None,
-    *,
-    required: bool = False,
-    max_bytes: int = MAX_ATTR_BYTES,
-) -> bytes | None:
-    """Return the raw content of one attribute file, or None.
-
-    A missing file is normal for optional attributes, so it is only reported when `required`.
-    Anything else that prevents a clean read (not a regular file, permission, I/O error, longer
-    than `max_bytes`) is always reported.
-    """
-    return _read_raw(path, warnings, required, max_bytes)
-
-
-def read_text(
-    path: str | os.PathLike[str],
-    warnings: Warnings | None = None,
-    *,
-    required: bool = False,
-    max_bytes: int = MAX_ATTR_BYTES,
-) -> str | None:
-    """Return an attribute as trimmed text ('' stays ''), or None if it cannot be read.
-
-    Strings such as `manufacturer` come from the device's own descriptors and may hold any
-    bytes; undecodable bytes are replaced (and reported) rather than failing the device, and
-    NUL bytes are treated as garbage.
-    """
-    data = _read_raw(path, warnings, required, max_bytes)
-    return None if data is None else _decode(path, data, warnings)
 
 
 def normalize_hex(value: str) -> str | None:
@@ -143,42 +114,6 @@ def normalize_hex(value: str) -> str | None:
     if not v or not _HEX.issuperset(v):
         return None
     return v
-
-
-def read_hex(
-    path: str | os.PathLike[str],
-    warnings: Warnings | None = None,
-    *,
-    required: bool = False,
-    width: int | None = None,
-) -> str | None:
-    """Read a hex attribute (`idVendor`, `class`) as bare lower-case hex, or None.
-
-    `width`, when given, is the number of digits the kernel always prints for this attribute;
-    a value of another length is garbage and reported.
-    """
-    text = read_text(path, warnings, required=required)
-    return None if text is None else _hex_of(path, text, warnings, width)
-
-
-def read_int(
-    path: str | os.PathLike[str],
-    warnings: Warnings | None = None,
-    *,
-    required: bool = False,
-) -> int | None:
-    """Read a decimal attribute (`busnum`, `numa_node`, `sriov_totalvfs`), or None."""
-    text = read_text(path, warnings, required=required)
-    return None if text is None else _int_of(path, text, warnings)
-
-
-def read_link_name(path: str | os.PathLike[str], warnings: Warnings | None = None) -> str | None:
-    """The last component of a symlink's target (`driver` -> `apex`), or None if no link.
-
-    Only the link text is needed, so a dangling link (driver module unloaded under a fixture, a
-    chroot without `/sys/bus/...`) still yields the name.
-    """
-    return _link_name(path, warnings)
 
 
 def _link_name(
@@ -211,14 +146,6 @@ def parse_uevent(text: str) -> dict[str, str]:
     return out
 
 
-def read_uevent(
-    path: str | os.PathLike[str], warnings: Warnings | None = None
-) -> dict[str, str] | None:
-    """Read and parse a `uevent` file, or None if it cannot be read."""
-    text = read_text(path, warnings)
-    return None if text is None else parse_uevent(text)
-
-
 def uevent_devname(text: str) -> str | None:
     """`DEVNAME` of a uevent text, exactly as parse_uevent(text).get("DEVNAME") would give it."""
     if "DEVNAME" not in text:
@@ -249,9 +176,10 @@ class AttrDir:
     """One sysfs directory held open, its attributes read relative to it (`openat`).
 
     A scan reads a dozen attributes per device; opening each relative to the directory spares
-    the kernel walking the whole `/sys/devices/...` path every time. Every reader behaves, and
-    words its warnings (with the full path), exactly like the path-based function of the same
-    name above. Open with `AttrDir.open`; close with `close()` (or use it as a context manager).
+    the kernel walking the whole `/sys/devices/...` path every time. A missing attribute is
+    normal for optional ones, so it is reported only when `required`; anything else that
+    prevents a clean read (not a regular file, permission, I/O error, too long) always is,
+    with the full path. Open with `AttrDir.open`; close with `close()` (or use `with`).
     """
 
     __slots__ = ("fd", "prefix")
@@ -262,7 +190,7 @@ class AttrDir:
 
     @classmethod
     def open(cls, path: str, warnings: Warnings) -> AttrDir | None:
-        """Open a directory, or None with the same warning busscan.scandir_names would give."""
+        """Open a directory, or None with the warning note_dir_error words."""
         try:
             return cls(os.open(path, _DIR_FLAGS), path)
         except OSError as e:
@@ -285,6 +213,15 @@ class AttrDir:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    def exists(self, name: str) -> bool:
+        """Whether `name` resolves to something (os.stat, following links): a dangling link or
+        a link loop does not exist, which is how node-feature-discovery decides too."""
+        try:
+            os.stat(name, dir_fd=self.fd)
+        except OSError:
+            return False
+        return True
 
     def text(self, name: str, warnings: Warnings | None, required: bool = False) -> str | None:
         path = self.prefix + name

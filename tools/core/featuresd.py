@@ -1,22 +1,18 @@
 """The features.d file format: what producers write and what the sink (and NFD) read.
 
 Parsing follows node-feature-discovery's local source, so a file edgefd writes means the same
-thing to nfd-worker. Writing is atomic and idempotent, because a reader (the sink, or NFD's
-fsnotify watch) may look at the directory at any instant and a half-written file would look
-like "all labels gone".
+thing to nfd-worker. Writing lives in publish.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import errno
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 MAX_FILE_SIZE = 65536
 DIRECTIVE_PREFIX = "# +"
@@ -125,38 +121,74 @@ def parse_bytes(data: bytes, name: str = "<stdin>", now: datetime | None = None)
     return parse_text(text, name, now)
 
 
-def read_file(path: Path, now: datetime | None = None) -> ParsedFile:
-    """Read one feature file without ever loading more than the size limit."""
-    name = path.name
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_entry(directory_fd: int, name: str, now: datetime | None = None) -> ParsedFile:
+    """Read one entry of an open features.d directory, refusing anything but a regular file.
+
+    The directory is shared with other containers: a symlink planted there must not make the
+    sink read (and quote) a file elsewhere, and a FIFO must not block it. So the entry is opened
+    relative to the directory with O_NOFOLLOW (a symlink fails with ELOOP) and O_NONBLOCK, and
+    checked with fstat before a single byte is read; at most the size limit + 1 is read.
+    """
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_SIZE + 1)
-            if len(data) > MAX_FILE_SIZE:
-                size = max(os.fstat(fh.fileno()).st_size, len(data))
-                return ParsedFile(
-                    name=name, error=f"{name}: {size} bytes, over the {MAX_FILE_SIZE}-byte limit"
-                )
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=directory_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return ParsedFile(name=name, error=f"{name}: is a symlink; not read")
+        return ParsedFile(name=name, error=f"{name}: cannot open ({e.strerror or e})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ParsedFile(name=name, error=f"{name}: not a regular file; not read")
+        if st.st_size > MAX_FILE_SIZE:
+            return ParsedFile(
+                name=name, error=f"{name}: {st.st_size} bytes, over the {MAX_FILE_SIZE}-byte limit"
+            )
+        chunks: list[bytes] = []
+        left = MAX_FILE_SIZE + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
     except OSError as e:
         return ParsedFile(name=name, error=f"{name}: cannot read ({e.strerror or e})")
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_SIZE:
+        return ParsedFile(
+            name=name, error=f"{name}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
+        )
     return parse_bytes(data, name, now)
 
 
-def list_feature_files(directory: Path) -> list[Path]:
-    """Regular files NFD would read, in NFD's order (file name); dot-files are in-flight temps."""
+def read_feature_files(directory: Path, now: datetime | None = None) -> list[ParsedFile]:
+    """Every entry NFD would read, in NFD's order (file name); dot-files are in-flight temps.
+
+    Entries that are not regular files (symlinks, FIFOs, directories) come back as ParsedFile
+    errors, so the caller reports them instead of silently ignoring a misplaced file.
+    FileNotFoundError when the directory itself is missing: the caller decides what that means.
+    """
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    out = []
-    for e in entries:
-        if e.name.startswith("."):
-            continue
-        try:
-            if e.is_file(follow_symlinks=True):
-                out.append(Path(e.path))
-        except OSError:
-            continue
-    return out
+        out = []
+        for name in sorted(os.listdir(dfd)):
+            if name.startswith("."):
+                continue
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while listing
+            if stat.S_ISDIR(st.st_mode):
+                continue  # NFD skips subdirectories too
+            out.append(read_entry(dfd, name, now))
+        return out
+    finally:
+        os.close(dfd)
 
 
 @dataclass(frozen=True)
@@ -194,10 +226,6 @@ def merge(files: Iterable[ParsedFile]) -> MergedFeatures:
     return MergedFeatures(labels, origin, parsed, tuple(warnings))
 
 
-def read_directory(directory: Path, now: datetime | None = None) -> MergedFeatures:
-    return merge(read_file(p, now) for p in list_feature_files(directory))
-
-
 def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
     """The exact bytes a producer writes: sorted, one `key=value` a line, stable across runs."""
     lines = []
@@ -205,50 +233,3 @@ def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
         lines.append(f"# written by {producer} (edgefd); rewritten on every run, do not edit")
     lines.extend(f"{k}={labels[k]}" for k in sorted(labels))
     return ("\n".join(lines) + "\n").encode() if lines else b""
-
-
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Replace `path` with `data` atomically; return False (and touch nothing) if unchanged.
-
-    The temp file is a dot-file in the same directory, so readers skip it and the rename stays
-    on one filesystem; it is fsynced before the rename and the directory after, so a crash
-    leaves either the old or the new file, never a truncated one.
-    """
-    path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(len(data) + 1) == data:
-                return False
-    except FileNotFoundError:
-        pass
-    except IsADirectoryError as e:
-        raise OSError(e.errno, f"{path} is a directory") from e
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # lazy: a dry run never writes
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    return True
-
-
-def write_feature_file(
-    directory: Path, producer: str, labels: Mapping[str, str]
-) -> tuple[Path, bool]:
-    """Write a producer's own file (named after the producer); return (path, changed)."""
-    path = Path(directory) / producer
-    return path, write_atomic(path, render(labels, producer))

@@ -8,13 +8,16 @@ leave the field None; the label rules skip such a device and say so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost, scandir_names
-from tools.common.hostroot import HostRoot
-from tools.common.sysfs import AttrDir
+from edgefd.core.hostroot import HostRoot
 
-__all__ = ["BUS_DIR", "CLASS_DIRS", "REQUIRED", "PciDevice", "ScanResult", "scan", "scan_device"]
+from .catalogue import AccelMatch, Catalogue
+from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from .sysfs import AttrDir
+
+__all__ = ["BUS_DIR", "CLASS_DIRS", "READER", "REQUIRED", "PciDevice", "matches", "scan"]
 
 BUS_DIR = "/sys/bus/pci/devices"
 # the attributes NFD requires; a device missing one gets no NFD label
@@ -98,7 +101,8 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         device = hexattr("device")
         subsystem_vendor = hexattr("subsystem_vendor")
         subsystem_device = hexattr("subsystem_device")
-        has_sriov = "sriov_totalvfs" in entries
+        # NFD's test is that the file resolves (a dangling link or a loop does not count)
+        has_sriov = "sriov_totalvfs" in entries and d.exists("sriov_totalvfs")
         totalvfs = d.int("sriov_totalvfs", w) if has_sriov else None
         numa = d.int("numa_node", w) if "numa_node" in entries else None
         driver = d.link_name("driver", w) if "driver" in entries else None
@@ -123,11 +127,28 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
 
 
 def scan(host: HostRoot) -> ScanResult[PciDevice]:
-    """Every PCI function under `host`, sorted by address, with what went wrong on the way."""
+    """Every PCI function under `host`, sorted by address, with what went wrong on the way.
+
+    Raises HostUnreadable when the bus directory exists but cannot be listed."""
     warnings: list[str] = []
     devices = []
-    for address, real in bus_entries(host, BUS_DIR, warnings, "pci"):
+    entries, present = bus_entries(host, BUS_DIR, warnings, "pci")
+    for address, real in entries:
         dev = scan_device(host, address, real, warnings)
         if dev is not None:
             devices.append(dev)
-    return ScanResult(tuple(devices), tuple(warnings))
+    return ScanResult(tuple(devices), tuple(warnings), present)
+
+
+def matches(devices: Sequence[PciDevice], catalogue: Catalogue) -> list[AccelMatch]:
+    """The functions the catalogue knows."""
+    out = []
+    for dev in devices:
+        if dev.vendor and dev.device:
+            acc = catalogue.match_pci(dev.vendor, dev.device, dev.class_code or "")
+            if acc is not None:
+                out.append(AccelMatch("pci", dev.address, acc))
+    return out
+
+
+READER: BusReader[PciDevice] = BusReader("pci", scan, lambda d: d.address, matches)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 NAME_MAX = 63
 PREFIX_MAX = 253
@@ -175,3 +176,16 @@ def partition_labels(
         else:
             good[key] = value
     return good, bad
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Derivation(Generic[R]):
+    """What a producer's label rules decided: the labels, one report per thing looked at (a
+    USB device, a devicetree node) saying what it gave and why, and the labels refused."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    reports: tuple[R, ...] = ()
+    rejected: tuple[Rejected, ...] = ()

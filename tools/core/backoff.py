@@ -28,7 +28,3 @@ class Backoff:
 
     def reset(self) -> None:
         self._attempt = 0
-
-    @property
-    def attempts(self) -> int:
-        return self._attempt

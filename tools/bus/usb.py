@@ -10,13 +10,16 @@ device nor an interface is reported in `warnings`, never dropped silently.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tools.common.busscan import ScanResult, bus_entries, host_path_of, rehost
-from tools.common.hostroot import HostRoot
-from tools.common.sysfs import AttrDir, read_int
+from edgefd.core.hostroot import HostRoot
 
-__all__ = ["BUS_DIR", "ScanResult", "UsbDevice", "UsbInterface", "scan", "scan_device"]
+from .catalogue import AccelMatch, Catalogue
+from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost
+from .sysfs import AttrDir
+
+__all__ = ["BUS_DIR", "READER", "UsbDevice", "UsbInterface", "matches", "scan", "scan_device"]
 
 BUS_DIR = "/sys/bus/usb/devices"
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -66,7 +69,11 @@ def _numa_of_controller(real: str, warnings: list[str], cache: dict[str, int | N
         if _PCI_ADDR.match(parts[i]):
             ctrl = "/".join(parts[: i + 1])
             if ctrl not in cache:
-                n = read_int(ctrl + "/numa_node", warnings)
+                n = None
+                d = AttrDir.open(ctrl, warnings)
+                if d is not None:
+                    with d:
+                        n = d.int("numa_node", warnings)
                 cache[ctrl] = n if n is not None and n >= 0 else None
             return cache[ctrl]
     return None
@@ -144,14 +151,32 @@ def scan_device(
 
 
 def scan(host: HostRoot) -> ScanResult[UsbDevice]:
-    """Every USB device under `host`, sorted by name, with what went wrong on the way."""
+    """Every USB device under `host`, sorted by name, with what went wrong on the way.
+
+    Raises HostUnreadable when the bus directory exists but cannot be listed."""
     warnings: list[str] = []
     devices: list[UsbDevice] = []
     numa_cache: dict[str, int | None] = {}
-    for name, real in bus_entries(host, BUS_DIR, warnings, "usb"):
+    entries, present = bus_entries(host, BUS_DIR, warnings, "usb")
+    for name, real in entries:
         if ":" in name:
             continue  # an interface (`1-1:1.0`); read with its device
         dev = scan_device(host, name, real, warnings, numa_cache)
         if dev is not None:
             devices.append(dev)
-    return ScanResult(tuple(devices), tuple(warnings))
+    return ScanResult(tuple(devices), tuple(warnings), present)
+
+
+def matches(devices: Sequence[UsbDevice], catalogue: Catalogue) -> list[AccelMatch]:
+    """The devices the catalogue knows, with the life stage their current IDs mean."""
+    out = []
+    for dev in devices:
+        if dev.vendor and dev.product:
+            hit = catalogue.match_usb(dev.vendor, dev.product)
+            if hit is not None:
+                acc, uid = hit
+                out.append(AccelMatch("usb", dev.name, acc, uid.state))
+    return out
+
+
+READER: BusReader[UsbDevice] = BusReader("usb", scan, lambda d: d.name, matches)

@@ -1,0 +1,128 @@
+"""The house's structure is checked, not hoped for: the import contracts in setup.cfg (layers,
+independent tools, third-party clients imported only where named), no import cycle anywhere,
+small modules, and start-up paths that import only what they use."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 400
+GENERATED = {"deviceplugin_pb2.py", "deviceplugin_pb2_grpc.py"}
+
+
+def test_import_contracts_hold() -> None:
+    lint = shutil.which("lint-imports")
+    assert lint, "import-linter is a test dependency (pip install -e .[test])"
+    proc = subprocess.run(
+        [lint, "--no-cache", str(ROOT / "setup.cfg")],
+        cwd="/",  # the installed package, not a `tools` folder next to the cwd
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        comp.append(m)
+                        if m == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """Also lazy imports inside functions count: a cycle hidden in a function is still one."""
+    grimp = pytest.importorskip("grimp")
+    g = grimp.build_graph("edgefd")
+    graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_modules_stay_small() -> None:
+    big = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "tools").rglob("*.py")
+        if p.name not in GENERATED and (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert big == {}
+
+
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        ("edgefd.dt_labeller.cli", ("logging", "dataclasses", "yaml", "kubernetes", "grpc")),
+        ("edgefd.usb_scan.cli", ("logging", "dataclasses", "yaml", "kubernetes", "grpc")),
+        ("edgefd.pci_scan.cli", ("logging", "dataclasses", "yaml", "kubernetes", "grpc")),
+        ("edgefd.feature_sink.cli", ("kubernetes", "grpc", "yaml", "prometheus_client")),
+        ("edgefd.devplugin.cli", ("kubernetes", "yaml", "prometheus_client", "pyudev")),
+    ],
+)
+def test_start_up_imports_only_what_the_command_line_needs(
+    module: str, absent: tuple[str, ...]
+) -> None:
+    """Importing a tool's command (what `--help` and usage errors cost) loads click and the
+    tool's own path, nothing heavy: the rest is imported when a code path needs it."""
+    code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
+    assert not {m for m in absent if m in loaded}
+
+
+def test_the_import_name_is_edgefd_and_tools_is_not_installed() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import edgefd, importlib.util as u; print(u.find_spec('tools'))"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout + proc.stderr

@@ -1,0 +1,228 @@
+"""The accelerator catalogue: which USB/PCI IDs are which accelerator, as data.
+
+The scanners (capability labels) and the device plugin (extended resources) must agree exactly
+on what counts as "a Coral", including a USB device that re-enumerates with different IDs once
+its firmware is loaded. So the knowledge lives in one YAML file (`accelerators.yaml`, shipped as
+package data) and this module is the only reader. Adding a device is a data change, reviewed
+with the public source that confirms its IDs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgefd.core.labels import check_name, check_prefix
+from edgefd.core.schema import Fields, parse_yaml, read_text
+
+DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
+
+USB_STATES = ("boot", "runtime", "")
+_ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class UsbId:
+    """One USB vendor:product pair, and which life stage of the device it identifies."""
+
+    vendor: str
+    product: str
+    state: str = ""  # "boot" | "runtime" | "" ; lower-case hex IDs
+
+
+@dataclass(frozen=True)
+class PciId:
+    """A PCI match: vendor, optionally device and/or a class-code prefix (None = any)."""
+
+    vendor: str
+    device: str | None = None
+    class_prefix: str | None = None
+
+    def matches(self, vendor: str | None, device: str | None, class_code: str | None) -> bool:
+        return (
+            vendor == self.vendor
+            and (self.device is None or device == self.device)
+            and (self.class_prefix is None or (class_code or "").startswith(self.class_prefix))
+        )
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One kind of accelerator hardware, however many IDs it shows up under."""
+
+    id: str
+    kind: str
+    name: str
+    usb: tuple[UsbId, ...] = ()
+    pci: tuple[PciId, ...] = ()
+    dev_globs: tuple[str, ...] = ()
+    resource: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    accelerators: tuple[Accelerator, ...]
+
+    def match_usb(self, vendor: str, product: str) -> tuple[Accelerator, UsbId] | None:
+        """The accelerator (and the ID/state it matched) for a USB vendor:product, or None."""
+        v, p = vendor.lower(), product.lower()
+        for acc in self.accelerators:
+            for uid in acc.usb:
+                if uid.vendor == v and uid.product == p:
+                    return acc, uid
+        return None
+
+    def match_pci(self, vendor: str, device: str, class_code: str) -> Accelerator | None:
+        """The accelerator for a PCI function, or None. `class_code` may be 4 or 6 digits."""
+        v, d, c = vendor.lower(), device.lower(), class_code.lower()
+        for acc in self.accelerators:
+            if any(pid.matches(v, d, c) for pid in acc.pci):
+                return acc
+        return None
+
+    def by_id(self, acc_id: str) -> Accelerator | None:
+        return next((a for a in self.accelerators if a.id == acc_id), None)
+
+
+@dataclass(frozen=True)
+class AccelMatch:
+    """One device the catalogue recognises; one physical accelerator counts once."""
+
+    bus: str
+    device: str  # its place on the bus: "1-1.3", "0000:01:00.0"
+    accelerator: Accelerator
+    state: str = ""  # USB life stage its current IDs mean: "boot" | "runtime" | ""
+
+
+USB_ID_FIELDS = ("vendor", "product", "state")
+
+
+def usb_id(u: Fields) -> UsbId:
+    """One `{vendor, product, state}` entry (the catalogue's and the device plugin's shape)."""
+    state = u.str("state", "") or ""
+    if state not in USB_STATES:
+        raise u.error(f"{state!r} must be boot, runtime or empty", "state")
+    return UsbId(
+        u.hex("vendor", 4, required=True) or "", u.hex("product", 4, required=True) or "", state
+    )
+
+
+def pci_id(p: Fields, class_key: str = "class_prefix") -> PciId:
+    """One `{vendor, device, <class_key>}` entry; the class is a 2-6 digit hex prefix."""
+    return PciId(
+        p.hex("vendor", 4, required=True) or "", p.hex("device", 4), p.hex(class_key, (2, 6))
+    )
+
+
+def env_pairs(f: Fields, key: str) -> tuple[tuple[str, str], ...]:
+    """A `NAME: value` mapping of container environment, as sorted pairs."""
+    out: dict[str, str] = {}
+    for k, v in f.mapping(key).items():
+        if not isinstance(k, str) or not _ENV_RE.match(k):
+            raise f.error("not a valid environment variable name", f"{key}.{k}")
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise f.error("value must be a string", f"{key}.{k}")
+        out[k] = str(v)
+    return tuple(sorted(out.items()))
+
+
+_FIELDS = {"id", "kind", "name", "usb", "pci", "dev_globs", "resource", "env"}
+
+
+def _parse_accelerator(f: Fields) -> Accelerator:
+    acc_id = f.str("id", required=True) or ""
+    if not _ID_RE.match(acc_id):
+        raise f.error(f"{acc_id!r} must be lower-case letters, digits and '-'", "id")
+    kind = f.str("kind", required=True) or ""
+    # the kind becomes part of label names: edgefd.io/<kind>.present
+    if not _ID_RE.match(kind) or check_name(f"{kind}.present"):
+        raise f.error(f"{kind!r} must be lower-case letters, digits and '-'", "kind")
+    name = f.str("name", required=True) or ""
+    usb = tuple(usb_id(u) for u in f.children("usb", USB_ID_FIELDS))
+    pci = tuple(pci_id(p) for p in f.children("pci", ("vendor", "device", "class_prefix")))
+    if not usb and not pci:
+        raise f.error("needs at least one 'usb' or 'pci' ID")
+    globs = f.list("dev_globs")
+    for j, g in enumerate(globs):
+        if not isinstance(g, str) or not g.startswith("/dev/") or "\x00" in g:
+            raise f.error(f"{g!r} must be a path glob under /dev/", f"dev_globs[{j}]")
+    resource = f.str("resource")
+    if resource is not None:
+        prefix, sep, rname = resource.partition("/")
+        reason = (
+            "must be <domain>/<name>"
+            if not sep
+            else check_prefix(prefix) or check_name(rname, "resource name")
+        )
+        if reason:
+            raise f.error(f"{resource!r}: {reason}", "resource")
+    return Accelerator(
+        id=acc_id,
+        kind=kind,
+        name=name,
+        usb=usb,
+        pci=pci,
+        dev_globs=tuple(globs),
+        resource=resource,
+        env=env_pairs(f, "env"),
+    )
+
+
+def parse_catalogue(data: Any, source: str = "<catalogue>") -> Catalogue:
+    """Validate an already-parsed catalogue document; BadInput names the offending field."""
+    doc = Fields(data, "", {"accelerators"}, source)
+    accs = tuple(_parse_accelerator(f) for f in doc.children("accelerators", _FIELDS))
+    seen_ids: set[str] = set()
+    owner: dict[tuple[str, str], str] = {}
+    for i, acc in enumerate(accs):
+        if acc.id in seen_ids:
+            raise doc.error(f"duplicate id {acc.id!r}", f"accelerators[{i}].id")
+        seen_ids.add(acc.id)
+        for uid in acc.usb:
+            key = (uid.vendor, uid.product)
+            if key in owner:
+                raise doc.error(
+                    f"USB ID {key[0]}:{key[1]} is listed by both {owner[key]!r} and {acc.id!r}",
+                    f"accelerators[{i}].usb",
+                )
+            owner[key] = acc.id
+    return Catalogue(accs)
+
+
+_cache: dict[str, Catalogue] = {}
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    """Parse catalogue YAML; JSON-compatible YAML (the packaged file) skips PyYAML's import.
+
+    Importing PyYAML costs more than the whole scan of a small node, and the packaged file is
+    written so that, without its whole-line comments, it is JSON.
+    """
+    import json
+
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass
+    return parse_yaml(text, path)  # hand-written catalogues in block style
+
+
+def load_catalogue(path: Path | None = None) -> Catalogue:
+    """Load and validate a catalogue file (default: the packaged `accelerators.yaml`).
+
+    The result is immutable, so it is cached per path for the life of the process: a watch
+    loop rescanning every second should not re-parse YAML each time.
+    """
+    p = Path(path) if path is not None else DEFAULT_PATH
+    key = str(p.resolve()) if path is not None else ""
+    if key in _cache:
+        return _cache[key]
+    text = read_text(p, "accelerator catalogue")
+    cat = parse_catalogue(_parse_yaml(text, p), str(p))
+    _cache[key] = cat
+    return cat

@@ -1,0 +1,156 @@
+"""Listing a sysfs bus: the entries of `/sys/bus/<bus>/devices`, resolved to their device
+directories, and the record every bus reader returns.
+
+A bus is plugged into the scan engine and the device plugin as a `BusReader` (how to scan it,
+how to match its devices against the accelerator catalogue), so neither imports a bus by name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from edgefd.core.errors import HostUnreadable
+from edgefd.core.hostroot import HostRoot
+
+from .sysfs import note_dir_error
+
+if TYPE_CHECKING:
+    from .catalogue import AccelMatch, Catalogue
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
+class ScanResult(Generic[D]):
+    """Devices found on one bus plus every problem met, for the caller to show."""
+
+    devices: tuple[D, ...]
+    warnings: tuple[str, ...] = ()
+    bus_present: bool = True  # False: no such bus directory under the root (no such bus)
+
+
+@dataclass(frozen=True)
+class BusReader(Generic[D]):
+    """How to read one bus: scan it, name a device, match devices against the catalogue."""
+
+    bus: str  # "usb", "pci"
+    scan: Callable[[HostRoot], ScanResult[D]]
+    key: Callable[[D], str]  # "1-1.3", "0000:01:00.0": the device's place on the bus
+    matches: Callable[[Sequence[D], Catalogue], list[AccelMatch]]
+
+
+def rehost(host: HostRoot, message: str) -> str:
+    """Show paths in a message as the host sees them (`/sys/...`), not under the fixture root."""
+    root = str(host.root)
+    if root == "/":
+        return message
+    return message.replace(root + "/", "/")
+
+
+def host_path_of(host: HostRoot, real: str) -> str:
+    """HostRoot.host_path for a path known to be under the root, without relpath's cost."""
+    root = str(host.root).rstrip("/")
+    if not root:
+        return real
+    if real.startswith(root + "/"):
+        return real[len(root) :]
+    return host.host_path(real)
+
+
+def scandir_names(path: str, warnings: list[str]) -> set[str] | None:
+    """Names in a directory, or None with a warning (broken link, loop, not a directory)."""
+    try:
+        return set(os.listdir(path))
+    except OSError as e:
+        note_dir_error(path, e, warnings)
+    return None
+
+
+def _require_sysfs(host: HostRoot) -> None:
+    """A missing bus is normal (a board without PCI); a missing /sys/bus means sysfs is not
+    there at all, and then nothing can be said about any bus."""
+    sys_bus = host.path("/sys/bus")
+    try:
+        os.listdir(sys_bus)
+    except OSError as e:
+        raise HostUnreadable(
+            f"cannot read {sys_bus} ({e.strerror or e}): is sysfs mounted there? "
+            "(in a pod: mount the host's /sys and pass --host-root)"
+        ) from None
+
+
+def bus_entries(
+    host: HostRoot, bus_dir: str, warnings: list[str], bus: str
+) -> tuple[list[tuple[str, str]], bool]:
+    """(name, real path under the root) of every entry of a sysfs bus `devices` directory, and
+    whether that directory exists at all.
+
+    The kernel makes each entry a relative symlink into `/sys/devices`; it is resolved lexically
+    from its link text, which costs one `readlink` instead of an `lstat` per path component.
+    Absolute targets (possible in a copied or chrooted tree) are re-rooted; a target that would
+    climb out of the root falls back to HostRoot.resolve, which cannot escape. Two entries that
+    resolve to the same device directory are one device (the first name wins, with a warning):
+    a device must never be counted twice.
+
+    Raises HostUnreadable when the directory exists but cannot be listed, or when sysfs itself
+    is missing (no /sys/bus under the root).
+    """
+    base = host.path(bus_dir)
+    root = str(host.root).rstrip("/")
+    try:
+        with os.scandir(base) as it:
+            raw = sorted((e.name, e.path, e.is_symlink()) for e in it)
+    except FileNotFoundError:
+        _require_sysfs(host)
+        warnings.append(f"{bus}: {bus_dir} does not exist (no {bus} bus on this host); no devices")
+        return [], False
+    except OSError as e:
+        raise HostUnreadable(
+            f"cannot list {bus_dir} under {host.root} ({e.strerror or e}): "
+            f"the {bus} devices cannot be read"
+        ) from None
+    out = []
+    seen: dict[str, str] = {}
+    for name, path, is_link in raw:
+        real = path
+        if is_link:
+            try:
+                target = os.readlink(path)
+            except OSError as e:
+                warnings.append(f"{bus} {name}: cannot read link ({e.strerror or e}); skipped")
+                continue
+            if target.startswith("/"):
+                real = root + os.path.normpath(target)
+            else:
+                real = os.path.normpath(os.path.join(str(base), target))
+            if not (real + "/").startswith(root + "/"):
+                try:
+                    real = str(host.resolve(f"{bus_dir}/{name}"))
+                except OSError as e:
+                    warnings.append(f"{bus} {name}: cannot resolve ({e.strerror or e}); skipped")
+                    continue
+        if real in seen:
+            warnings.append(
+                f"{bus} {name}: the same device as {seen[real]} "
+                f"({host_path_of(host, real)}); counted once"
+            )
+            continue
+        seen[real] = name
+        out.append((name, real))
+    return out, True
+
+
+def match_all(
+    readers: Sequence[BusReader[Any]], host: HostRoot, catalogue: Catalogue
+) -> tuple[dict[str, ScanResult[Any]], list[AccelMatch]]:
+    """Scan every bus once and match its devices against the catalogue."""
+    results: dict[str, ScanResult[Any]] = {}
+    found: list[AccelMatch] = []
+    for reader in readers:
+        res = reader.scan(host)
+        results[reader.bus] = res
+        found.extend(reader.matches(res.devices, catalogue))
+    return results, found

@@ -1,0 +1,232 @@
+"""The command-line behaviour every edgefd tool shares: options, value types, logging set-up and
+turning expected failures into one stderr line and a documented exit code (core/errors.py).
+
+Only a bug (anything but an EdgefdError, a click usage error or an OS error) can show a
+traceback, and only with -v. Kept to click and the standard library: importing this module is
+the start-up floor of every tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError
+
+# node-feature-discovery's local source directory (its value is checked against
+# edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
+DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def setup_logging(verbosity: int, tool: str) -> None:
+    """Logs go to stderr so stdout stays data (dry-run bytes, JSON) for pipelines."""
+    import logging
+
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{tool}: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+# --------------------------------------------------------------------------- value types
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class Duration(click.ParamType):
+    """Seconds as a number, or with a unit (`250ms`, `30s`, `10m`, `1h`), within bounds.
+
+    Only digits are accepted, so `nan`, `inf` and negative values cannot get in: a duration that
+    is not a finite number either spins a loop or makes it never wake.
+    """
+
+    name = "duration"
+
+    def __init__(self, minimum: float = 0.0, maximum: float = 7 * 24 * 3600.0) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+            if not math.isfinite(seconds):
+                self.fail(f"{value!r} is not a finite duration", param, ctx)
+        else:
+            m = _DURATION_RE.match(str(value))
+            if not m:
+                self.fail(f"{value!r} is not a duration (e.g. 30, 30s, 10m, 250ms)", param, ctx)
+            seconds = float(m.group(1)) * _UNITS[m.group(2)]
+        if not self.minimum <= seconds <= self.maximum:
+            self.fail(
+                f"{value!r} is out of range ({self.minimum:g}s to {self.maximum:g}s)", param, ctx
+            )
+        return seconds
+
+
+Listen = tuple[str, int] | None
+
+
+def parse_listen(value: str) -> Listen:
+    """`host:port`, `:port` (all interfaces) or '' (no server); port 0 picks a free port."""
+    value = value.strip()
+    if not value:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise ValueError(f"{value!r}: expected HOST:PORT or :PORT")
+    try:
+        port_n = int(port)
+    except ValueError:
+        raise ValueError(f"{value!r}: port must be a number") from None
+    if not 0 <= port_n <= 65535:
+        raise ValueError(f"{value!r}: port out of range")
+    return host.strip("[]") or "0.0.0.0", port_n
+
+
+class ListenAddress(click.ParamType):
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, tuple):
+            return value
+        try:
+            return parse_listen(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+# --------------------------------------------------------------------------- options
+
+
+def host_root_option(f: F) -> F:
+    return click.option(
+        "--host-root",
+        default="/",
+        show_default=True,
+        envvar="EDGEFD_HOST_ROOT",
+        type=click.Path(file_okay=False),
+        help="Where the host's filesystem is mounted; every host path is read under it.",
+    )(f)
+
+
+def features_dir_option(f: F) -> F:
+    return click.option(
+        "--features-dir",
+        default=DEFAULT_FEATURES_DIR,
+        show_default=True,
+        envvar="EDGEFD_FEATURES_DIR",
+        type=click.Path(file_okay=False),
+        help="The features.d directory (node-feature-discovery's local source format).",
+    )(f)
+
+
+def dry_run_option(f: F) -> F:
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print to stdout exactly what would be written; write nothing.",
+    )(f)
+
+
+def output_option(f: F) -> F:
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Format of what is printed to stdout.",
+    )(f)
+
+
+def verbose_option(f: F) -> F:
+    return click.option(
+        "-v", "--verbose", count=True, help="More logging on stderr (-vv for debug)."
+    )(f)
+
+
+def listen_option(default: str) -> Callable[[F], F]:
+    """Where the long-running tools serve /healthz, /readyz and /metrics."""
+    return click.option(
+        "--listen",
+        default=default,
+        show_default=True,
+        type=ListenAddress(),
+        help="Address for /healthz, /readyz and /metrics: HOST:PORT or :PORT; '' disables the "
+        "server; port 0 picks a free port (logged at start-up).",
+    )
+
+
+def common_options(f: F) -> F:
+    """The options every host-reading producer takes, in one place."""
+    for deco in (
+        verbose_option,
+        output_option,
+        dry_run_option,
+        features_dir_option,
+        host_root_option,
+    ):
+        f = deco(f)
+    return f
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:
+    """Run a command body, turning expected failures into one stderr line and an exit code."""
+    try:
+        code = fn()
+    except EdgefdError as e:
+        click.echo(f"{tool}: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        # a usage error found inside the body (click.BadParameter ...) is not a bug
+        click.echo(f"{tool}: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        # the reader of stdout went away (`| head`): not our failure
+        sys.stderr.close()
+        sys.exit(EXIT_OK)
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        click.echo(f"{tool}: error: {e.strerror or e}{where}", err=True)
+        sys.exit(EXIT_FAILED)
+    except Exception as e:  # last line of defence: a bug, not an expected failure
+        if verbosity > 0:
+            raise
+        click.echo(
+            f"{tool}: internal error: {type(e).__name__}: {e} (run with -v for details)", err=True
+        )
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(code or EXIT_OK)
+
+
+def guarded(tool: str) -> Callable[[F], F]:
+    """Decorator form of run_guarded for click commands that take a `verbose` count."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            verbosity = int(kwargs.get("verbose") or 0)
+            setup_logging(verbosity, tool)
+            run_guarded(tool, lambda: fn(*args, **kwargs), verbosity)
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco

@@ -1,0 +1,182 @@
+"""Reading the YAML documents people hand edgefd (the accelerator catalogue, the device plugin's
+resources, NFD-style scanner configs), with one way of saying what is wrong:
+
+    <file>: <field path>: <what was wrong>        e.g.
+    resources.yaml: resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits
+
+An operator reading a crash-looping pod's log has nothing else to go on, so every accessor
+names the field it was checking. PyYAML is imported only here and only when a file is actually
+parsed: it costs more than a whole scan of a small node, and most runs read no YAML at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def parse_yaml(text: str, source: str | Path) -> Any:
+    """Parse YAML text (safe loader, the C one when present); a syntax error is BadInput."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise BadInput(f"{source}: not valid YAML: {e}") from None
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A config file's text; unreadable or not UTF-8 is BadInput naming `what` it was."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise BadInput(f"cannot read {what} {path}: {reason}") from None
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    return parse_yaml(read_text(path, what), path)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class Fields:
+    """One mapping of a document, at a field path, with typed accessors that fail with
+    `<source>: <path>.<key>: <reason>`. Unknown keys are refused up front: a typo in a key
+    must not silently fall back to a default."""
+
+    def __init__(
+        self, obj: Any, where: str = "", allowed: Iterable[str] = (), source: str = ""
+    ) -> None:
+        self.source = source
+        self.where = where
+        if not isinstance(obj, Mapping):
+            raise self.error(f"must be a mapping, not {_type_name(obj)}")
+        self.obj = obj
+        allowed = set(allowed)
+        unknown = sorted(str(k) for k in obj if k not in allowed)
+        if unknown:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise self.error(f"unknown field (known: {known})", unknown[0])
+
+    # -- paths and errors
+
+    def path(self, key: str | int | None = None) -> str:
+        if key is None:
+            return self.where
+        if isinstance(key, int):
+            return f"{self.where}[{key}]"
+        return f"{self.where}.{key}" if self.where else key
+
+    def error(self, reason: str, key: str | int | None = None) -> BadInput:
+        where = self.path(key)
+        parts = [p for p in (self.source, where) if p]
+        return BadInput(": ".join([*parts, reason]))
+
+    def child(self, key: str, allowed: Iterable[str]) -> Fields:
+        """The nested mapping at `key` (absent: an empty one)."""
+        return Fields(self.obj.get(key) or {}, self.path(key), allowed, self.source)
+
+    def children(self, key: str, allowed: Iterable[str]) -> list[Fields]:
+        """The mappings of the list at `key`, each at its path `key[i]`."""
+        return [
+            Fields(raw, f"{self.path(key)}[{i}]", allowed, self.source)
+            for i, raw in enumerate(self.list(key))
+        ]
+
+    # -- accessors
+
+    def has(self, key: str) -> bool:
+        return self.obj.get(key) is not None
+
+    def str(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                raise self.error("required", key)
+            return default
+        if not isinstance(v, str):
+            raise self.error(f"must be a string, not {_type_name(v)}", key)
+        return v
+
+    def hex(self, key: str, digits: int | tuple[int, int], *, required: bool = False) -> str | None:
+        """Bare lower-case hex (`0x` stripped) of exactly `digits`, or of (min, max) digits."""
+        v = self.str(key, required=required)
+        if v is None:
+            return None
+        h = v.strip().lower().removeprefix("0x")
+        lo, hi = (digits, digits) if isinstance(digits, int) else digits
+        if not (lo <= len(h) <= hi and _HEX.fullmatch(h)):
+            want = f"{lo} hex digits" if lo == hi else f"{lo} to {hi} hex digits"
+            raise self.error(f"{v!r} is not {want}", key)
+        return h
+
+    def list(self, key: str) -> list[Any]:
+        v = self.obj.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise self.error(f"must be a list, not {_type_name(v)}", key)
+        return v
+
+    def str_list(self, key: str) -> list[str] | None:
+        """A list of strings (stripped), or None when the key is absent."""
+        if self.obj.get(key) is None:
+            return None
+        items = self.list(key)
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise self.error(f"must be a string, not {_type_name(item)}", f"{key}[{i}]")
+        return [item.strip() for item in items]
+
+    def mapping(self, key: str) -> Mapping[Any, Any]:
+        v = self.obj.get(key)
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            raise self.error(f"must be a mapping, not {_type_name(v)}", key)
+        return v
+
+    def bool(self, key: str, default: bool) -> bool:
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self.error(f"must be true or false, not {v!r}", key)
+        return v
+
+    def number(
+        self, key: str, default: float, *, minimum: float = 0.0, maximum: float = math.inf
+    ) -> float:
+        """A finite number in [minimum, maximum]: `.nan` and `.inf` are refused, because a
+        duration that is not a number makes a loop spin or never wake."""
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise self.error(f"must be a finite number, not {v!r}", key)
+        if not minimum <= v <= maximum:
+            bound = (
+                f">= {minimum:.12g}" if maximum == math.inf else f"{minimum:.12g} to {maximum:.12g}"
+            )
+            raise self.error(f"{v!r} is out of range (must be {bound})", key)
+        return float(v)
+
+    def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(f"must be a whole number, not {v!r}", key)
+        if not minimum <= v <= maximum:
+            raise self.error(f"{v} is out of range (must be {minimum} to {maximum})", key)
+        return v

@@ -1,0 +1,116 @@
+"""The stable device links the kubelet is given as DeviceSpec host paths, kept pointing at each
+present device's current node, and the memory of a resource's devices across plugin restarts
+(`.known.json`). Why links: see allocate.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from typing import Any
+
+from .allocate import LinkLayout
+from .devices import Device
+
+log = logging.getLogger(__name__)
+
+KNOWN_FILE = ".known.json"
+
+
+def _device_from_json(obj: dict[str, Any]) -> Device | None:
+    try:
+        return Device(
+            id=str(obj["id"]),
+            bus=str(obj["bus"]),
+            location=str(obj["location"]),
+            devnodes=tuple(str(n) for n in obj.get("devnodes", ())),
+            state=str(obj.get("state", "")),
+            ids=str(obj.get("ids", "")),
+            numa_node=obj.get("numa_node"),
+            present=False,
+            reason="not seen since the plugin started",
+            last_seen=float(obj.get("last_seen", 0.0)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class LinkKeeper:
+    """Keeps `<links>/<resource>/<id>/<n>` pointing at each present device's current node,
+    and remembers the resource's devices across plugin restarts (`.known.json`)."""
+
+    def __init__(self, layout: LinkLayout) -> None:
+        self.layout = layout
+        self._written: dict[str, Any] = {}
+
+    def load_known(self, resource: str) -> list[Device]:
+        rdir = self.layout.resource_dir(resource)
+        if rdir is None:
+            return []
+        try:
+            with open(os.path.join(rdir, KNOWN_FILE), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return []
+        devs = [_device_from_json(o) for o in data.get("devices", []) if isinstance(o, dict)]
+        return [d for d in devs if d is not None]
+
+    def sync(self, resource: str, devices: tuple[Device, ...]) -> None:
+        rdir = self.layout.resource_dir(resource)
+        if rdir is None:
+            return
+        try:
+            os.makedirs(rdir, exist_ok=True)
+            wanted: set[str] = set()
+            for d in devices:
+                wanted.add(d.id)
+                ddir = os.path.join(rdir, d.id)
+                os.makedirs(ddir, exist_ok=True)
+                for n, node in enumerate(d.devnodes):
+                    link = os.path.join(ddir, str(n))
+                    if d.present and not d.reason:
+                        _point(link, node)
+                    else:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(link)
+            for entry in os.listdir(rdir):
+                full = os.path.join(rdir, entry)
+                if entry not in wanted and os.path.isdir(full) and not os.path.islink(full):
+                    for f in os.listdir(full):
+                        with contextlib.suppress(OSError):
+                            os.unlink(os.path.join(full, f))
+                    with contextlib.suppress(OSError):
+                        os.rmdir(full)
+            self._save_known(resource, rdir, devices)
+        except OSError as e:
+            log.warning("%s: cannot maintain device links in %s: %s", resource, rdir, e)
+
+    def _save_known(self, resource: str, rdir: str, devices: tuple[Device, ...]) -> None:
+        # rewritten only when identity or location changes, not on every health flip
+        body = [
+            {k: v for k, v in d.to_json().items() if k not in ("health", "reason")} for d in devices
+        ]
+        if self._written.get(resource) == body:
+            return
+        for obj, d in zip(body, devices, strict=True):
+            obj["last_seen"] = d.last_seen
+        tmp = os.path.join(rdir, f".{KNOWN_FILE}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"resource": resource, "devices": body}, fh, indent=1, sort_keys=True)
+        os.replace(tmp, os.path.join(rdir, KNOWN_FILE))
+        self._written[resource] = [{k: v for k, v in o.items() if k != "last_seen"} for o in body]
+
+
+def _point(link: str, target: str) -> None:
+    """Make `link` a symlink to `target`, atomically (a reader never sees it missing)."""
+    try:
+        if os.readlink(link) == target:
+            return
+    except OSError:
+        pass
+    tmp = f"{link}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)

@@ -1,0 +1,209 @@
+"""feature-sink's three ways to run, wired from one set of settings: once, as a dry run, and as
+the long-running service (watch, loop, health endpoint).
+
+`kubernetes` is imported (through nodeapi.connect) only when the API is actually used, so
+`--help` and an offline `--dry-run` never load it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from edgefd.cli import Listen
+from edgefd.core.errors import BadInput, EdgefdError
+from edgefd.core.featuresd import MAX_FILE_SIZE
+from edgefd.core.labels import NamespacePolicy
+from edgefd.core.output import emit_json
+
+from .desired import Desired, read_directory, read_stream
+from .metrics import SinkMetrics
+from .sync import Plan, Reporter, Syncer
+
+log = logging.getLogger("edgefd.feature_sink")
+
+ReadDesired = Callable[[], Desired]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the command line decided, validated."""
+
+    node_name: str
+    features_dir: Path | None  # None: one stream from stdin
+    kubeconfig: str | None
+    mode: str  # "node" | "nodefeature"
+    namespace: str
+    policy: NamespacePolicy
+    grace: timedelta
+    api_timeout: float
+    events: bool = True
+    resync_interval: float = 300.0
+    max_backoff: float = 30.0
+    debounce: float = 0.1
+    max_latency: float = 0.5
+    poll_interval: float = 0.5
+    use_inotify: bool = True
+    listen: Listen = None
+    ready_max_age: float | None = None
+
+
+def desired_source(settings: Settings) -> ReadDesired:
+    """How each sync learns what the node should carry: re-read the directory every time (a
+    missed notification is then harmless), or the one stream read from stdin now."""
+    if settings.features_dir is None:
+        try:
+            data = sys.stdin.buffer.read(MAX_FILE_SIZE + 1)
+        except (OSError, ValueError) as e:  # stdin closed or not readable
+            raise BadInput(f"--features -: cannot read stdin ({e})") from None
+        desired = read_stream(data, settings.policy)
+        if desired.warnings and not desired.present:
+            raise BadInput(f"features stream: {desired.warnings[0]}")
+        return lambda: desired
+    directory = settings.features_dir
+    return lambda: read_directory(directory, settings.policy)
+
+
+def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
+    reporter = Reporter(metrics, events=settings.events)
+    if settings.mode == "nodefeature":
+        from .nodefeature import NodeFeatureSyncer
+
+        return NodeFeatureSyncer(
+            api, settings.node_name, settings.namespace, settings.grace, metrics, reporter
+        )
+    from .sync import NodeSyncer
+
+    return NodeSyncer(api, settings.node_name, settings.grace, metrics, reporter)
+
+
+def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
+    from . import nodeapi
+
+    return nodeapi.connect(
+        settings.kubeconfig, settings.api_timeout, metrics.on_request if metrics else None
+    )
+
+
+def run_once(settings: Settings) -> int:
+    """One sync; its exceptions carry the exit code (5 unreachable, 1 anything else)."""
+    read_desired = desired_source(settings)
+    metrics = SinkMetrics()
+    syncer = make_syncer(settings, connect(settings, metrics), metrics)
+    result = syncer.sync(read_desired(), datetime.now(UTC))
+    log.info(
+        "sync done: %d change(s)%s, %d owned label(s)",
+        len(result.changes),
+        "" if result.wrote else " (no write needed)",
+        result.owned,
+    )
+    return 0
+
+
+def run_dry(settings: Settings, output: str) -> int:
+    """Plan exactly as a sync would, against the live object when it can be read, and print
+    the write instead of sending it."""
+    read_desired = desired_source(settings)
+    desired = read_desired()
+    metrics = SinkMetrics()
+    api = None
+    try:
+        api = connect(settings)
+    except EdgefdError as e:
+        log.warning("%s", e)
+    syncer = make_syncer(settings, api, metrics)
+    current = syncer.empty()
+    if api is not None:
+        try:
+            current = syncer.read()
+        except EdgefdError as e:
+            log.warning("%s", e)
+            api = None
+    if api is None:
+        print(
+            f"feature-sink: cannot read {syncer.what}; showing the write against one with no "
+            "labels (a Node with no labels, or no NodeFeature yet)",
+            file=sys.stderr,
+        )
+    plan = syncer.plan(current, desired, datetime.now(UTC))
+    for w in plan.warnings:
+        log.warning("%s", w)
+    Reporter(metrics, events=False).observe(desired, plan.outcome.conflicts)
+    _print_plan(plan, output)
+    return 0
+
+
+def _print_plan(plan: Plan, output: str) -> None:
+    if output == "json":
+        emit_json(plan.write if plan.needed else [] if isinstance(plan.write, list) else None)
+    else:
+        for c in plan.changes:
+            print(c)
+        if plan.needed and not plan.changes:
+            print("(ownership annotation update only)")
+    if not plan.needed:
+        print("feature-sink: no changes", file=sys.stderr)
+
+
+def serve(settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT (exit 0; labels are kept)."""
+    from edgefd.runtime.metrics import HealthServer
+    from edgefd.runtime.signals import Signals
+    from edgefd.runtime.watch import Watcher
+
+    from .loop import LoopConfig, SinkLoop
+
+    read_desired = desired_source(settings)
+    metrics = SinkMetrics()
+    syncer = make_syncer(settings, connect(settings, metrics), metrics)
+    signals = Signals().install()
+    config = LoopConfig(settings.resync_interval, settings.max_backoff)
+    loop = SinkLoop(read_desired, syncer, metrics, config, signals)
+    watcher = None
+    if settings.features_dir is not None:
+        watcher = Watcher(
+            loop.changed,
+            [settings.features_dir],
+            poll_interval=settings.poll_interval,
+            debounce=settings.debounce,
+            max_delay=settings.max_latency,
+            use_inotify=settings.use_inotify,
+            name="features-watch",
+        ).start()
+        metrics.watch_mode.labels(mode=watcher.mode).set(1)
+    server = None
+    try:
+        if settings.listen is not None:
+            host, port = settings.listen
+            wedged_after = max(60.0, 12 * settings.api_timeout)
+            ready_max_age = settings.ready_max_age or 2 * settings.resync_interval + 60
+            try:
+                server = HealthServer(
+                    metrics,
+                    host=host,
+                    port=port,
+                    healthz=lambda: loop.healthy(wedged_after),
+                    readyz=lambda: loop.ready(ready_max_age),
+                ).start()
+            except OSError as e:
+                raise EdgefdError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+            log.info("serving /healthz /readyz /metrics on %s:%d", host, server.port)
+        log.info(
+            "started: %s, %s, watch %s",
+            syncer.what,
+            f"features dir {settings.features_dir}" if watcher else "features from stdin",
+            watcher.mode if watcher else "none",
+        )
+        loop.run()
+    finally:
+        if server is not None:
+            server.stop()
+        if watcher is not None:
+            watcher.stop()
+        signals.close()
+    return 0

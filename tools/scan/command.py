@@ -1,0 +1,98 @@
+"""The click command of a bus scanner: the two scanners differ only in their bus and help."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edgefd.cli import Duration, common_options, guarded
+
+
+def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options both bus scanners take, on top of edgefd.cli.common_options."""
+    opts = [
+        click.option(
+            "--class-whitelist",
+            multiple=True,
+            metavar="CLASSES",
+            help="Comma-separated class prefixes to label (NFD deviceClassWhitelist); "
+            "replaces the default.",
+        ),
+        click.option(
+            "--label-fields",
+            multiple=True,
+            metavar="FIELDS",
+            help="Comma-separated attributes joined into the label name (NFD deviceLabelFields).",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="YAML config: an nfd-worker.conf (sources.<bus>) or a bare mapping with "
+            "deviceClassWhitelist / deviceLabelFields. Command-line options win.",
+        ),
+        click.option(
+            "--catalogue",
+            "catalogue_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Accelerator catalogue YAML (default: the packaged accelerators.yaml).",
+        ),
+        click.option(
+            "--no-capabilities",
+            is_flag=True,
+            help="Only NFD-compatible labels: no edgefd.io capability labels.",
+        ),
+        click.option(
+            "--explain",
+            is_flag=True,
+            help="Print why every device did or did not produce each label; write nothing.",
+        ),
+        click.option(
+            "--watch",
+            is_flag=True,
+            help="Keep running; rewrite the feature file within a second of a device change.",
+        ),
+        click.option(
+            "--rescan-interval",
+            type=Duration(minimum=0.5, maximum=86400.0),
+            default="30s",
+            show_default=True,
+            help="With --watch: full rescan period, a backstop for missed events.",
+        ),
+        click.option(
+            "--poll-interval",
+            type=Duration(minimum=0.05, maximum=5.0),
+            default="250ms",
+            show_default=True,
+            help="With --watch and no uevents: how often the bus listing is checked.",
+        ),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def make_command(
+    tool: str,
+    spec: Callable[[], Any],
+    capability_buses: Callable[[], Sequence[Any]],
+    help_text: str,
+) -> click.Command:
+    """Build the command; `spec` and `capability_buses` are called only when it runs, so
+    `--help` and usage errors import nothing but click."""
+
+    @click.command(
+        name=tool, help=help_text, context_settings={"help_option_names": ["-h", "--help"]}
+    )
+    @common_options
+    @bus_options
+    @guarded(tool)
+    def command(**kwargs: Any) -> int:
+        from .producer import run_producer
+
+        return run_producer(spec(), capability_buses(), **kwargs)
+
+    return command

@@ -1,0 +1,129 @@
+"""One scan of a host, as a bus scanner sees it: NFD's labels for its own bus, edgefd's
+capability labels over every bus it is given, each label checked before it can be written.
+
+Capability labels (`edgefd.io/<kind>.present`, `.count`) count an accelerator kind across all
+the buses passed in (a Coral on USB plus one on PCIe is `edgetpu.count=2`), so both scanners
+write the same capability values, which the features.d merge accepts without conflict, and
+either scanner alone is still correct. The buses come in as arguments (`BusReader`s); this
+module never imports a bus, or a tool, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from edgefd.bus.catalogue import AccelMatch, Catalogue
+from edgefd.bus.enumerate import BusReader
+from edgefd.core.hostroot import HostRoot
+from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
+
+from .config import BusRules, SourceConfig
+
+D = TypeVar("D")
+CAPABILITY_DOMAIN = "edgefd.io"
+NFD_PREFIX = DEFAULT_NAMESPACE + "/"
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """Why one device did or did not produce labels, for --explain."""
+
+    key: str  # "usb 1-1.3"
+    title: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BusSpec(Generic[D]):
+    """A bus scanner: NFD's label rules for one bus, plugged onto that bus's reader."""
+
+    rules: BusRules
+    producer: str  # feature file name and tool name: "usb-scan"
+    reader: BusReader[D]
+    derive: Callable[[Sequence[D], SourceConfig], Derivation[DeviceReport]]
+    inventory: Callable[[D, AccelMatch | None], dict[str, Any]]
+
+
+def capability_labels(matches: Iterable[AccelMatch]) -> dict[str, str]:
+    """`edgefd.io/<kind>.present=true` and `.count=N` per kind, whatever the bus."""
+    counts: dict[str, int] = {}
+    for m in matches:
+        counts[m.accelerator.kind] = counts.get(m.accelerator.kind, 0) + 1
+    out = {}
+    for kind, n in counts.items():
+        out[f"{CAPABILITY_DOMAIN}/{kind}.present"] = "true"
+        out[f"{CAPABILITY_DOMAIN}/{kind}.count"] = str(n)
+    return out
+
+
+def describe_match(m: AccelMatch) -> str:
+    state = f", {m.state} state" if m.state else ""
+    return f"{m.accelerator.id} ({m.accelerator.name}{state})"
+
+
+@dataclass
+class Evaluation:
+    """Everything one scan produced: the labels and how they came about."""
+
+    spec: BusSpec[Any]
+    config: SourceConfig
+    devices: tuple[Any, ...]
+    labels: dict[str, str]
+    reports: tuple[DeviceReport, ...]
+    own_matches: dict[str, AccelMatch]
+    other_matches: list[AccelMatch]
+    capabilities: dict[str, str]
+    rejected: list[Rejected] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def evaluate(
+    spec: BusSpec[Any],
+    host: HostRoot,
+    config: SourceConfig,
+    catalogue: Catalogue | None,
+    capability_buses: Sequence[BusReader[Any]] = (),
+    config_warnings: Sequence[str] = (),
+) -> Evaluation:
+    """Scan each bus once, derive NFD labels and capability labels, check every label.
+
+    Pure after the scans. HostUnreadable from a scan propagates: a bus that cannot be read
+    must not become a file saying it is empty.
+    """
+    own = spec.reader.scan(host)
+    warnings = list(config_warnings) + list(own.warnings)
+    der = spec.derive(own.devices, config)
+    own_matches: dict[str, AccelMatch] = {}
+    others: list[AccelMatch] = []
+    if catalogue is not None:
+        own_matches = {m.device: m for m in spec.reader.matches(own.devices, catalogue)}
+        for reader in capability_buses:
+            if reader.bus == spec.reader.bus:
+                continue
+            # the other bus's problems belong to its own scanner's report; keep ours readable
+            res = reader.scan(host)
+            others.extend(reader.matches(res.devices, catalogue))
+    caps = capability_labels([*own_matches.values(), *others])
+    labels: dict[str, str] = {}
+    rejected: list[Rejected] = []
+    for key, value in {**der.labels, **caps}.items():
+        reason = check_label(key, value)
+        if reason:
+            rejected.append(Rejected(key, value, reason))
+        else:
+            labels[key] = value
+    warnings.extend(f"label refused: {r.key}: {r.reason}" for r in rejected)
+    return Evaluation(
+        spec=spec,
+        config=config,
+        devices=own.devices,
+        labels=labels,
+        reports=der.reports,
+        own_matches=own_matches,
+        other_matches=others,
+        capabilities=caps,
+        rejected=rejected,
+        warnings=warnings,
+    )
