@@ -21,8 +21,9 @@ from edgefd.feature_sink.ownership import (
     encode,
     reconcile,
 )
-from edgefd.feature_sink.patch import NodeView, apply_patch, escape_pointer
+from edgefd.feature_sink.patch import NodeView, escape_pointer
 from edgefd.feature_sink.sync import plan_node
+from tests.feature_sink.jsonpatch import apply_patch
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)
