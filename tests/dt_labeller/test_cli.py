@@ -380,3 +380,68 @@ def test_never_imports_kubernetes_or_grpc(rpi4_blob: bytes, tmp_path: Path) -> N
     )
     assert p.returncode == 0, p.stderr
     assert "LOADED []" in p.stderr
+
+
+# --------------------------------------------------------------------------- could not read
+
+
+def _features_with_previous(tmp_path: Path) -> Path:
+    fd = tmp_path / "fd"
+    fd.mkdir()
+    (fd / "dt-labeller").write_text("beta.devicetree.org/arm-cortex-a72=4\n")
+    return fd
+
+
+@pytest.mark.parametrize("broken", ["nonexistent-root", "no-sysfs", "fdt-fifo", "fdt-dir", "loop"])
+def test_unreadable_devicetree_exits_3_and_keeps_the_previous_file(
+    tmp_path: Path, broken: str
+) -> None:
+    """ "Could not read the devicetree" is never published as "no devicetree here"."""
+    root = tmp_path / "root"
+    fw = root / "sys" / "firmware"
+    if broken == "nonexistent-root":
+        root = tmp_path / "nonexistent"
+    elif broken == "no-sysfs":
+        root.mkdir()
+    else:
+        fw.mkdir(parents=True)
+        if broken == "fdt-fifo":
+            os.mkfifo(fw / "fdt")
+        elif broken == "fdt-dir":
+            (fw / "fdt").mkdir()
+        else:
+            (root / "proc").mkdir()
+            os.symlink("device-tree", root / "proc" / "device-tree")
+    fd = _features_with_previous(tmp_path)
+    p = run("--host-root", str(root), "--features-dir", str(fd))
+    assert p.returncode == 3, p.stderr
+    (line,) = p.stderr.splitlines()
+    assert line.startswith("dt-labeller: error: "), line
+    assert (fd / "dt-labeller").read_text() == "beta.devicetree.org/arm-cortex-a72=4\n"
+    assert [x.name for x in fd.iterdir()] == ["dt-labeller"]  # no temp file left either
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
+    rpi4_blob: bytes, tmp_path: Path, kind: str
+) -> None:
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "fd"
+    fd.mkdir()
+    out = fd / "dt-labeller"
+    if kind == "fifo":
+        os.mkfifo(out)  # opening it to write, or to compare, would wait for a reader for ever
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("precious\n")
+        out.symlink_to(tmp_path / "elsewhere")
+    p = run("--host-root", str(root), "--features-dir", str(fd))  # run() times out at 60 s
+    assert p.returncode == 4, p.stderr
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(f"dt-labeller: error: {out} is ") and "refusing to write" in line
+    assert out.is_fifo() if kind == "fifo" else True
+    assert out.is_dir() if kind == "directory" else True
+    if kind == "symlink":
+        assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
+    assert sorted(x.name for x in fd.iterdir()) == ["dt-labeller"]

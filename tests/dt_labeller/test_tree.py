@@ -226,14 +226,14 @@ def test_unreadable_property_is_skipped_with_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = _dir_tree(tmp_path)
-    real_open = open
+    real_open = os.open
 
     def fake_open(path, *a, **kw):  # type: ignore[no-untyped-def]
         if str(path).endswith("cpu@0/compatible"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *a, **kw)
 
-    monkeypatch.setattr(tree, "open", fake_open, raising=False)
+    monkeypatch.setattr(tree.os, "open", fake_open)
     t = read_directory(base)
     cpu = t.nodes[-1]
     assert cpu.path == "/cpus/cpu@0" and cpu.compatible is None and cpu.status == b"okay\0"
@@ -285,3 +285,51 @@ def test_absurd_directory_depth_is_cut_off(tmp_path: Path) -> None:
     # the root is level 0, so MAX_DEPTH levels end at MAX_DEPTH - 1 separators, as in blobs
     assert max(n.path.count("/") for n in t.nodes) == tree.MAX_DEPTH - 1
     assert any("nested deeper than 64" in w for w in t.warnings)
+
+
+def test_unlistable_top_directory_is_an_error_not_an_empty_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = _dir_tree(tmp_path)
+    real_scandir = os.scandir
+
+    def fake_scandir(path):  # type: ignore[no-untyped-def]
+        if str(path) == str(base):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", fake_scandir)
+    with pytest.raises(PermissionError):
+        read_directory(base)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "loop"])
+def test_blob_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    p = tmp_path / "fdt"
+    if kind == "fifo":
+        os.mkfifo(p)  # a plain open() would wait for a writer for ever
+    elif kind == "directory":
+        p.mkdir()
+    else:
+        os.symlink("fdt", p)
+    t0 = time.monotonic()
+    with pytest.raises(OSError) as e:
+        tree.read_blob_file(p)
+    assert time.monotonic() - t0 < 1.0
+    if kind == "loop":
+        assert "symbolic links" in str(e.value.strerror)
+    else:
+        assert f"a {kind if kind == 'directory' else 'FIFO'}, not a devicetree blob file" in str(
+            e.value.strerror
+        )
+
+
+def test_a_blob_the_user_pipes_in_is_read(tmp_path: Path) -> None:
+    blob = compile_dts('/dts-v1/;\n/ { compatible = "acme,board"; };\n')
+    r, w = os.pipe()
+    os.write(w, blob)
+    os.close(w)
+    try:
+        assert tree.read_blob_file(f"/proc/self/fd/{r}", allow_pipe=True) == blob
+    finally:
+        os.close(r)

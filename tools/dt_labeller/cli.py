@@ -25,8 +25,9 @@ TOOL = "dt-labeller"
 @click.command(
     name=TOOL,
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="Exit codes: 0 ok (also: no devicetree on this host), 2 usage, 3 malformed "
-    "devicetree, 4 cannot write the feature file, 70 internal error.",
+    epilog="Exit codes: 0 ok (also: no devicetree on this host), 2 usage, 3 malformed or "
+    "unreadable devicetree (the previous file is kept), 4 cannot write the feature file, "
+    "70 internal error.",
 )
 @common_options
 @click.option(

@@ -14,6 +14,7 @@ one linear pass and ends in a MalformedTree naming the byte offset.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import struct
@@ -217,10 +218,51 @@ def parse_blob(data: bytes, source: str = "<blob>") -> DeviceTree:
     return DeviceTree(source=source, form="blob", nodes=tuple(nodes))  # type: ignore[arg-type]
 
 
-def read_blob_file(path: Path) -> bytes:
-    """Read at most MAX_BLOB_SIZE + 1 bytes, so a huge or endless file cannot exhaust memory."""
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_BLOB_SIZE + 1)
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device node"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _read_bounded(fd: int, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_blob_file(path: str | os.PathLike[str], allow_pipe: bool = False) -> bytes:
+    """Read at most MAX_BLOB_SIZE + 1 bytes, so a huge or endless file cannot exhaust memory.
+
+    Only a regular file is read (opened non-blocking, checked with fstat): a FIFO, a device
+    node or a directory planted where a blob should be is an OSError naming what it is, never
+    a hang. `allow_pipe` lets a blob the user named come through a pipe (`--dtb <(dtc ...)`),
+    read to its end like any command-line input. A symlink loop is ELOOP.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) and allow_pipe:
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a devicetree blob file")
+        data = _read_bounded(fd, MAX_BLOB_SIZE)
+    finally:
+        os.close(fd)
     if len(data) > MAX_BLOB_SIZE:
         raise MalformedTree(f"over {MAX_BLOB_SIZE} bytes; no real devicetree blob is that large")
     return data
@@ -228,13 +270,23 @@ def read_blob_file(path: Path) -> bytes:
 
 def _read_prop(path: str, warnings: list[str], host_path: str) -> bytes | None:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_PROP_FILE + 1)
+        fd = os.open(path, _OPEN_FLAGS | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as e:
         warnings.append(f"{host_path}: cannot read ({e.strerror or e}); property ignored")
         return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            warnings.append(f"{host_path}: {_kind(mode)}; property ignored")
+            return None
+        data = _read_bounded(fd, MAX_PROP_FILE)
+    except OSError as e:
+        warnings.append(f"{host_path}: cannot read ({e.strerror or e}); property ignored")
+        return None
+    finally:
+        os.close(fd)
     if len(data) > MAX_PROP_FILE:
         warnings.append(f"{host_path}: over {MAX_PROP_FILE} bytes; property ignored")
         return None
@@ -247,6 +299,8 @@ def read_directory(top: Path, source: str | None = None) -> DeviceTree:
     Symlinks inside the tree are never followed (the kernel's tree has none, so one is either
     a fixture mistake or a loop); unreadable nodes and properties are skipped with a warning;
     nesting beyond MAX_DEPTH is cut off with a warning rather than failing the whole tree.
+    A top directory that cannot be listed raises OSError: that is no tree at all, not an
+    empty one.
     """
     source = source or os.fspath(top)
     warnings: list[str] = []
@@ -260,6 +314,8 @@ def read_directory(top: Path, source: str | None = None) -> DeviceTree:
             with os.scandir(dirpath) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as e:
+            if depth == 0:
+                raise
             warnings.append(f"{dtpath}: cannot list node ({e.strerror or e}); node skipped")
             continue
         props: dict[str, bytes | None] = {}
