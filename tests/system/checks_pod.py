@@ -1,0 +1,228 @@
+"""Checks 1-3 and the figures of check 9: the DaemonSet as the runtime runs it, the labels it
+writes through the admission policy, and the resources it advertises.
+
+Privileges are read from what the runtime applied (the OCI spec runc was given) and, for the
+running containers, from the kernel (``/proc/<pid>/status`` and ``mountinfo``), never from the
+manifest, which is only what was asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.peers.pki import decode_jwt
+
+from .context import NAMESPACE, OWNERSHIP, RESOURCES, Run
+from .kube import Api, KubeError, wait_for
+
+TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+OTHER_NODE = "e2e-other-node"
+
+
+def _manifest_containers(run: Run) -> dict[str, dict[str, Any]]:
+    spec = run.daemonset["spec"]["template"]["spec"]
+    return {c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]}
+
+
+def _proc_view(pid: int) -> dict[str, Any]:
+    """What the kernel says about a container's main process."""
+    status = dict(
+        line.split(":", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":" in line
+    )
+    root_opts = next(
+        line.split()[5]
+        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        if line.split()[4] == "/"
+    )
+    return {
+        "uid": int(status["Uid"].split()[1]),  # effective
+        "cap_eff": status["CapEff"].strip(),
+        "cap_bnd": status["CapBnd"].strip(),
+        "no_new_privs": status["NoNewPrivs"].strip() == "1",
+        "seccomp_mode": int(status["Seccomp"]),
+        "root_read_only": "ro" in root_opts.split(","),
+    }
+
+
+def _runtime_view(info: dict[str, Any]) -> dict[str, Any]:
+    spec = info["info"]["runtimeSpec"]
+    caps = spec["process"].get("capabilities") or {}
+    return {
+        "uid": spec["process"]["user"]["uid"],
+        "capabilities": sorted({c for s in caps.values() for c in s}),
+        "no_new_privs": bool(spec["process"].get("noNewPrivileges")),
+        "seccomp": bool(spec.get("linux", {}).get("seccomp")),
+        "root_read_only": bool(spec.get("root", {}).get("readonly")),
+    }
+
+
+def _privilege_problems(name: str, want: dict[str, Any], view: dict[str, Any]) -> list[str]:
+    problems = []
+    if view["uid"] != want["runAsUser"]:
+        problems.append(f"{name}: runs as uid {view['uid']}, manifest says {want['runAsUser']}")
+    if view["capabilities"]:
+        problems.append(f"{name}: capabilities {view['capabilities']}")
+    if not (view["root_read_only"] and view["no_new_privs"] and view["seccomp"]):
+        problems.append(f"{name}: read-only root / no_new_privs / seccomp not all applied")
+    kernel = view.get("kernel")
+    if kernel:
+        if kernel["uid"] != want["runAsUser"] or int(kernel["cap_eff"], 16) != 0:
+            problems.append(
+                f"{name}: the kernel says uid {kernel['uid']}, CapEff {kernel['cap_eff']}"
+            )
+        if int(kernel["cap_bnd"], 16) or not kernel["no_new_privs"]:
+            problems.append(f"{name}: bounding set or no_new_privs not as asked")
+        if kernel["seccomp_mode"] != 2 or not kernel["root_read_only"]:
+            problems.append(f"{name}: seccomp or read-only root missing in the kernel")
+    return problems
+
+
+def _state_problems(run: Run, pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Init containers exited 0, sidecars (init containers with restartPolicy Always) and
+    containers running and ready."""
+    spec = run.daemonset["spec"]["template"]["spec"]
+    st = pod["status"]
+    statuses = {
+        s["name"]: s
+        for s in [*st.get("initContainerStatuses", []), *st.get("containerStatuses", [])]
+    }
+    states, problems = {}, []
+    for c in [*spec.get("initContainers", []), *spec["containers"]]:
+        s = statuses.get(c["name"], {})
+        runs = c in spec["containers"] or c.get("restartPolicy") == "Always"
+        if runs:
+            ok = bool(s.get("ready")) and "running" in s.get("state", {})
+            states[c["name"]] = "running, ready" if ok else f"not ready: {s.get('state')}"
+        else:
+            code = s.get("state", {}).get("terminated", {}).get("exitCode")
+            ok, states[c["name"]] = code == 0, f"exited {code}"
+        if not ok:
+            problems.append(f"{c['name']}: {states[c['name']]}")
+    return states, problems
+
+
+def check_daemonset(run: Run) -> dict[str, Any]:
+    """1. DaemonSet Ready; init containers exited 0; sidecars and containers running, each
+    as the manifest says."""
+
+    def ready() -> dict[str, Any] | None:
+        ds = run.api.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/edgefd")
+        st = ds.get("status", {})
+        done = (
+            st.get("observedGeneration", 0) >= ds["metadata"]["generation"]
+            and st.get("desiredNumberScheduled") == 1
+            and st.get("numberReady") == 1
+            and st.get("updatedNumberScheduled") == 1
+        )
+        return st if done else None
+
+    _, waited = wait_for("DaemonSet ready", ready, timeout=180, interval=0.2)
+    run.figures["ds_create_to_ready_s"] = round(time.monotonic() - run.t_apply, 2)
+    pod = run.edgefd_pod()
+    states, problems = _state_problems(run, pod)
+    cri = run.containers_of(pod)
+    views: dict[str, Any] = {}
+    for name, c in _manifest_containers(run).items():
+        if name not in cri:
+            problems.append(f"{name}: no container in the runtime")
+            continue
+        info = run.node.runtime.inspect(cri[name]["id"])
+        views[name] = view = _runtime_view(info)
+        if cri[name]["state"] == "CONTAINER_RUNNING":
+            view["kernel"] = _proc_view(int(info["info"]["pid"]))
+        problems += _privilege_problems(name, c["securityContext"], view)
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "waited_s": round(waited, 2),
+        "states": states,
+        "containers": views,
+    }
+
+
+def check_labels(run: Run) -> dict[str, Any]:
+    """2. The Node's labels and ownership annotation, written with the pod-bound token through
+    the admission policy, which refuses the same token on another Node."""
+
+    def labelled() -> Any:
+        s = run.sampler.first(lambda s: run.expected.items() <= s.labels.items(), run.t_apply)
+        return s if s and OWNERSHIP in s.annotations else None
+
+    sample, _ = wait_for("all labels on the Node", labelled, timeout=60, interval=0.1)
+    run.figures["ds_create_to_labels_s"] = round(sample.t - run.t_apply, 2)
+    node = run.get_node()
+    labels = node["metadata"].get("labels", {})
+    missing = sorted(k for k, v in run.expected.items() if labels.get(k) != v)
+    owned = json.loads(node["metadata"]["annotations"][OWNERSHIP])
+    owned_keys = {k for ks in owned.get("producers", {}).values() for k in ks}
+    problems = [f"label missing or different: {k}" for k in missing]
+    if not set(run.expected) <= owned_keys:
+        problems.append(f"not recorded as owned: {sorted(set(run.expected) - owned_keys)}")
+
+    sink = run.containers_of(run.edgefd_pod())["feature-sink"]
+    token = run.node.runtime.exec(sink["id"], "cat", TOKEN).strip()
+    claims = decode_jwt(token).get("kubernetes.io", {})
+    bound = {"pod": claims.get("pod", {}).get("name"), "node": claims.get("node", {}).get("name")}
+    if bound["node"] != run.node_name or not bound["pod"]:
+        problems.append(f"the sink's token is not bound to its pod and node: {bound}")
+    other = {"metadata": {"name": OTHER_NODE, "labels": {"e2e": "other"}}}
+    run.api.request("POST", "/api/v1/nodes", other)
+    refused = {}
+    as_sink = Api(run.cp, token=token)  # the very token the sink uses
+    for node_name, key in (
+        (OTHER_NODE, "edgefd.io~1e2e"),
+        (run.node_name, "node-role.kubernetes.io~1e2e"),
+    ):
+        patch = [{"op": "add", "path": f"/metadata/labels/{key}", "value": "x"}]
+        try:
+            as_sink.request(
+                "PATCH", f"/api/v1/nodes/{node_name}", patch, "application/json-patch+json"
+            )
+            refused[node_name] = "ACCEPTED"
+            problems.append(f"the sink's token could patch {key} on Node {node_name}")
+        except KubeError as e:
+            refused[node_name] = str(e).split(": ", 1)[-1][:160]
+            if e.status != 403:
+                problems.append(f"patch of {node_name}: expected 403, got {e}")
+    run.api.request("DELETE", f"/api/v1/nodes/{OTHER_NODE}")
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "labels": len(run.expected),
+        "token_bound_to": bound,
+        "refused": refused,
+    }
+
+
+def check_allocatable(run: Run) -> dict[str, Any]:
+    """3. status.allocatable shows one Coral USB and one NCS2."""
+
+    def advertised(s: Any) -> bool:
+        return all(s.allocatable.get(r) == "1" for r in RESOURCES)
+
+    sample, _ = wait_for(
+        "allocatable", lambda: run.sampler.first(advertised, run.t_apply), timeout=60
+    )
+    run.figures["ds_create_to_allocatable_s"] = round(sample.t - run.t_apply, 2)
+    alloc = {r: run.get_node()["status"]["allocatable"].get(r) for r in RESOURCES}
+    return {"ok": all(v == "1" for v in alloc.values()), "allocatable": alloc}
+
+
+def container_memory(run: Run) -> dict[str, float]:
+    """Working-set MiB of each running container of edgefd's pod (the kubelet's figure, as
+    the runtime reports it from the container's memory cgroup)."""
+    pod = run.edgefd_pod()
+    stats = run.node.runtime.crictl_json("stats")
+    ids = {c["id"]: name for name, c in run.containers_of(pod).items()}
+    out = {}
+    for s in stats.get("stats", []):
+        name = ids.get(s["attributes"]["id"])
+        if name and "memory" in s:  # exited init containers have no stats
+            ws = int(s["memory"]["workingSetBytes"]["value"])
+            out[name] = round(ws / 2**20, 1)
+    return out

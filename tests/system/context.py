@@ -1,0 +1,127 @@
+"""What the checks share: the running system, what the sample node should produce, and small
+helpers to find edgefd's pod and containers and to read the device plugin's metrics."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.peers.apiserver import KubeAPIServer
+
+from .kube import Api, Kubectl, NodeSampler, wait_for
+from .node import Node
+
+NAMESPACE = "edgefd"
+DS_SELECTOR = "app.kubernetes.io/name=edgefd"
+PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin listener
+RESOURCES = ("edgefd.io/coral-usb", "edgefd.io/ncs2")
+OWNERSHIP = "edgefd.io/owned-labels"
+PRODUCERS = ("dt-labeller", "usb-scan", "pci-scan")
+
+
+@dataclass
+class Run:
+    cp: KubeAPIServer
+    node: Node
+    api: Api
+    kubectl: Kubectl
+    sampler: NodeSampler
+    overlay: Path
+    daemonset: dict[str, Any]  # as rendered from the overlay
+    image: str
+    expected: dict[str, str]  # the labels the producers compute for the host tree
+    t_apply: float = 0.0
+    figures: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # found by one check, used by a later
+
+    @property
+    def node_name(self) -> str:
+        return self.node.spec.name
+
+    def get_node(self) -> dict[str, Any]:
+        return self.api.get(f"/api/v1/nodes/{self.node_name}")
+
+    def edgefd_pods(self) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={DS_SELECTOR}"
+        return self.api.get(path)["items"]
+
+    def edgefd_pod(self) -> dict[str, Any]:
+        """The DaemonSet's current pod (not one being deleted)."""
+        pods = [p for p in self.edgefd_pods() if not p["metadata"].get("deletionTimestamp")]
+        if len(pods) != 1:
+            raise AssertionError(f"expected one edgefd pod, found {len(pods)}")
+        return pods[0]
+
+    def containers_of(self, pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The CRI containers of ``pod`` by container name (the latest attempt of each)."""
+        found = self.node.runtime.containers(**{"io.kubernetes.pod.uid": pod["metadata"]["uid"]})
+        by_name: dict[str, dict[str, Any]] = {}
+        for c in sorted(found, key=lambda c: int(c["metadata"].get("attempt", 0))):
+            by_name[c["metadata"]["name"]] = c
+        return by_name
+
+    def running_container(self, pod_name: str, namespace: str = "default") -> dict[str, Any]:
+        """The running CRI container of a one-container pod, waiting for it."""
+
+        def find() -> dict[str, Any] | None:
+            cs = self.node.runtime.containers(
+                **{"io.kubernetes.pod.name": pod_name, "io.kubernetes.pod.namespace": namespace}
+            )
+            running = [c for c in cs if c["state"] == "CONTAINER_RUNNING"]
+            return running[-1] if running else None
+
+        return wait_for(f"pod {pod_name} running", find, timeout=90, interval=0.2)[0]
+
+    def create_pod(self, manifest: dict[str, Any]) -> None:
+        ns = manifest["metadata"].get("namespace", "default")
+        self.api.request("POST", f"/api/v1/namespaces/{ns}/pods", manifest)
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        self.api.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0"
+        )
+
+
+def plugin_metrics() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The device plugin's Prometheus metrics: (name, labels) -> value."""
+    with urllib.request.urlopen(PLUGIN_METRICS, timeout=2) as r:
+        text = r.read().decode()
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$", line)
+        if m:
+            labels = frozenset(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def metric(
+    metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    want = set(labels.items())
+    return sum(v for (n, ls), v in metrics.items() if n == name and want <= ls)
+
+
+def producer_labels(host_tree: Path) -> dict[str, str]:
+    """The labels edgefd's producers compute for the host tree, run here with ``--dry-run``:
+    what the Node must end up carrying."""
+    labels: dict[str, str] = {}
+    for tool in PRODUCERS:
+        r = subprocess.run(
+            [tool, f"--host-root={host_tree}", "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"{tool} --dry-run on {host_tree}: {r.stderr.strip()}")
+        for raw in r.stdout.splitlines():
+            line = raw.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                labels[key.strip()] = value.strip() if "=" in line else "true"
+    return labels

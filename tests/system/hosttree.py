@@ -1,0 +1,119 @@
+"""The sample node's hardware: a host tree (``sys/`` and ``dev/`` as ``tests.fixturegen``
+writes them) seen by edgefd's pod, and its device nodes made real inside the node's /dev.
+
+The fixture generator writes ``dev/`` entries as empty regular files (it must run unprivileged).
+A container runtime needs character devices, so the nodes are created here the way devtmpfs
+does it: from each device's ``uevent`` (``MAJOR``, ``MINOR``, ``DEVNAME``), with ``mknod`` in
+the node's private /dev, never in the machine's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.fixturegen import HostBuilder
+
+from .mountns import MountNamespace
+
+
+@dataclass(frozen=True)
+class DevNode:
+    devname: str  # relative to /dev, e.g. "bus/usb/002/002"
+    major: int
+    minor: int
+    block: bool = False
+
+    @property
+    def path(self) -> str:
+        return f"/dev/{self.devname}"
+
+
+def _uevent(path: Path) -> dict[str, str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def device_nodes(host_root: Path, under: str = "sys/devices") -> list[DevNode]:
+    """Every device node the kernel would create for the devices in ``host_root``."""
+    nodes = []
+    for dirpath, _, files in os.walk(host_root / under):
+        if "uevent" not in files:
+            continue
+        ev = _uevent(Path(dirpath) / "uevent")
+        if {"MAJOR", "MINOR", "DEVNAME"} <= ev.keys():
+            sub = Path(dirpath) / "subsystem"
+            block = sub.is_symlink() and os.path.basename(os.readlink(sub)) == "block"
+            nodes.append(DevNode(ev["DEVNAME"], int(ev["MAJOR"]), int(ev["MINOR"]), block))
+    return sorted(nodes, key=lambda n: n.devname)
+
+
+def usb_node(host_root: Path, port: str) -> DevNode:
+    """The node of the USB device at ``port`` (e.g. ``2-1``) in the host tree."""
+    ev = _uevent(host_root / "sys/bus/usb/devices" / port / "uevent")
+    if not {"MAJOR", "MINOR", "DEVNAME"} <= ev.keys():
+        raise LookupError(f"no USB device node at port {port}")
+    return DevNode(ev["DEVNAME"], int(ev["MAJOR"]), int(ev["MINOR"]))
+
+
+def usb_ids(host_root: Path) -> dict[str, tuple[str, str]]:
+    """USB port -> (idVendor, idProduct) of every device in the host tree."""
+    out = {}
+    for link in sorted((host_root / "sys/bus/usb/devices").iterdir()):
+        try:
+            out[link.name] = (
+                (link / "idVendor").read_text().strip(),
+                (link / "idProduct").read_text().strip(),
+            )
+        except OSError:
+            continue  # an interface, not a device
+    return out
+
+
+def mknod_commands(nodes: list[DevNode]) -> str:
+    """Shell commands creating ``nodes`` (0664, as udev leaves USB devices), replacing any."""
+    cmds = []
+    for n in nodes:
+        kind = "b" if n.block else "c"
+        cmds.append(
+            f"mkdir -p {os.path.dirname(n.path)} && rm -f {n.path} && "
+            f"mknod -m 0664 {n.path} {kind} {n.major} {n.minor}"
+        )
+    return "\n".join(["set -e", *cmds])
+
+
+class SampleHost:
+    """The host tree plus the node's /dev, kept in step: plug, unplug, re-plug."""
+
+    def __init__(self, root: Path, ns: MountNamespace) -> None:
+        self.root = Path(root)
+        self.ns = ns
+        self.builder = HostBuilder(self.root)
+        self._unplugged: dict[str, dict[str, Any]] = {}
+
+    def create_nodes(self) -> list[DevNode]:
+        if self.ns.same_as_host():
+            raise RuntimeError("refusing to mknod: not inside the node's mount namespace")
+        nodes = device_nodes(self.root)
+        self.ns.run(["sh", "-c", mknod_commands(nodes)])
+        return nodes
+
+    def unplug_usb(self, port: str) -> DevNode:
+        node = usb_node(self.root, port)
+        desc = self.builder.describe_usb(port)
+        self.builder.remove_usb(port)
+        self.ns.run(["rm", "-f", node.path])
+        self._unplugged[port] = desc
+        return node
+
+    def plug_usb(self, port: str, devnum: int) -> DevNode:
+        """Plug the device unplugged from ``port`` back in, with ``devnum``."""
+        self.builder.add_usb({**self._unplugged.pop(port), "devnum": devnum})
+        node = usb_node(self.root, port)
+        self.ns.run(["sh", "-c", mknod_commands([node])])
+        return node

@@ -1,0 +1,110 @@
+"""The node's private mount namespace.
+
+The kubelet hard-codes ``/var/lib/kubelet`` (device-plugins socket, pod volumes) and writes
+``/var/log/pods``; containerd puts shim sockets under ``/run/containerd``; the sample node's
+device nodes must exist under ``/dev``. None of that may touch the machine, so containerd and
+the kubelet run in a mount namespace of their own in which ``/var/lib``, ``/var/log`` and
+``/run`` are bind mounts of empty scratch directories and ``/dev`` is an overlay of the machine's
+``/dev`` whose writes land in scratch. The namespace is held by one ``sleep`` process; every
+other process joins it with ``nsenter``. When the last process in it exits, its mounts are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+from pathlib import Path
+
+from tests.peers.processes import kill, spawn, tail
+
+# Submounts of /dev that the overlay must carry over (a mount does not see through to them).
+DEV_SUBMOUNTS = ("pts", "shm", "mqueue", "hugepages")
+
+
+class MountNamespaceError(RuntimeError):
+    pass
+
+
+class MountNamespace:
+    """A private mount namespace with scratch ``/var/lib``, ``/var/log``, ``/run`` and an
+    overlay ``/dev``. ``extra_binds`` maps a path inside the namespace (under one of those
+    scratch directories) to a host directory bind-mounted there; ``file_overrides`` maps a
+    file inside the namespace (such as one under /proc/sys) to the content it shows instead,
+    read-only, so a process in the namespace sees that value and cannot change the machine's."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        extra_binds: dict[str, Path] | None = None,
+        file_overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.dir = Path(workdir)
+        self.extra_binds = dict(extra_binds or {})
+        self.file_overrides = dict(file_overrides or {})
+        self.log = self.dir / "mountns.log"
+        self._holder: subprocess.Popen | None = None
+
+    def _script(self) -> str:
+        d = self.dir
+        lines = ["set -eu"]
+        for target in ("/var/lib", "/var/log", "/run"):
+            lines.append(f"mount --bind {d / target.strip('/').replace('/', '-')} {target}")
+        merged = d / "dev-merged"
+        lines.append(
+            f"mount -t overlay overlay -o lowerdir=/dev,upperdir={d / 'dev-upper'},"
+            f"workdir={d / 'dev-work'} {merged}"
+        )
+        for sub in DEV_SUBMOUNTS:
+            lines.append(
+                f"if mountpoint -q /dev/{sub}; then mount --rbind /dev/{sub} {merged}/{sub}; fi"
+            )
+        lines.append(f"mount --move {merged} /dev")
+        for inside, host in self.extra_binds.items():
+            lines.append(f"mkdir -p {inside} && mount --bind {host} {inside}")
+        for n, inside in enumerate(self.file_overrides):
+            src = d / "overrides" / str(n)
+            lines.append(f"mount --bind {src} {inside} && mount -o remount,bind,ro {inside}")
+        lines += ["echo ready", "exec sleep infinity"]
+        return "\n".join(lines)
+
+    def start(self, timeout: float = 10.0) -> MountNamespace:
+        for sub in ("var-lib", "var-log", "run", "dev-upper", "dev-work", "dev-merged"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.dir / "overrides").mkdir(exist_ok=True)
+        for n, content in enumerate(self.file_overrides.values()):
+            (self.dir / "overrides" / str(n)).write_text(content)
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"]
+        self._holder = spawn([*argv, self._script()], self.log, stdout=subprocess.PIPE)
+        assert self._holder.stdout is not None
+        ready, _, _ = select.select([self._holder.stdout], [], [], timeout)
+        line = self._holder.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.stop()
+            raise MountNamespaceError(f"mount namespace did not come up:\n{tail(self.log)}")
+        return self
+
+    @property
+    def ns_path(self) -> str:
+        if self._holder is None or self._holder.poll() is not None:
+            raise MountNamespaceError("the mount namespace is not running")
+        return f"/proc/{self._holder.pid}/ns/mnt"
+
+    def argv(self, argv: list[str]) -> list[str]:
+        """``argv`` run inside the namespace (nsenter execs it: same pid, same signals)."""
+        return ["nsenter", f"--mount={self.ns_path}", "--", *argv]
+
+    def run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise MountNamespaceError(f"{' '.join(argv)}: {r.stderr.strip() or r.returncode}")
+        return r
+
+    def stop(self) -> None:
+        """Stop holding the namespace; it and its mounts vanish with its last process."""
+        kill(self._holder, grace=2.0)
+        self._holder = None
+
+    def same_as_host(self) -> bool:
+        """True if the namespace is, wrongly, the host's own (a safety check before writing)."""
+        return os.stat(self.ns_path).st_ino == os.stat("/proc/self/ns/mnt").st_ino

@@ -1,0 +1,209 @@
+"""One real Kubernetes node on this machine: a kubelet and containerd in the node's private
+mount namespace and cgroup subtree, running pods from locally imported images.
+
+Settings these machines need are set in ``kubelet_config`` and say why. ``Node.stop`` undoes
+everything ``Node.start`` did, in reverse, and works from any partial start: the kubelet first
+(so nothing restarts pods), then every pod, containerd, every process left in the node's
+cgroups, the mount namespace (and with it every mount), the cgroups.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.peers.apiserver import KubeAPIServer
+from tests.peers.processes import free_ports, kill, spawn, tail
+
+from .cgroups import CgroupRoot
+from .hosttree import DevNode, SampleHost
+from .images import PAUSE_REF, pause_archive
+from .kube import Api, wait_for
+from .mountns import MountNamespace
+from .runtime import Containerd
+
+log = logging.getLogger("e2e.node")
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # hard-coded in the kubelet
+# The kernel settings a kubelet insists on (pkg/kubelet/cm setupKernelTunables). It would write
+# them to the machine (kernel.panic_on_oops=1 on a shared machine!); instead the node's mount
+# namespace shows it these values and protectKernelDefaults makes it only check them.
+KUBELET_SYSCTLS = {
+    "vm/overcommit_memory": "1",
+    "vm/panic_on_oom": "0",
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "kernel/keys/root_maxkeys": "1000000",
+    "kernel/keys/root_maxbytes": "25000000",
+}
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    workdir: Path
+    bin_dir: Path
+    host_tree: Path
+    host_tree_inside: str  # where the pod's hostPath finds the host tree (in the namespace)
+    images: tuple[Path, ...]
+    cgroup_root: str
+    cache: Path  # kept between runs (the pause image)
+
+
+class Node:
+    def __init__(self, spec: NodeSpec, cp: KubeAPIServer) -> None:
+        self.spec = spec
+        self.cp = cp
+        self.dir = spec.workdir
+        self.cgroups = CgroupRoot(spec.cgroup_root)
+        self.ns = MountNamespace(
+            self.dir / "ns",
+            {spec.host_tree_inside: spec.host_tree},
+            {f"/proc/sys/{k}": f"{v}\n" for k, v in KUBELET_SYSCTLS.items()},
+        )
+        self.host = SampleHost(spec.host_tree, self.ns)
+        self.runtime = Containerd(self.dir, spec.bin_dir, self.ns, self.cgroups, PAUSE_REF)
+        self.kubelet_log = self.dir / "kubelet.log"
+        self.device_nodes: list[DevNode] = []
+        self.timings: dict[str, float] = {}
+        self._kubelet: subprocess.Popen | None = None
+        self.port, self.healthz_port = free_ports(2)
+
+    # ---- lifecycle
+
+    def start_runtime(self) -> Node:
+        """Everything but the kubelet (which needs the control plane): cgroups, namespace,
+        device nodes, containerd with the images imported."""
+        t0 = time.monotonic()
+        self.cgroups.create()
+        self.ns.start()
+        self.device_nodes = self.host.create_nodes()
+        self.runtime.start()
+        t1 = time.monotonic()
+        for archive in (pause_archive(self.spec.cache), *self.spec.images):
+            self.runtime.import_image(archive)
+        self.timings["image_import_s"] = round(time.monotonic() - t1, 2)
+        self.timings["runtime_s"] = round(time.monotonic() - t0, 2)
+        return self
+
+    def join(self) -> Node:
+        """Start the kubelet and wait until its Node is Ready."""
+        self.start_kubelet()
+        _, waited = wait_for("Node Ready", self.ready, timeout=90, interval=0.2)
+        self.timings["kubelet_ready_s"] = round(waited, 2)
+        return self
+
+    def stop(self) -> list[str]:
+        """Tear everything down; returns what could not be cleaned up (empty when clean)."""
+        problems: list[str] = []
+        t = time.monotonic()
+        self.stop_kubelet()
+        t_kubelet = time.monotonic()
+        try:
+            self.runtime.stop()
+        except Exception as e:  # teardown goes on whatever failed
+            problems.append(f"containerd: {e}")
+        log.debug(
+            "teardown: kubelet %.1fs, pods and containerd %.1fs",
+            t_kubelet - t,
+            time.monotonic() - t_kubelet,
+        )
+        left = self.cgroups.kill_all()
+        if left:
+            problems.append(f"killed {len(left)} leftover process(es) of the node")
+        self.ns.stop()
+        problems += [f"cgroup not removed: {d}" for d in self.cgroups.remove()]
+        return problems
+
+    # ---- kubelet
+
+    def kubelet_config(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            # loopback only; nobody dials the kubelet (the API server has no route to it)
+            "address": "127.0.0.1",
+            "port": self.port,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.healthz_port,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": False},
+                "x509": {"clientCAFile": self.cp.ca_file},
+            },
+            "authorization": {"mode": "AlwaysAllow"},
+            "containerRuntimeEndpoint": self.runtime.endpoint,
+            "imageServiceEndpoint": self.runtime.endpoint,
+            # cgroup v1 here: kubelets from 1.35 refuse it unless told; cgroupfs, since there
+            # is no systemd; pods under our own cgroup, not the machine's /kubepods
+            "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": self.cgroups.path,
+            "cgroupsPerQOS": True,
+            "enforceNodeAllocatable": [],
+            "failSwapOn": False,
+            "protectKernelDefaults": True,  # check, never write (KUBELET_SYSCTLS)
+            "makeIPTablesUtilChains": False,  # no rules in the machine's network namespace
+            "localStorageCapacityIsolation": False,
+            # a shared machine: never evict or garbage-collect images because of its load
+            "evictionHard": {},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False,
+            "clusterDomain": "cluster.local",
+            "resolvConf": "/etc/resolv.conf",
+            # status changes (allocatable after a plugin registers) within a second
+            "nodeStatusUpdateFrequency": "1s",
+            "nodeStatusReportFrequency": "1s",
+            "syncFrequency": "5s",
+        }
+
+    def start_kubelet(self) -> None:
+        name = self.spec.name
+        crt, key = self.cp.pki.client_cert(f"kubelet-{name}", f"system:node:{name}", "system:nodes")
+        kubeconfig = self.cp.kubeconfig_for_cert(f"kubelet-{name}", crt, key)
+        config = self.dir / "kubelet-config.json"
+        config.write_text(json.dumps(self.kubelet_config(), indent=1))
+        argv = [
+            str(self.spec.bin_dir / "kubelet"),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={name}",
+            "--node-ip=127.0.0.1",
+            f"--cert-dir={self.dir / 'kubelet-pki'}",
+            "--v=2",
+        ]
+        self._kubelet = spawn(self.ns.argv(argv), self.kubelet_log)
+        self.cgroups.adopt(self._kubelet.pid)
+
+    def stop_kubelet(self) -> None:
+        kill(self._kubelet, grace=10.0)
+        self._kubelet = None
+
+    def restart_kubelet(self) -> float:
+        """Stop and start the kubelet; returns time.monotonic() of the start."""
+        self.stop_kubelet()
+        t = time.monotonic()
+        self.start_kubelet()
+        return t
+
+    @property
+    def kubelet_running(self) -> bool:
+        return self._kubelet is not None and self._kubelet.poll() is None
+
+    def ready(self) -> bool:
+        if not self.kubelet_running:
+            raise RuntimeError(f"the kubelet exited:\n{tail(self.kubelet_log)}")
+        n = Api(self.cp).get_or_none(f"/api/v1/nodes/{self.spec.name}")
+        conds = (n or {}).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+    def plugin_sockets(self) -> list[str]:
+        """The sockets in the kubelet's device-plugins directory (kubelet.sock included)."""
+        r = self.ns.run(["find", DEVICE_PLUGIN_DIR, "-maxdepth", "1", "-type", "s"], check=False)
+        return sorted(Path(p).name for p in r.stdout.split())

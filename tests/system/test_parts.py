@@ -1,0 +1,159 @@
+"""The end-to-end node's parts that can be checked without root or a node: the overlay, the
+sandbox image archive, the runtime's configuration, device nodes and re-plugs of a host tree,
+and the rolling-update arithmetic."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fixturegen import HostBuilder, build_host
+from tests.peers.processes import REPO_ROOT, harness_binary
+
+from .checks_lifecycle import zero_windows
+from .context import producer_labels
+from .e2e import OVERLAY, overlay_settings
+from .hosttree import device_nodes, mknod_commands, usb_ids, usb_node
+from .images import PAUSE_REF, write_oci_archive
+from .kube import Sample
+from .runtime import Containerd
+
+
+@pytest.fixture(scope="module")
+def rpi4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_host("rpi4-coral", tmp_path_factory.mktemp("rpi4"))
+
+
+def _kustomize(path: Path) -> list[dict]:
+    kubectl = harness_binary("kubectl")
+    out = subprocess.run(
+        [str(kubectl), "kustomize", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_overlay_changes_only_what_it_says() -> None:
+    base = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(REPO_ROOT / "k8s")}
+    over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
+    assert base.keys() == over.keys()
+    for key in base:
+        if key != ("DaemonSet", "edgefd"):
+            assert base[key] == over[key], key
+    b, o = (x[("DaemonSet", "edgefd")]["spec"]["template"]["spec"] for x in (base, over))
+    assert o.pop("hostNetwork") is True and "hostNetwork" not in b
+    # volumes: only the sysfs path
+    bv, ov = ({v["name"]: v for v in s.pop("volumes")} for s in (b, o))
+    assert ov.pop("host-sys")["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
+    assert bv.pop("host-sys")["hostPath"]["path"] == "/sys"
+    assert bv == ov
+    for kind in ("initContainers", "containers"):
+        for bc, oc in zip(b.pop(kind), o.pop(kind), strict=True):
+            oc["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]]
+            for probe in ("livenessProbe", "readinessProbe"):
+                if probe in oc:
+                    assert oc[probe]["httpGet"].pop("host") == "127.0.0.1"
+            if oc["name"] == "feature-sink":
+                base_env = {e["name"]: e for e in bc.pop("env")}
+                env = {e["name"]: e for e in oc.pop("env")}
+                added = {k: env.pop(k)["value"] for k in set(env) - set(base_env)}
+                assert added == {
+                    "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                    "KUBERNETES_SERVICE_PORT": "16443",
+                }
+                assert env == base_env
+            assert bc == oc
+    # no securityContext or anything else changed
+    assert b == o
+
+
+def test_overlay_settings_are_read_back() -> None:
+    ds = next(d for d in _kustomize(OVERLAY) if d["kind"] == "DaemonSet")
+    port, sys_path, image = overlay_settings(ds)
+    assert port == 16443 and sys_path.endswith("/sys") and image.startswith("ghcr.io/edgefd/")
+
+
+def test_pause_archive_is_an_oci_layout(tmp_path: Path) -> None:
+    out = write_oci_archive(
+        tmp_path / "p.tar", PAUSE_REF, {"/pause": (b"\x7fELF", 0o755)}, ["/pause"]
+    )
+    again = write_oci_archive(
+        tmp_path / "q.tar", PAUSE_REF, {"/pause": (b"\x7fELF", 0o755)}, ["/pause"]
+    )
+    assert out.read_bytes() == again.read_bytes(), "deterministic"
+    with tarfile.open(out) as t:
+        files = {m.name: t.extractfile(m).read() for m in t.getmembers()}  # type: ignore[union-attr]
+    index = json.loads(files["index.json"])
+    (desc,) = index["manifests"]
+    assert desc["annotations"]["io.containerd.image.name"] == PAUSE_REF
+    manifest = json.loads(files["blobs/sha256/" + desc["digest"].split(":")[1]])
+    config = json.loads(files["blobs/sha256/" + manifest["config"]["digest"].split(":")[1]])
+    layer = files["blobs/sha256/" + manifest["layers"][0]["digest"].split(":")[1]]
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    with tarfile.open(fileobj=io.BytesIO(layer)) as t:
+        (m,) = t.getmembers()
+        assert m.name == "pause" and m.mode == 0o755
+
+
+def test_containerd_config_is_valid_toml(tmp_path: Path) -> None:
+    c = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF)  # type: ignore[arg-type]
+    cfg = tomllib.loads(c.config())
+    runtime = cfg["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True
+    assert cfg["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == PAUSE_REF
+    # nothing under the machine's own directories
+    paths = [cfg["root"], cfg["state"], cfg["grpc"]["address"]]
+    paths.append(cfg["plugins"]["io.containerd.internal.v1.opt"]["path"])
+    assert all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def test_device_nodes_of_a_host_tree(rpi4: Path) -> None:
+    nodes = {n.devname: n for n in device_nodes(rpi4)}
+    ids = usb_ids(rpi4)
+    assert ids["2-1"] == ("1a6e", "089a")
+    coral = usb_node(rpi4, "2-1")
+    assert nodes[coral.devname] == coral and coral.major == 189
+    # every dev/ entry the generator wrote has a node, and no more
+    files = {str(p.relative_to(rpi4 / "dev")) for p in (rpi4 / "dev").rglob("*") if p.is_file()}
+    assert files == set(nodes)
+    script = mknod_commands([coral])
+    assert f"mknod -m 0664 /dev/{coral.devname} c 189 {coral.minor}" in script
+
+
+def test_replug_keeps_the_tree_but_the_devnum(tmp_path: Path) -> None:
+    a, b = build_host("rpi4-coral", tmp_path / "a"), build_host("rpi4-coral", tmp_path / "b")
+    hb = HostBuilder(b)
+    for port in ("2-1", "1-1.3", "1-1.1"):
+        desc = hb.describe_usb(port)
+        hb.remove_usb(port)
+        hb.add_usb(desc)
+    diff = subprocess.run(["diff", "-r", "--no-dereference", a, b], capture_output=True)
+    assert diff.returncode == 0, diff.stdout.decode()
+    desc = hb.describe_usb("2-1")
+    hb.remove_usb("2-1")
+    assert not (b / "sys/bus/usb/devices/2-1").exists()
+    hb.add_usb({**desc, "devnum": 12})
+    assert usb_node(b, "2-1").devname == "bus/usb/002/012"
+    assert os.path.exists(b / "dev/bus/usb/002/012")
+
+
+def test_producer_labels_of_the_sample_node(rpi4: Path) -> None:
+    labels = producer_labels(rpi4)
+    assert labels["edgefd.io/edgetpu.present"] == "true"
+    assert labels["feature.node.kubernetes.io/usb-fe_1a6e_089a.present"] == "true"
+    assert any(k.startswith("beta.devicetree.org/") for k in labels)
+
+
+def test_zero_windows() -> None:
+    def s(t: float, n: str | None) -> Sample:
+        return Sample(t, {}, {}, {} if n is None else {"r": n}, {})
+
+    samples = [s(0, "1"), s(1, "0"), s(2, "0"), s(3, "1"), s(4, None), s(5, "1"), s(6, "0")]
+    assert zero_windows(samples, "r") == [(1, 3), (4, 5), (6, 6)]
