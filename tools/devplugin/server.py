@@ -1,22 +1,37 @@
 """The gRPC side of one resource: the DevicePlugin service on its own unix socket.
 
+Why asyncio: the kubelet must get Allocate, GetPreferredAllocation and GetDevicePluginOptions
+answered at once whatever else is connected. A thread-pool server gives every ListAndWatch
+stream a worker thread for as long as it is open, so a handful of extra streams (a second
+client, a kubelet that reconnects while its old stream lingers) took every worker and the
+kubelet's Allocate waited, unanswered, for as long as they stayed open. Here each server runs
+on one asyncio loop shared by all resources (one thread, `_Loop`): an open stream is a
+coroutine parked on an asyncio.Event, costing a few kilobytes and no thread, and unary calls
+run on the same loop between wake-ups. Nothing a handler does blocks (each answer is a pure
+function of the advertised snapshot), so nothing can hold the loop. Open streams are still
+capped (MAX_STREAMS per server, refused beyond with RESOURCE_EXHAUSTED) so a client looping
+on ListAndWatch cannot grow memory without bound; the kubelet's own stream comes first on a
+fresh server (one per registration), so the cap never stands in its way.
+
 A `ResourceState` holds what the resource advertises and outlives servers: the plugin stops
 the server and starts a fresh one on every re-registration (an open ListAndWatch stream from
 a previous kubelet must end before the new registration, see kubernetes #121994), while the
-device list carries on. Streams block on a condition variable and wake only when the list
-changes, the client goes away or the server stops: no polling.
+device list carries on. The hot-plug thread publishes into it; streams wake only when the
+list changes, the client goes away or the server stops: no polling.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
-from concurrent import futures
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
 
 import grpc
+import grpc.aio
 
 from .allocate import LinkLayout, UnknownDevice, container_response, preferred, resolve
 from .api import deviceplugin_pb2 as pb
@@ -27,37 +42,85 @@ from .registration import FileIdentity, file_identity
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+MAX_STREAMS = 256  # open ListAndWatch streams per server; the kubelet needs one
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 5.0
+
+
+class _Loop:
+    """The one asyncio loop every plugin server of the process runs on, in a daemon thread.
+
+    One loop, not one per server: gRPC's asyncio stack is meant to be driven by a single
+    loop, and a loop per resource would bring back a thread per resource for no gain.
+    """
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="devplugin-grpc", daemon=True
+                ).start()
+                cls._loop = loop
+            return cls._loop
+
+    @classmethod
+    def run(cls, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run `coro` on the loop and wait for its result (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, cls.get()).result(timeout)
+
 
 class ResourceState:
-    """The current device list of one resource, with change notification."""
+    """The current device list of one resource, with change notification.
+
+    Written by the hot-plug thread, read by the servers' loop: a lock guards the list and
+    listeners are called (outside it) on every change that the streams would send.
+    """
 
     def __init__(self, resource: Resource, links: LinkLayout, cdi_prefix: str | None) -> None:
         self.resource = resource
         self.links = links
         self.cdi_prefix = cdi_prefix
-        self.cond = threading.Condition()
+        self._lock = threading.Lock()
         self._adv = Advertised.build((), resource.replicas)
         self.version = 0
+        self._listeners: list[Callable[[], None]] = []
         self.on_allocate: Callable[[int], None] | None = None
 
     @property
     def advertised(self) -> Advertised:
-        with self.cond:
+        with self._lock:
             return self._adv
+
+    def snapshot(self) -> tuple[int, Advertised]:
+        with self._lock:
+            return self.version, self._adv
 
     def publish(self, adv: Advertised) -> bool:
         """Install a new device list; wake the streams only if what they send would change."""
-        with self.cond:
+        with self._lock:
             changed = adv.list_entries != self._adv.list_entries
             self._adv = adv
             if changed:
                 self.version += 1
-                self.cond.notify_all()
-            return changed
+            listeners = list(self._listeners) if changed else []
+        for notify in listeners:
+            notify()
+        return changed
 
-    def wake(self) -> None:
-        with self.cond:
-            self.cond.notify_all()
+    def subscribe(self, notify: Callable[[], None]) -> None:
+        with self._lock:
+            self._listeners.append(notify)
+
+    def unsubscribe(self, notify: Callable[[], None]) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._listeners.remove(notify)
 
 
 def list_response(adv: Advertised) -> pb.ListAndWatchResponse:
@@ -70,49 +133,72 @@ def list_response(adv: Advertised) -> pb.ListAndWatchResponse:
 
 
 class DevicePluginServicer(pb_grpc.DevicePluginServicer):
-    """Answers the kubelet for one resource, from a ResourceState."""
+    """Answers the kubelet for one resource, from a ResourceState. Runs on the loop only."""
 
-    def __init__(self, state: ResourceState) -> None:
+    def __init__(self, state: ResourceState, loop: asyncio.AbstractEventLoop) -> None:
         self.state = state
+        self.loop = loop
         self.stopped = False
         self.streams = 0
+        self._changed = asyncio.Event()
+        state.subscribe(self._notify)
+
+    def _notify(self) -> None:
+        """From any thread: wake every stream of this server."""
+        with contextlib.suppress(RuntimeError):  # the loop is closing: nobody is waiting
+            self.loop.call_soon_threadsafe(self._bump)
+
+    def _bump(self) -> None:
+        # a fresh Event per generation: a stream that took the old one is woken, and one
+        # that takes the new one has already read the version it will compare against
+        old, self._changed = self._changed, asyncio.Event()
+        old.set()
 
     def stop(self) -> None:
+        """On the loop: end every stream's wait (the server then cancels the calls)."""
         self.stopped = True
-        self.state.wake()
+        self.state.unsubscribe(self._notify)
+        self._bump()
 
-    def GetDevicePluginOptions(
-        self, request: pb.Empty, context: grpc.ServicerContext
+    async def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
     ) -> pb.DevicePluginOptions:
         return pb.DevicePluginOptions(
             pre_start_required=False,
             get_preferred_allocation_available=self.state.resource.replicas > 1,
         )
 
-    def ListAndWatch(
-        self, request: pb.Empty, context: grpc.ServicerContext
-    ) -> Iterator[pb.ListAndWatchResponse]:
+    async def ListAndWatch(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ListAndWatchResponse]:
         state = self.state
-        if not context.add_callback(state.wake):
-            return
-        seen = -1
+        if self.streams >= MAX_STREAMS:
+            log.warning(
+                "%s: refusing a ListAndWatch stream: %d are open already",
+                state.resource.name,
+                self.streams,
+            )
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{state.resource.name}: {MAX_STREAMS} ListAndWatch streams are open already",
+            )
         self.streams += 1
+        seen = -1
         try:
-            while True:
-                with state.cond:
-                    while not self.stopped and context.is_active() and state.version == seen:
-                        state.cond.wait()
-                    if self.stopped or not context.is_active():
-                        return
-                    seen = state.version
-                    adv = state._adv
+            while not self.stopped:
+                changed = self._changed  # before reading the version: see _bump
+                version, adv = state.snapshot()
+                if version == seen:
+                    await changed.wait()
+                    continue
+                seen = version
                 log.debug("%s: sending %d device(s)", state.resource.name, len(adv.list_entries))
                 yield list_response(adv)
         finally:
             self.streams -= 1
 
-    def GetPreferredAllocation(
-        self, request: pb.PreferredAllocationRequest, context: grpc.ServicerContext
+    async def GetPreferredAllocation(
+        self, request: pb.PreferredAllocationRequest, context: grpc.aio.ServicerContext
     ) -> pb.PreferredAllocationResponse:
         adv = self.state.advertised
         resp = pb.PreferredAllocationResponse()
@@ -126,8 +212,8 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
             resp.container_responses.add(deviceIDs=ids)
         return resp
 
-    def Allocate(
-        self, request: pb.AllocateRequest, context: grpc.ServicerContext
+    async def Allocate(
+        self, request: pb.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> pb.AllocateResponse:
         state = self.state
         adv = state.advertised
@@ -140,7 +226,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 log.warning("Allocate refused: %s", msg)
                 if state.on_allocate:
                     state.on_allocate(-1)
-                context.abort(grpc.StatusCode.NOT_FOUND, msg)
+                await context.abort(grpc.StatusCode.NOT_FOUND, msg)
             resp.container_responses.append(
                 container_response(state.resource, devs, state.links, state.cdi_prefix)
             )
@@ -148,30 +234,41 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 state.on_allocate(len(creq.devices_ids))
         return resp
 
-    def PreStartContainer(
-        self, request: pb.PreStartContainerRequest, context: grpc.ServicerContext
+    async def PreStartContainer(
+        self, request: pb.PreStartContainerRequest, context: grpc.aio.ServicerContext
     ) -> pb.PreStartContainerResponse:
         return pb.PreStartContainerResponse()
 
 
 class PluginServer:
-    """One gRPC server on one socket; started once, stopped once."""
+    """One gRPC server on one socket; started once, stopped once. Called from plain threads;
+    the server itself lives on the shared loop."""
 
-    def __init__(self, state: ResourceState, socket_path: str, max_workers: int = 4) -> None:
+    def __init__(self, state: ResourceState, socket_path: str) -> None:
+        self.state = state
         self.socket_path = socket_path
-        self.servicer = DevicePluginServicer(state)
-        self._executor = futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="devplugin-grpc"
-        )
-        self._server = grpc.server(self._executor, maximum_concurrent_rpcs=max_workers * 4)
-        pb_grpc.add_DevicePluginServicer_to_server(self.servicer, self._server)
+        self.servicer: DevicePluginServicer | None = None
+        self._server: grpc.aio.Server | None = None
         self.identity: FileIdentity | None = None
+
+    async def _start(self) -> None:
+        self.servicer = DevicePluginServicer(self.state, asyncio.get_running_loop())
+        server = grpc.aio.server()
+        pb_grpc.add_DevicePluginServicer_to_server(self.servicer, server)
+        server.add_insecure_port("unix:" + self.socket_path)
+        await server.start()
+        self._server = server
+
+    async def _stop(self) -> None:
+        if self.servicer is not None:
+            self.servicer.stop()
+        if self._server is not None:
+            await self._server.stop(grace=None)
 
     def start(self) -> PluginServer:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
-        self._server.add_insecure_port("unix:" + self.socket_path)
-        self._server.start()
+        _Loop.run(self._start(), START_TIMEOUT)
         self.identity = file_identity(self.socket_path)
         return self
 
@@ -180,12 +277,17 @@ class PluginServer:
         ident = file_identity(self.socket_path)
         return ident is not None and ident == self.identity
 
+    @property
+    def streams(self) -> int:
+        return self.servicer.streams if self.servicer is not None else 0
+
     def stop(self, remove_socket: bool = True) -> None:
-        """End every stream, stop serving, release the threads and (if ours) the socket."""
-        self.servicer.stop()
+        """End every stream, stop serving and (if ours) remove the socket."""
         ours = self.socket_is_ours()
-        self._server.stop(grace=None).wait(5)
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            _Loop.run(self._stop(), STOP_TIMEOUT)
+        except Exception as e:  # a stop that times out must not keep the socket around
+            log.warning("%s: stopping the server: %s", self.state.resource.name, e)
         if remove_socket and ours:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
