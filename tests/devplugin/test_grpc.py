@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -624,3 +625,69 @@ def test_the_kubelet_allocates_while_fifty_streams_are_open(
         if streams is not None:
             streams.close()
         p.stop()
+
+
+# --------------------------------------------------------------------------- empty configuration
+
+
+@pytest.mark.parametrize("text", ["", "resources: []\n", "forget_after: 60\n"])
+def test_a_configuration_with_no_resources_warns_and_is_not_ready(
+    node: Path, plugin_dir: Path, tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 11 item 10: valid YAML with no resources ran a plugin that served nothing, silently."""
+    from edgefd.devplugin.config import load_config
+
+    cfg_path = tmp_path / "resources.yaml"
+    cfg_path.write_text(text)
+    with caplog.at_level("WARNING"):
+        cfg = load_config(cfg_path)
+    reason = f"{cfg_path}: no resources configured, so nothing is advertised to the kubelet"
+    assert reason in caplog.text
+    opts = Options(
+        plugin_dir=str(plugin_dir),
+        host=HostRoot.of(node),
+        listen=("127.0.0.1", 0),
+        rescan_interval=30,
+    )
+    p = Plugin(opts, cfg).start()
+    try:
+        port = p._health.port  # type: ignore[union-attr]
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz")
+        assert e.value.code == 503
+        assert reason in e.value.read().decode()
+    finally:
+        p.stop()
+
+
+def test_the_default_configuration_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    from edgefd.devplugin.config import load_config
+
+    with caplog.at_level("WARNING"):
+        assert load_config(None).serves_nothing() is None
+    assert caplog.text == ""
+
+
+def test_devplugin_with_an_empty_configuration_warns_at_start_up(
+    plugin_dir: Path, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources: []\n")
+    proc = _run_plugin(
+        ["--config", str(cfg), "--plugin-dir", str(plugin_dir), "--listen", "", "-v"]
+    )
+    try:
+        assert proc.stderr is not None
+        lines = []
+        while not any("serving 0 resource(s)" in ln for ln in lines):  # signals are handled
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    err = "".join(lines) + rest
+    assert proc.returncode == 0, err
+    assert f"devplugin: WARNING: {cfg}: no resources configured, so nothing is advertised" in err

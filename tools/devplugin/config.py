@@ -24,6 +24,7 @@ Document shape::
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +44,8 @@ from edgefd.bus.catalogue import (
 from edgefd.core.errors import BadInput
 from edgefd.core.labels import check_key
 from edgefd.core.schema import Fields, read_yaml
+
+log = logging.getLogger(__name__)
 
 ID_FROM = ("port", "serial")
 MAX_REPLICAS = 1000
@@ -115,6 +118,18 @@ class Config:
 
     def by_name(self) -> dict[str, Resource]:
         return {r.name: r for r in self.resources}
+
+    def serves_nothing(self) -> str | None:
+        """Why this configuration advertises nothing at all, or None when it has resources.
+
+        Valid YAML with no resources (an empty ConfigMap key, `resources: []`, a typo'd
+        indentation) would otherwise run a plugin that registers nothing and says nothing."""
+        if self.resources:
+            return None
+        return (
+            f"{self.source}: no resources configured, so nothing is advertised to the kubelet "
+            "(list them under 'resources:', or drop --config for one per catalogue accelerator)"
+        )
 
 
 def check_resource_name(name: str) -> str | None:
@@ -240,7 +255,13 @@ def default_config(catalogue: Catalogue | None = None) -> Config:
 
 
 def load_config(path: str | Path | None, catalogue: Catalogue | None = None) -> Config:
-    """Read `path` (None: the catalogue default). Unreadable or invalid input is BadInput."""
+    """Read `path` (None: the catalogue default). Unreadable or invalid input is BadInput;
+    a valid configuration that serves nothing is logged as a warning (also on a reload)."""
     if path is None:
-        return default_config(catalogue)
-    return parse_config(read_yaml(path, "configuration"), str(path), catalogue)
+        config = default_config(catalogue)
+    else:
+        config = parse_config(read_yaml(path, "configuration"), str(path), catalogue)
+    reason = config.serves_nothing()
+    if reason:
+        log.warning("%s", reason)
+    return config

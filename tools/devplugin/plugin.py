@@ -3,7 +3,7 @@ and configuration reloads.
 
 Threads, and why each exists:
 - one registration thread per resource (resource.py);
-- the gRPC worker pool of each resource's server (server.py);
+- one asyncio loop thread that serves every resource's gRPC server (server.py);
 - one watcher of the plugin directory (a kubelet restart recreates kubelet.sock and deletes
   our sockets) and one of the buses (hot-plug), both edgefd.runtime.watch.Watcher;
 - the main thread, which only waits for signals (cli.py).
@@ -185,6 +185,9 @@ class Plugin:
         return True, "ok"
 
     def _readyz(self) -> tuple[bool, str]:
+        empty = self.config.serves_nothing()  # valid, but a plugin serving nothing is not ready
+        if empty:
+            return False, empty
         waiting = [n for n, rp in self.resources.items() if not rp.registered.is_set()]
         if waiting:
             details = "; ".join(
