@@ -29,7 +29,7 @@ from edgefd.core.featuresd import render  # noqa: E402
 from edgefd.core.hostroot import HostRoot  # noqa: E402
 from edgefd.pci_scan.labels import SPEC as PCI_SPEC  # noqa: E402
 from edgefd.scan.config import resolve_config  # noqa: E402
-from edgefd.scan.derive import evaluate  # noqa: E402
+from edgefd.scan.derive import evaluate, scan_buses  # noqa: E402
 from edgefd.usb_scan.labels import SPEC as USB_SPEC  # noqa: E402
 from tests.fixturegen import build_host  # noqa: E402
 from tests.fixturegen.sysfs import synthetic_pci, synthetic_usb  # noqa: E402
@@ -43,7 +43,7 @@ def dry_run_seconds(bus: str, root: Path, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
-        ev = evaluate(spec, HostRoot.of(root), config, cat, buses, warnings)
+        ev = evaluate(spec, scan_buses(buses, HostRoot.of(root)), config, cat, buses, warnings)
         render(ev.labels, spec.producer)
         best = min(best, time.perf_counter() - t)
     return best

@@ -27,7 +27,8 @@ SERVICE_ACCOUNT = "edgefd"
 SA_USERNAME = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-INIT_CONTAINERS = ("dt-labeller", "usb-scan", "pci-scan")
+INIT_CONTAINERS = ("dt-labeller", "bus-scan")  # bus-scan is a native sidecar
+SIDECARS = ("bus-scan",)
 LONG_RUNNING = ("feature-sink", "devplugin")
 # Containers allowed to run as uid 0, and why (see the comments in k8s/pod-template.yaml).
 ROOT_ALLOWED = {
@@ -212,6 +213,30 @@ def test_container_set() -> None:
     assert sorted(c["name"] for c in spec["containers"]) == sorted(LONG_RUNNING)
 
 
+def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
+    """The bus scanners follow hot-plug (--watch) as a native sidecar (an init container with
+    restartPolicy Always); the kubelet starts the containers (feature-sink) only once its
+    startup probe passed, and that probe (/readyz) passes only after both feature files were
+    written completely once (tests/scan/test_watch.py checks /readyz). dt-labeller, before
+    it, stays a one-shot init container: the devicetree does not change at run time."""
+    spec = pod_spec(daemonset())
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    assert "restartPolicy" not in inits["dt-labeller"]
+    sidecar = inits["bus-scan"]
+    assert sidecar["restartPolicy"] == "Always"
+    cmd = sidecar["command"]
+    assert cmd[0] == "usb-scan" and "--watch" in cmd
+    assert flag_value(cmd, "--also") == "pci-scan"
+    listen = flag_value(cmd, "--listen")
+    ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+    probe = sidecar["startupProbe"]["httpGet"]
+    assert probe["path"] == "/readyz" and listen == f":{ports[probe['port']]}"
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "readinessProbe" not in sidecar  # a sidecar's readiness would gate nothing useful
+    # the sink reads what the sidecar writes, and starts after it
+    assert spec["containers"][0]["name"] == "feature-sink"
+
+
 def privilege_violations(ds: dict[str, Any]) -> list[str]:
     """Every way the pod exceeds the least privilege edgefd needs (empty: none)."""
     spec = pod_spec(ds)
@@ -291,9 +316,9 @@ def _mount(ds: dict[str, Any], name: str, path: str) -> dict[str, Any]:
 
 
 ESCALATIONS = {
-    "privileged": lambda ds: _c(ds, "usb-scan")["securityContext"].update(privileged=True),
+    "privileged": lambda ds: _c(ds, "bus-scan")["securityContext"].update(privileged=True),
     "sink-root": lambda ds: _c(ds, "feature-sink")["securityContext"].update(runAsUser=0),
-    "scanner-root": lambda ds: _c(ds, "pci-scan")["securityContext"].update(
+    "scanner-root": lambda ds: _c(ds, "bus-scan")["securityContext"].update(
         runAsNonRoot=False, runAsUser=0
     ),
     "added-cap": lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(

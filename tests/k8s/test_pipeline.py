@@ -114,14 +114,69 @@ def pod(tmp_path_factory: pytest.TempPathFactory) -> Pod:
     return Pod(tmp, host)
 
 
+def start_sidecar(pod: Pod, name: str) -> tuple[subprocess.Popen[str], int]:
+    """Start a native sidecar as the kubelet would, its listener on a free loopback port."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    pod.prepare(name)
+    argv = [a for a in pod.argv(name) if not a.startswith("--listen")]
+    proc = subprocess.Popen(
+        [*argv, f"--listen=127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=pod.env(name),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, port
+
+
+def startup_probe(port: int, features: Path, timeout: float = 30.0) -> set[str]:
+    """Poll /readyz like the startup probe; return the feature files there when it passed."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return {p.name for p in features.iterdir() if not p.name.startswith(".")}
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the sidecar's startup probe never passed")
+
+
 @pytest.fixture(scope="module")
 def after_init(pod: Pod) -> Path:
-    """Run the init containers in order; return the features.d they filled."""
-    for c in pod.spec["initContainers"]:
-        proc = pod.run(c["name"])
-        assert proc.returncode == 0, f"{c['name']}: {proc.stderr}"
-    (features,) = pod.empty_dirs.values()
-    return features
+    """Run the init containers in order, as the kubelet does: one-shot ones to completion,
+    native sidecars (restartPolicy Always) until their startup probe passes; return the
+    features.d they filled. The sidecars keep running for the module's tests."""
+    sidecars: list[subprocess.Popen[str]] = []
+    features = pod.tmp / "emptydir" / "features-d"
+    try:
+        for c in pod.spec["initContainers"]:
+            if c.get("restartPolicy") == "Always":
+                proc, port = start_sidecar(pod, c["name"])
+                sidecars.append(proc)
+                present = startup_probe(port, features)
+                # what the containers after it find at the moment it lets them start
+                assert {"usb-scan", "pci-scan"} <= present, present
+                continue
+            proc = pod.run(c["name"])
+            assert proc.returncode == 0, f"{c['name']}: {proc.stderr}"
+        (features,) = pod.empty_dirs.values()
+        yield features
+    finally:
+        for proc in sidecars:
+            proc.terminate()
+            _, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0 and "Traceback" not in err, err
 
 
 def test_init_containers_fill_features_d(after_init: Path) -> None:

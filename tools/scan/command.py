@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edgefd.cli import Duration, common_options, guarded
+from edgefd.cli import Duration, common_options, guarded, listen_option
 
 
 def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -69,6 +69,23 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="With --watch and no uevents: how often the bus listing is checked.",
         ),
+        click.option(
+            "--hold",
+            type=Duration(minimum=0.0, maximum=60.0),
+            default="3s",
+            show_default=True,
+            help="With --watch: a device that vanishes keeps its labels this long, and one that "
+            "appears at the same port meanwhile is the same device (a Coral or NCS2 "
+            "re-enumerating after its firmware loads). 0: no hold.",
+        ),
+        click.option(
+            "--also",
+            multiple=True,
+            metavar="PRODUCER",
+            help="Also publish for this producer (e.g. pci-scan) from the same process: one "
+            "interpreter, one watcher, one scan of each bus per change. Repeatable.",
+        ),
+        listen_option(""),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -10,12 +10,12 @@ module never imports a bus, or a tool, by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue
-from edgefd.bus.enumerate import BusReader
+from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
 
@@ -79,20 +79,23 @@ class Evaluation:
     warnings: list[str] = field(default_factory=list)
 
 
+def scan_buses(readers: Sequence[BusReader[Any]], host: HostRoot) -> dict[str, ScanResult[Any]]:
+    """Each bus scanned once. HostUnreadable propagates: a bus that cannot be read must not
+    become a file saying it is empty."""
+    return {r.bus: r.scan(host) for r in readers}
+
+
 def evaluate(
     spec: BusSpec[Any],
-    host: HostRoot,
+    scans: Mapping[str, ScanResult[Any]],
     config: SourceConfig,
     catalogue: Catalogue | None,
     capability_buses: Sequence[BusReader[Any]] = (),
     config_warnings: Sequence[str] = (),
 ) -> Evaluation:
-    """Scan each bus once, derive NFD labels and capability labels, check every label.
-
-    Pure after the scans. HostUnreadable from a scan propagates: a bus that cannot be read
-    must not become a file saying it is empty.
-    """
-    own = spec.reader.scan(host)
+    """NFD labels for `spec`'s bus and capability labels over `capability_buses`, from scans
+    already made (`scans` holds every bus named); every label checked. Pure."""
+    own = scans[spec.reader.bus]
     warnings = list(config_warnings) + list(own.warnings)
     der = spec.derive(own.devices, config)
     own_matches: dict[str, AccelMatch] = {}
@@ -100,11 +103,9 @@ def evaluate(
     if catalogue is not None:
         own_matches = {m.device: m for m in spec.reader.matches(own.devices, catalogue)}
         for reader in capability_buses:
-            if reader.bus == spec.reader.bus:
-                continue
-            # the other bus's problems belong to its own scanner's report; keep ours readable
-            res = reader.scan(host)
-            others.extend(reader.matches(res.devices, catalogue))
+            if reader.bus != spec.reader.bus:
+                # the other bus's problems belong to its own scanner's report
+                others.extend(reader.matches(scans[reader.bus].devices, catalogue))
     caps = capability_labels([*own_matches.values(), *others])
     labels: dict[str, str] = {}
     rejected: list[Rejected] = []

@@ -1,30 +1,62 @@
 """The body of a bus scanner (`usb-scan`, `pci-scan`): configure, scan, publish; once, or on
 every device change with --watch.
 
+One process can publish for several producers (`usb-scan --watch --also pci-scan`: one
+interpreter, one watcher and one scan of each bus per change, for both files). Producers are
+found by name through the `edgefd.producers` entry points, the way the tools register
+themselves, so this engine never imports a tool.
+
 "Could not read the host" is never published as "the host has nothing": a scan that raises
-HostUnreadable ends a one-shot run with exit 3 and leaves the previous file untouched, and in
---watch mode keeps the last file until the bus can be read again.
+HostUnreadable ends a one-shot run with exit 3 and leaves the previous files untouched, and in
+--watch mode keeps the last files until the buses can be read again.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgefd.bus.enumerate import BusReader, rehost
-from edgefd.core.errors import EdgefdError
+from edgefd.cli import Listen
+from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
 
-from .config import resolve_config, split_list
-from .derive import BusSpec, Evaluation, evaluate
+from .config import SourceConfig, resolve_config, split_list
+from .derive import BusSpec, Evaluation, evaluate, scan_buses
+from .hold import DEFAULT_HOLD, Hold
 from .report import explain_text, inventory
+from .watchloop import WatchLoop
 
 log = logging.getLogger(__name__)
+
+ENTRY_POINTS = "edgefd.producers"
+
+
+def load_producer(name: str) -> BusSpec[Any]:
+    """The producer registered under `name` (`usb-scan`, `pci-scan`)."""
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
+    if name not in found:
+        known = ", ".join(sorted(found)) or "none installed"
+        raise UsageError(f"--also {name!r}: no such producer (known: {known})")
+    spec = found[name].load()
+    if not isinstance(spec, BusSpec):
+        raise UsageError(f"--also {name!r}: entry point is not a bus scanner")
+    return spec
+
+
+@dataclass
+class Producer:
+    spec: BusSpec[Any]
+    config: SourceConfig
+    warnings: list[str]
+    publisher: Publisher
 
 
 def run_producer(
@@ -36,6 +68,7 @@ def run_producer(
     dry_run: bool,
     output: str,
     verbose: int = 0,
+    also: Sequence[str] = (),
     class_whitelist: Sequence[str] = (),
     label_fields: Sequence[str] = (),
     config_path: Path | None = None,
@@ -45,33 +78,59 @@ def run_producer(
     watch: bool = False,
     rescan_interval: float = 30.0,
     poll_interval: float = 0.25,
+    hold: float = DEFAULT_HOLD,
+    listen: Listen = None,
 ) -> int:
-    """Scan `spec`'s bus (and, for capability labels, `capability_buses`) and publish."""
+    """Scan and publish for `spec` and the producers named in `also`.
+
+    --class-whitelist and --label-fields apply to `spec`'s own bus; the other producers take
+    their settings from --config (an nfd-worker.conf has a section per bus) or NFD's defaults.
+    """
     host = HostRoot.of(host_root)
-    config, cfg_warnings = resolve_config(
-        spec.rules,
-        split_list(class_whitelist, "--class-whitelist"),
-        split_list(label_fields, "--label-fields"),
-        config_path,
-    )
+    specs = [spec, *(load_producer(n) for n in dict.fromkeys(also) if n != spec.producer)]
+    producers = []
+    for i, s in enumerate(specs):
+        config, warnings = resolve_config(
+            s.rules,
+            split_list(class_whitelist, "--class-whitelist") if i == 0 else None,
+            split_list(label_fields, "--label-fields") if i == 0 else None,
+            config_path,
+        )
+        producers.append(
+            Producer(s, config, warnings, Publisher(features_dir, s.producer, dry_run))
+        )
+    readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())
     catalogue = None
     if not no_capabilities:
         from edgefd.bus.catalogue import load_catalogue
 
         catalogue = load_catalogue(catalogue_path)
-    publisher = Publisher(features_dir, spec.producer, dry_run)
+    held = Hold(hold) if watch and hold > 0 else None
+    loop: WatchLoop | None = None  # set below in --watch mode; emit() reads it when called
 
-    def once() -> Evaluation:
-        return evaluate(spec, host, config, catalogue, capability_buses, cfg_warnings)
+    def evaluate_all(now: float) -> list[Evaluation]:
+        scans = scan_buses(readers, host)
+        if held is not None:
+            scans = held.apply(scans, readers, now)
+        return [
+            evaluate(p.spec, scans, p.config, catalogue, capability_buses, p.warnings)
+            for p in producers
+        ]
+
+    by_producer = {p.spec.producer: p for p in producers}
 
     def emit(ev: Evaluation) -> None:
+        publisher = by_producer[ev.spec.producer].publisher
         if explain:
             write_stdout(explain_text(ev, host).encode())
             return
         for w in ev.warnings:
             log.warning("%s", rehost(host, w))
         if output == "json":
-            emit_json(inventory(ev, host))
+            doc = inventory(ev, host)
+            if loop is not None:
+                doc["watch"] = loop.describe()
+            emit_json(doc)
             if dry_run:
                 return
         changed = publisher.publish(ev.labels)
@@ -80,62 +139,18 @@ def run_producer(
             log.info("%s %s (%d labels)", state, publisher.path, len(ev.labels))
 
     if not watch:
-        emit(once())
+        for ev in evaluate_all(0.0):
+            emit(ev)
         return 0
-    buses = tuple(dict.fromkeys([spec.reader.bus, *(r.bus for r in capability_buses)]))
-    return watch_loop(host, buses, once, emit, publisher, rescan_interval, poll_interval)
-
-
-def watch_loop(
-    host: HostRoot,
-    buses: Sequence[str],
-    once: Callable[[], Evaluation],
-    emit: Callable[[Evaluation], None],
-    publisher: Publisher,
-    rescan_interval: float,
-    poll_interval: float,
-) -> int:
-    """Emit now, then again whenever what would be written changes, until SIGTERM/SIGINT."""
-    from edgefd.runtime.signals import Signals
-    from edgefd.runtime.watch import Watcher
-
-    lock = threading.Lock()
-    last: list[bytes | None] = [None]
-    failure: list[BaseException] = []
-    signals = Signals().install()
-
-    def refresh(_names: frozenset[str] = frozenset()) -> None:
-        with lock:
-            try:
-                ev = once()
-                data = publisher.render(ev.labels)
-                if data != last[0]:
-                    emit(ev)
-                    last[0] = data
-            except EdgefdError as e:  # unreadable host, unwritable output: keep the last file
-                log.error("%s (keeping the previous file; retrying on the next change)", e)
-            except Exception as e:  # a bug: stop rather than run on with a stale file
-                failure.append(e)
-                signals.request_stop()
-
-    watcher = Watcher(
-        refresh,
-        [host.path(f"/sys/bus/{b}/devices") for b in buses],
-        uevent_subsystems=buses,
-        poll_interval=poll_interval,
+    loop = WatchLoop(
+        host,
+        [r.bus for r in readers],
+        evaluate_all,
+        emit,
+        [p.publisher for p in producers],
+        held,
         rescan_interval=rescan_interval,
-        name="hotplug",
+        poll_interval=poll_interval,
+        listen=listen,
     )
-    # watch before the first scan, so a change during that scan is not lost
-    watcher.start()
-    try:
-        refresh()
-        log.info("watching %s (%s)", host.root, watcher.mode)
-        while not signals.stop_requested:
-            signals.wait(1.0)
-    finally:
-        watcher.stop()
-        signals.close()
-    if failure:
-        raise failure[0]
-    return 0
+    return loop.run()

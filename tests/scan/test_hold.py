@@ -1,0 +1,61 @@
+"""The hold rule, on its own: a vanished device counts for `seconds` from when it was first
+found missing; a device at the same place replaces it at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgefd.bus.enumerate import BusReader, ScanResult
+from edgefd.scan.hold import Hold
+
+
+def reader(bus: str = "usb") -> BusReader[Any]:
+    return BusReader(bus, lambda host: ScanResult(()), lambda d: d["place"], lambda d, c: [])
+
+
+def scan(*devices: dict[str, str]) -> dict[str, ScanResult[Any]]:
+    return {"usb": ScanResult(tuple(devices))}
+
+
+BOOT = {"place": "2-1", "id": "1a6e:089a"}
+RUNTIME = {"place": "2-1", "id": "18d1:9302"}
+OTHER = {"place": "1-1.1", "id": "03e7:2485"}
+
+
+def ids(scans: dict[str, ScanResult[Any]]) -> list[str]:
+    return [d["id"] for d in scans["usb"].devices]
+
+
+def test_vanished_device_is_held_from_when_it_was_missed() -> None:
+    h, r = Hold(3.0), [reader()]
+    assert ids(h.apply(scan(BOOT, OTHER), r, 0.0)) == ["1a6e:089a", "03e7:2485"]
+    # found missing at t=100 (no scan in between): held until 103, not 3 s after t=0
+    assert ids(h.apply(scan(OTHER), r, 100.0)) == ["03e7:2485", "1a6e:089a"]
+    assert h.held == 1 and h.next_expiry() == 103.0
+    assert ids(h.apply(scan(OTHER), r, 102.9)) == ["03e7:2485", "1a6e:089a"]
+    assert ids(h.apply(scan(OTHER), r, 103.0)) == ["03e7:2485"]
+    assert h.held == 0 and h.next_expiry() is None
+
+
+def test_a_device_at_the_same_place_replaces_the_held_one_at_once() -> None:
+    h, r = Hold(3.0), [reader()]
+    h.apply(scan(BOOT), r, 0.0)
+    assert ids(h.apply(scan(), r, 1.0)) == ["1a6e:089a"]
+    assert ids(h.apply(scan(RUNTIME), r, 2.0)) == ["18d1:9302"]
+    # and when the runtime one goes, it is the one held
+    assert ids(h.apply(scan(), r, 10.0)) == ["18d1:9302"]
+
+
+def test_no_hold_means_no_memory() -> None:
+    h, r = Hold(0.0), [reader()]
+    h.apply(scan(BOOT), r, 0.0)
+    assert ids(h.apply(scan(), r, 0.0)) == []
+
+
+def test_buses_are_kept_apart() -> None:
+    h = Hold(3.0)
+    usb, pci = reader("usb"), reader("pci")
+    dev = {"place": "0000:01:00.0", "id": "1ac1:089a"}
+    h.apply({"usb": ScanResult(()), "pci": ScanResult((dev,))}, [usb, pci], 0.0)
+    out = h.apply({"usb": ScanResult(()), "pci": ScanResult(())}, [usb, pci], 1.0)
+    assert out["usb"].devices == () and out["pci"].devices == (dev,)

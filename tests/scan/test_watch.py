@@ -1,0 +1,154 @@
+"""`usb-scan --watch` as the pod runs it: both buses from one process (`--also pci-scan`),
+/readyz only after both files were written, every new file version on stdout with --dry-run
+(for pipelines), how changes are seen in --output json, and a host that cannot be read keeping
+the last files."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from edgefd.core.hostroot import HostRoot
+from edgefd.core.publish import Publisher
+from edgefd.scan.watchloop import WatchLoop
+from tests.fixturegen import HostBuilder, build_host
+from tests.scan.live import CORAL_RUNTIME, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    return build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+
+
+def scan_proc(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "edgefd.usb_scan", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    return out, err
+
+
+def readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def test_ready_only_once_every_file_was_written(tmp_path: Path) -> None:
+    loop = WatchLoop(
+        HostRoot.of(tmp_path),
+        ["usb", "pci"],
+        lambda now: [],
+        lambda ev: None,
+        [Publisher(tmp_path, "usb-scan", False), Publisher(tmp_path, "pci-scan", False)],
+        None,
+        rescan_interval=30,
+        poll_interval=0.25,
+    )
+    ok, why = loop.ready()
+    assert not ok and why == "not written yet: usb-scan, pci-scan"
+
+
+def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None:
+    features = tmp_path / "features.d"
+    port = free_port()
+    proc = scan_proc("--watch", "--also", "pci-scan", "--host-root", str(host),
+                     "--features-dir", str(features), "--listen", f"127.0.0.1:{port}")  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while readyz(port)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, body = readyz(port)
+        assert code == 200 and body.startswith("ok (usb-scan, pci-scan; inotify)"), body
+        assert {p.name for p in features.iterdir()} == {"usb-scan", "pci-scan"}
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            metrics = r.read().decode()
+        assert 'edgefd_scan_watch_mode{mode="inotify"} 1.0' in metrics
+        assert 'edgefd_scan_writes_total{producer="pci-scan"} 1.0' in metrics
+    finally:
+        stop(proc)
+
+
+def test_watch_dry_run_streams_each_new_file_version(host: Path) -> None:
+    """`usb-scan --watch --dry-run | ...`: each version as it would be written, once."""
+    proc = scan_proc("--watch", "--dry-run", "--hold", "0", "--host-root", str(host))
+    assert proc.stdout is not None
+    buf = ""
+
+    def read_until(needle: str, timeout: float = 10.0) -> str:
+        nonlocal buf
+        fd = proc.stdout.fileno()  # type: ignore[union-attr]
+        deadline = time.monotonic() + timeout
+        while needle not in buf and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                buf += os.read(fd, 65536).decode()
+        assert needle in buf, buf
+        return buf
+
+    try:
+        read_until("usb-fe_1a6e_089a")
+        HostBuilder(host).add_usb({**CORAL_RUNTIME, "port": "2-2"})
+        read_until("edgefd.io/edgetpu.count=2")
+        time.sleep(0.5)
+    finally:
+        out, _ = stop(proc)
+    text = buf + out
+    versions = text.count("# written by usb-scan")
+    assert versions == 2, text  # the first file, then the one with the second Coral
+
+
+def test_watch_json_says_how_changes_are_seen(host: Path) -> None:
+    proc = scan_proc("--watch", "--dry-run", "-o", "json", "--host-root", str(host))
+    try:
+        time.sleep(2.0)
+    finally:
+        out, _ = stop(proc)
+    first = json.loads(out[: out.index("\n}\n") + 2])
+    assert first["watch"] == {"mode": "inotify", "hold_seconds": 3.0, "held_devices": 0}
+
+
+def test_unreadable_host_keeps_the_last_files(host: Path, tmp_path: Path) -> None:
+    features = tmp_path / "features.d"
+    proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
+                     "--rescan-interval", "0.5s")  # fmt: skip
+    try:
+        f = features / "usb-scan"
+        deadline = time.monotonic() + 20
+        while not f.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = f.read_text()
+        bus = host / "sys/bus/usb/devices"
+        os.rename(bus, host / "sys/bus/usb/gone")
+        bus.write_text("not a directory\n")  # the bus can no longer be listed
+        time.sleep(1.5)
+        assert f.read_text() == before
+    finally:
+        _, err = stop(proc)
+    assert "cannot list /sys/bus/usb/devices" in err and "keeping the previous files" in err
