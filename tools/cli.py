@@ -27,15 +27,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def setup_logging(verbosity: int, tool: str) -> None:
-    """Logs go to stderr so stdout stays data (dry-run bytes, JSON) for pipelines."""
-    import logging
+    """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
+    message is shown (edgefd.core.log)."""
+    from .core import log
 
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{tool}: %(levelname)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
+    log.configure(verbosity, tool)
 
 
 # --------------------------------------------------------------------------- value types

@@ -90,13 +90,12 @@ def main(
 
     Writes FEATURES_DIR/dt-labeller for node-feature-discovery or edgefd's feature-sink.
     """
-    import logging
-
     from edgefd.core.labels import DEFAULT_POLICY, check_prefix
+    from edgefd.core.log import get_logger
 
     from .labels import DEFAULT_NODE_NAMES
 
-    log = logging.getLogger(TOOL)
+    log = get_logger(TOOL)
     reason = check_prefix(prefix) or DEFAULT_POLICY.check(f"{prefix}/x")
     if reason:
         raise UsageError(f"--prefix: {reason}")

@@ -18,17 +18,17 @@ A blob that is read but malformed is BadInput when no directory form can be read
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from pathlib import Path
 
 from edgefd.core.errors import BadInput, EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.log import get_logger
 
 from .tree import DeviceTree, MalformedTree, parse_blob, read_blob_file, read_directory
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 FIRMWARE_DIR = "/sys/firmware"
 FDT_BLOB = "/sys/firmware/fdt"

@@ -6,18 +6,18 @@ header line; atomic replace, untouched when unchanged; exact bytes on stdout in 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from edgefd.core.labels import Derivation
+from edgefd.core.log import get_logger
 from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
 
 from .labels import Visit, origins, reference_format
 from .tree import DeviceTree
 
-log = logging.getLogger("dt-labeller")
+log = get_logger("dt-labeller")
 
 PRODUCER = "dt-labeller"
 

@@ -13,26 +13,27 @@ HostUnreadable ends a one-shot run with exit 3 and leaves the previous files unt
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgefd.bus.enumerate import BusReader, rehost
 from edgefd.cli import Listen
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.log import get_logger
 from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
 
 from .config import SourceConfig, resolve_config, split_list
 from .derive import BusSpec, Evaluation, evaluate, scan_buses
-from .hold import DEFAULT_HOLD, Hold
-from .report import explain_text, inventory
-from .watchloop import WatchLoop
+from .hold import DEFAULT_HOLD
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from .watchloop import WatchLoop
+
+log = get_logger(__name__)
 
 ENTRY_POINTS = "edgefd.producers"
 
@@ -105,7 +106,11 @@ def run_producer(
         from edgefd.bus.catalogue import load_catalogue
 
         catalogue = load_catalogue(catalogue_path)
-    held = Hold(hold) if watch and hold > 0 else None
+    held = None
+    if watch and hold > 0:
+        from .hold import Hold
+
+        held = Hold(hold)
     loop: WatchLoop | None = None  # set below in --watch mode; emit() reads it when called
 
     def evaluate_all(now: float) -> list[Evaluation]:
@@ -121,6 +126,8 @@ def run_producer(
 
     def emit(ev: Evaluation) -> None:
         publisher = by_producer[ev.spec.producer].publisher
+        if explain or output == "json":
+            from .report import explain_text, inventory
         if explain:
             write_stdout(explain_text(ev, host).encode())
             return
@@ -142,6 +149,8 @@ def run_producer(
         for ev in evaluate_all(0.0):
             emit(ev)
         return 0
+    from .watchloop import WatchLoop
+
     loop = WatchLoop(
         host,
         [r.bus for r in readers],

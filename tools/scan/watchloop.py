@@ -10,7 +10,6 @@ written completely once (the pod's startup probe: feature-sink starts only after
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,12 +18,13 @@ from typing import Any
 from edgefd.cli import Listen
 from edgefd.core.errors import EdgefdError
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.log import get_logger
 from edgefd.core.publish import Publisher
 
 from .derive import Evaluation
 from .hold import Hold
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class WatchLoop:
