@@ -126,3 +126,41 @@ def test_the_import_name_is_edgefd_and_tools_is_not_installed() -> None:
         cwd="/",
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout + proc.stderr
+
+
+RUN_AND_LIST = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+sys.stdout.flush()
+sys.stderr.write(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("tool", ["dt_labeller", "usb_scan", "pci_scan"])
+def test_a_quiet_successful_run_never_imports_logging(tool: str, tmp_path: Path) -> None:
+    """At the default verbosity a successful producer logs nothing, so it must not pay for
+    importing `logging` (edgefd.core.log imports it only for a message that is shown)."""
+    from tests.fixturegen import build_host
+
+    host = build_host("rpi4-coral", tmp_path / "host")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN_AND_LIST,
+            f"edgefd.{tool}",
+            "--dry-run",
+            "--host-root",
+            str(host),
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stderr.split())
+    assert "logging" not in loaded and "yaml" not in loaded and "pyudev" not in loaded
