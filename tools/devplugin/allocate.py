@@ -45,8 +45,10 @@ PCI and plain /dev devices get DeviceSpecs with the node's own name in the conta
 
 Environment: `<EDGEFD_RESOURCE>_DEVICES` lists the allocated device IDs (comma-separated,
 physical devices once each even when shared), plus the resource's configured env. With a
-CDI prefix, CDI device names `<vendor>/<class>=<device ID>` are added for runtimes that
-have a CDI spec for them (the plugin does not write CDI specs).
+CDI prefix, CDI device names `<vendor>/<class>=<device ID>` are added. With a CDI spec
+directory (`LinkLayout.cdi_spec_dir`) the plugin writes those specs itself (dra/cdi.py, kept
+current like the links) and the answer is the CDI names and the env only: nodes and mounts
+come from the spec, one source for both.
 """
 
 from __future__ import annotations
@@ -69,9 +71,11 @@ class UnknownDevice(Exception):
 
 @dataclass(frozen=True)
 class LinkLayout:
-    """Where the stable links live, as host paths; None directory = use the nodes directly."""
+    """Where the stable links live, as host paths; None directory = use the nodes directly.
+    With `cdi_spec_dir`, devices are handed over as CDI names whose specs the plugin writes."""
 
     directory: str | None
+    cdi_spec_dir: str | None = None
 
     def resource_dir(self, resource: str) -> str | None:
         if self.directory is None:
@@ -99,10 +103,17 @@ def resolve(ids: Sequence[str], by_kubelet_id: Mapping[str, Device]) -> list[Dev
     return list(out.values())
 
 
+DEFAULT_CDI_VENDOR = "edgefd.io"
+
+
+def cdi_kind(cdi_prefix: str, res: Resource) -> str:
+    """`vendor/class`; a prefix without `/` gets the resource's short name as class."""
+    return cdi_prefix if "/" in cdi_prefix else f"{cdi_prefix}/{res.short_name}"
+
+
 def cdi_name(cdi_prefix: str, res: Resource, device_id: str) -> str:
-    """`vendor/class=name`; a prefix without `/` gets the resource's short name as class."""
-    kind = cdi_prefix if "/" in cdi_prefix else f"{cdi_prefix}/{res.short_name}"
-    return f"{kind}={device_id}"
+    """`vendor/class=name`: the fully qualified CDI device name of one device."""
+    return f"{cdi_kind(cdi_prefix, res)}={device_id}"
 
 
 def container_response(
@@ -114,6 +125,25 @@ def container_response(
     """The answer for one container holding `devices` (distinct physical devices)."""
     devs = list(devices)
     resp = pb.ContainerAllocateResponse()
+    if links.cdi_spec_dir:
+        # the plugin's own CDI specs carry the nodes and mounts (dra/cdi.py)
+        prefix = cdi_prefix or DEFAULT_CDI_VENDOR
+        resp.cdi_devices.extend(pb.CDIDevice(name=cdi_name(prefix, res, d.id)) for d in devs)
+    else:
+        _device_specs(resp, res, devs, links, cdi_prefix)
+    for k, v in res.env:
+        resp.envs[k] = v
+    resp.envs[f"{res.env_prefix}_DEVICES"] = ",".join(d.id for d in devs)
+    return resp
+
+
+def _device_specs(
+    resp: pb.ContainerAllocateResponse,
+    res: Resource,
+    devs: list[Device],
+    links: LinkLayout,
+    cdi_prefix: str | None,
+) -> None:
     usb_mount = False
     for d in devs:
         for n, node in enumerate(d.devnodes):
@@ -137,10 +167,6 @@ def container_response(
         resp.mounts.append(
             pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
         )
-    for k, v in res.env:
-        resp.envs[k] = v
-    resp.envs[f"{res.env_prefix}_DEVICES"] = ",".join(d.id for d in devs)
-    return resp
 
 
 def preferred(

@@ -26,8 +26,8 @@ from edgefd.runtime.watch import Watcher
 
 from .allocate import LinkLayout
 from .config import Config, Resource
-from .devices import Advertised, Inventory, match_devices
-from .discovery import host_exists, scan_host
+from .devices import Advertised, Device, Inventory, match_devices
+from .discovery import Snapshot, host_exists, scan_host
 from .links import LinkKeeper
 from .metrics import PluginMetrics
 from .registration import KUBELET_SOCKET, file_identity
@@ -36,6 +36,9 @@ from .server import ResourceState
 
 log = logging.getLogger(__name__)
 
+# called after every scan with what each resource advertises (the DRA driver, CDI specs)
+Observer = Callable[[Snapshot, dict[str, tuple[Device, ...]], dict[str, Resource]], None]
+
 
 @dataclass
 class Options:
@@ -43,6 +46,8 @@ class Options:
     host: HostRoot
     links_dir: str | None = None
     cdi_prefix: str | None = None
+    cdi_spec_dir: str | None = None  # the device plugin hands devices over as CDI names
+    device_plugin: bool = True  # False (`--api dra`): scan and keep links, serve no resource
     listen: tuple[str, int] | None = None  # (host, port); port 0 picks a free one
     rescan_interval: float = 10.0
     poll_interval: float = 0.2
@@ -62,7 +67,9 @@ class Plugin:
         self.config = config
         self._load_config = load_config
         self.metrics = PluginMetrics()
-        self.links = LinkKeeper(LinkLayout(opts.links_dir))
+        self.links = LinkKeeper(LinkLayout(opts.links_dir, opts.cdi_spec_dir))
+        self.observers: list[Observer] = []
+        self.ready_checks: list[Callable[[], tuple[bool, str]]] = []
         self.resources: dict[str, ResourcePlugin] = {}
         self.inventories: dict[str, Inventory] = {}
         self._scan_lock = threading.Lock()
@@ -100,11 +107,13 @@ class Plugin:
             exists = host_exists(self.opts.host)
             now = time.time()
             series = []
+            seen: dict[str, tuple[Device, ...]] = {}
             for name, rp in list(self.resources.items()):
                 res = rp.resource
                 inv = self.inventories[name]
                 found = match_devices(res, snap.usb, snap.pci, snap.dev_nodes, exists, now)
                 devs = inv.update(found, now)
+                seen[name] = devs
                 self.links.sync(name, devs)
                 adv = Advertised.build(devs, res.replicas)
                 if rp.state.publish(adv):
@@ -114,6 +123,12 @@ class Plugin:
                 series.append(({"resource": name, "health": "Healthy"}, healthy))
                 series.append(({"resource": name, "health": "Unhealthy"}, unhealthy))
             replace_series(self.metrics.devices, series)
+            resources = {n: rp.resource for n, rp in self.resources.items()}
+            for observe in self.observers:
+                try:
+                    observe(snap, seen, resources)
+                except Exception:  # one consumer's bug must not stop the scanning
+                    log.exception("after the scan")
             self.last_scan = time.monotonic()
 
     # ------------------------------------------------------------ resources
@@ -139,22 +154,14 @@ class Plugin:
                 rp.notice(name)
 
     def start(self) -> Plugin:
-        os.makedirs(self.opts.plugin_dir, exist_ok=True)
+        if self.opts.device_plugin:
+            os.makedirs(self.opts.plugin_dir, exist_ok=True)
         self._kubelet_ident = file_identity(os.path.join(self.opts.plugin_dir, KUBELET_SOCKET))
         for res in self.config.resources:
             self._add(res)
         self.rescan()
-        # a kubelet restart is acted on at once (no debounce): re-registration is what matters
-        self._dir_watch = Watcher(
-            self._on_dir_change,
-            [self.opts.plugin_dir],
-            poll_interval=0.1,
-            debounce=0.0,
-            max_delay=0.0,
-            name="plugin-dir-watch",
-        ).start()
-        for rp in self.resources.values():
-            rp.start()
+        if self.opts.device_plugin:
+            self._serve_resources()
         buses = ("usb", "pci")
         self._hotplug = Watcher(
             self.rescan,
@@ -176,6 +183,19 @@ class Plugin:
             ).start()
         return self
 
+    def _serve_resources(self) -> None:
+        # a kubelet restart is acted on at once (no debounce): re-registration is what matters
+        self._dir_watch = Watcher(
+            self._on_dir_change,
+            [self.opts.plugin_dir],
+            poll_interval=0.1,
+            debounce=0.0,
+            max_delay=0.0,
+            name="plugin-dir-watch",
+        ).start()
+        for rp in self.resources.values():
+            rp.start()
+
     def _healthz(self) -> tuple[bool, str]:
         # alive while the hot-plug watcher keeps scanning (the backstop rescan guarantees it)
         age = time.monotonic() - self.last_scan
@@ -188,13 +208,20 @@ class Plugin:
         empty = self.config.serves_nothing()  # valid, but a plugin serving nothing is not ready
         if empty:
             return False, empty
-        waiting = [n for n, rp in self.resources.items() if not rp.registered.is_set()]
+        served = self.resources if self.opts.device_plugin else {}
+        waiting = [n for n, rp in served.items() if not rp.registered.is_set()]
         if waiting:
             details = "; ".join(
                 f"{n}: {self.resources[n].last_error or 'registering'}" for n in waiting
             )
             return False, f"not registered: {details}"
-        return True, f"{len(self.resources)} resource(s) registered"
+        details = [f"{len(served)} resource(s) registered"] if served else []
+        for check in self.ready_checks:
+            ok, detail = check()
+            if not ok:
+                return False, detail
+            details.append(detail)
+        return True, "; ".join(details)
 
     def reload(self) -> None:
         """Re-read the configuration; start, stop or restart the resources that changed."""
@@ -222,7 +249,7 @@ class Plugin:
             for inv in self.inventories.values():
                 inv.forget_after = new.forget_after
         self.rescan()
-        for rp in started:
+        for rp in started if self.opts.device_plugin else ():
             rp.start()
         log.info("configuration reloaded: %d resource(s)", len(self.resources))
 

@@ -1,0 +1,1 @@
+"""The DRA mode of devplugin: ResourceSlices, CDI specs, the kubelet plugin."""

@@ -1,0 +1,173 @@
+"""Running `devplugin --api dra` against the real API server, and the objects the real-peer
+tests need around it: a schedulable Node, claims, pods, reading the slices back."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgefd.devplugin.dra.kubeapi import DraApi
+from edgefd.kube.client import connect
+from tests.peers.processes import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+DRIVER = "edgefd.io"
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, step: float = 0.02, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what or pred}")
+        time.sleep(step)
+
+
+class DraPlugin:
+    """`python -m edgefd.devplugin --api dra` on a fixture host, with its own kubelet and CDI
+    directories (short paths: unix socket names are limited to 107 bytes)."""
+
+    def __init__(
+        self, host: Path, node: str, kubeconfig: str, *args: str, work: Path | None = None
+    ):
+        self.host = host
+        self.node = node
+        self.work = work or Path(tempfile.mkdtemp(prefix="dra-"))
+        self.kubelet_dir = self.work / "kubelet"
+        (self.kubelet_dir / "plugins_registry").mkdir(parents=True, exist_ok=True)
+        self.cdi_dir = self.work / "cdi"
+        self.port = free_port()
+        self.log = self.work / "devplugin.log"
+        self.args = [
+            sys.executable,
+            *("-m", "edgefd.devplugin", "--api", "dra"),
+            f"--host-root={host}",
+            f"--node-name={node}",
+            f"--kubeconfig={kubeconfig}",
+            f"--kubelet-dir={self.kubelet_dir}",
+            f"--cdi-dir={self.cdi_dir}",
+            f"--listen=127.0.0.1:{self.port}",
+            "--rescan-interval=0.5s",
+            "-v",
+            *args,
+        ]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> DraPlugin:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
+        wait_for(self._metrics_up, 30, 0.1, "devplugin's /metrics")
+        return self
+
+    def _metrics_up(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"devplugin exited {self.proc.returncode}:\n{self.stderr()}")
+        try:
+            self.metrics()
+            return True
+        except OSError:
+            return False
+
+    def metrics(self) -> dict[str, float]:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            m = re.match(r"^(edgefd_\S+?)(\{[^}]*\})? (\S+)$", line)
+            if m:
+                out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+        return out
+
+    def writes(self) -> float:
+        return sum(
+            v
+            for k, v in self.metrics().items()
+            if k.startswith("edgefd_devplugin_dra_slice_writes")
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def stderr(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+
+class Api:
+    """What the tests ask the API server, as an administrator."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.dra = connect(kubeconfig, 10.0, client_class=DraApi)
+
+    def slices(self, node: str) -> list[dict[str, Any]]:
+        return self.dra.list_slices(node, DRIVER).get("items") or []
+
+    def devices(self, node: str) -> dict[str, dict[str, Any]]:
+        return {d["name"]: d for s in self.slices(node) for d in s["spec"].get("devices") or ()}
+
+    def req(self, method: str, path: str, body: Any = None, ctype: str = "application/json"):
+        return self.dra.request(
+            method, "test", path, f"{method} {path}", body, ctype if body is not None else None
+        )
+
+    def schedulable_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """A Node the real scheduler will place pods on: room for pods, no not-ready taint."""
+        with contextlib.suppress(Exception):
+            self.req("DELETE", f"/api/v1/nodes/{name}")
+        self.req(
+            "POST",
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels or {}},
+            },
+        )
+        room = {"pods": "20", "cpu": "4", "memory": "8Gi"}
+        self.req(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            {
+                "status": {
+                    "capacity": room,
+                    "allocatable": room,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Test"}],
+                }
+            },
+            "application/merge-patch+json",
+        )
+        self.req(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"spec": {"taints": None}},
+            "application/merge-patch+json",
+        )
+
+    def delete_node(self, name: str) -> None:
+        with contextlib.suppress(Exception):
+            self.req("DELETE", f"/api/v1/nodes/{name}")

@@ -1,0 +1,146 @@
+"""The DRA kubelet plugin's gRPC services over their unix sockets, with real gRPC clients
+calling them as the kubelet does (the kubelet's own stubs' wire names, tests/devplugin/
+test_stubs.py): registration (GetInfo, NotifyRegistrationStatus), NodePrepareResources and
+NodeUnprepareResources, and serving afresh when a socket file disappears. The real kubelet
+drives these in the real-node end-to-end (tests/system/checks_dra.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from edgefd.devplugin.allocate import LinkLayout
+from edgefd.devplugin.dra.api import dra_pb2 as dra
+from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
+from edgefd.devplugin.dra.api import pluginregistration_pb2 as reg
+from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
+from edgefd.devplugin.dra.checkpoint import Checkpoint
+from edgefd.devplugin.dra.claims import Preparer
+from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
+from tests.devplugin.dra.test_cdi import CORAL, NODE, Claims, coral, table
+from tests.devplugin.test_grpc import wait_until
+
+
+@pytest.fixture
+def kubelet_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="kp-"))  # unix socket paths are limited to 107 bytes
+    (d / "plugins_registry").mkdir()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def served(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, Claims, list]]:
+    claims = Claims()
+    preparer = Preparer(
+        NODE,
+        str(kubelet_dir / "cdi"),
+        LinkLayout(None),
+        Checkpoint(kubelet_dir / "plugins" / "edgefd.io", NODE),
+        claims,
+    )
+    preparer.update(table((coral(), CORAL)))
+    calls: list = []
+    kp = KubeletPlugin(
+        str(kubelet_dir), preparer, on_call=lambda op, ok: calls.append((op, ok))
+    ).start()
+    try:
+        yield kp, claims, calls
+    finally:
+        kp.stop()
+
+
+def channel(path: str) -> grpc.Channel:
+    return grpc.insecure_channel("unix:" + path)
+
+
+def test_sockets_where_the_kubelet_looks(served, kubelet_dir: Path) -> None:
+    kp, _, _ = served
+    assert kp.registration_socket == str(kubelet_dir / "plugins_registry" / "edgefd.io-reg.sock")
+    assert kp.service_socket == str(kubelet_dir / "plugins" / "edgefd.io" / "dra.sock")
+    assert os.path.exists(kp.registration_socket) and os.path.exists(kp.service_socket)
+
+
+def test_registration(served) -> None:
+    kp, _, _ = served
+    with channel(kp.registration_socket) as ch:
+        stub = reg_grpc.RegistrationStub(ch)
+        info = stub.GetInfo(reg.InfoRequest(), timeout=5)
+        assert info.type == "DRAPlugin"
+        assert info.name == "edgefd.io"
+        assert info.endpoint == kp.service_socket
+        assert list(info.supported_versions) == ["v1.DRAPlugin"]
+        assert not kp.registered.is_set()
+        stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True), timeout=5)
+        assert kp.registered.is_set() and kp.registrations == 1
+        stub.NotifyRegistrationStatus(
+            reg.RegistrationStatus(plugin_registered=False, error="version"), timeout=5
+        )
+        assert not kp.registered.is_set() and kp.last_error == "version"
+
+
+def test_prepare_and_unprepare(served, kubelet_dir: Path) -> None:
+    kp, claims, calls = served
+    ok = claims.add("c1", ["usb-2-1"])
+    bad = claims.add("c2", ["usb-9-9"])
+    with channel(kp.service_socket) as ch:
+        stub = dra_grpc.DRAPluginStub(ch)
+        req = dra.NodePrepareResourcesRequest(
+            claims=[dra.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in (ok, bad)]
+        )
+        resp = stub.NodePrepareResources(req, timeout=5)
+        good = resp.claims[ok.uid]
+        assert not good.error
+        [dev] = good.devices
+        assert list(dev.request_names) == ["tpu"]
+        assert (dev.pool_name, dev.device_name) == (NODE, "usb-2-1")
+        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={ok.uid}-usb-2-1"]
+        # the failing claim is reported in its own entry (the kubelet retries it)
+        assert "usb-9-9 is not on node" in resp.claims[bad.uid].error
+        assert not resp.claims[bad.uid].devices
+        spec = kubelet_dir / "cdi" / f"edgefd.io-{ok.uid}.json"
+        assert spec.exists()
+        un = stub.NodeUnprepareResources(
+            dra.NodeUnprepareResourcesRequest(
+                claims=[dra.Claim(namespace="default", uid=ok.uid, name="c1")]
+            ),
+            timeout=5,
+        )
+        assert ok.uid in un.claims and not un.claims[ok.uid].error
+        assert not spec.exists()
+    assert calls == [("prepare", True), ("prepare", False), ("unprepare", True)]
+
+
+def test_a_deleted_socket_is_served_afresh(served) -> None:
+    kp, _, _ = served
+    with channel(kp.registration_socket) as ch:
+        reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(
+            reg.RegistrationStatus(plugin_registered=True), timeout=5
+        )
+    os.unlink(kp.registration_socket)
+    os.unlink(kp.service_socket)
+    kp.check()
+    assert not kp.registered.is_set()  # the kubelet has to find us again
+    with channel(kp.registration_socket) as ch:
+        info = reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=5)
+        assert info.endpoint == kp.service_socket
+    with channel(kp.service_socket) as ch:
+        resp = dra_grpc.DRAPluginStub(ch).NodeUnprepareResources(
+            dra.NodeUnprepareResourcesRequest(), timeout=5
+        )
+        assert not resp.claims
+
+
+def test_stop_removes_the_sockets(served) -> None:
+    kp, _, _ = served
+    kp.stop()
+    wait_until(lambda: not os.path.exists(kp.registration_socket), timeout=5)
+    assert not os.path.exists(kp.service_socket)

@@ -1,0 +1,167 @@
+"""CDI specs: how a container gets a device when the runtime resolves CDI names, for both APIs
+(a DRA claim's devices; the device plugin's with --cdi-spec-dir). Files are written atomically
+and only when their content changes, in the directory containerd and CRI-O read
+(`/var/run/cdi`; they reload a spec when its file changes).
+
+Why the spec names the device's current node, not the stable link: the CDI library the
+runtimes use (tags.cncf.io/container-device-interface, pkg/cdi container-edits_unix.go)
+`lstat`s `hostPath` and refuses anything but a device node, so a link (which containerd's CRI
+resolves for a device plugin's DeviceSpec) cannot be used. The plugin instead rewrites the
+spec when a device's node changes (a re-plug, a Coral's re-enumeration): every container
+created afterwards gets the node the device has *now*, as the link gives the device plugin.
+While a device is absent, `hostPath` is its link, which is removed then: creating a container
+fails cleanly (and is retried) instead of granting whatever node took the old number.
+
+What a container gets is what Allocate gives it (allocate.py): a USB device's node at
+`/dev/edgefd/<id>` plus a read-only bind of the host's `/dev/bus/usb` (libusb opens the
+device by its bus path), a PCI device's node under its own name, the resource's env and
+mounts, and `EDGEFD_<RESOURCE>_DEVICES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgefd.core.errors import OutputError
+from edgefd.core.publish import write_atomic
+
+from ..allocate import CONTAINER_ALIAS_DIR, USB_DEV_DIR, LinkLayout
+from ..config import Resource
+from ..devices import Device
+
+CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7
+VENDOR = "edgefd.io"
+CLAIM_KIND = f"{VENDOR}/claim"
+DEFAULT_DIR = "/var/run/cdi"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def _bind(host: str, container: str, read_only: bool) -> dict[str, Any]:
+    options = ["bind", "ro" if read_only else "rw", "nosuid"]
+    return {"hostPath": host, "containerPath": container, "type": "bind", "options": options}
+
+
+def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, Any]:
+    """Device nodes and mounts for one device (env is per container: see `env`)."""
+    nodes = []
+    usb_mount = False
+    for n, node in enumerate(dev.devnodes):
+        host = node if dev.healthy else links.link(res.name, dev.id, n) or node
+        if dev.bus == "usb" and res.usb_bus_mount:
+            usb_mount = True
+            container = f"{CONTAINER_ALIAS_DIR}/{dev.id}" + ("" if n == 0 else f".{n}")
+        else:
+            container = node
+        nodes.append({"path": container, "hostPath": host, "permissions": "rw"})
+    mounts = [_bind(USB_DEV_DIR, USB_DEV_DIR, True)] if usb_mount else []
+    mounts += [_bind(m.host_path, m.container_path, m.read_only) for m in res.mounts]
+    edits: dict[str, Any] = {"deviceNodes": nodes}
+    if mounts:
+        edits["mounts"] = mounts
+    return edits
+
+
+def env(devices: Iterable[tuple[Device, Resource]]) -> list[str]:
+    """`EDGEFD_<RESOURCE>_DEVICES=<ids>` per resource, plus each resource's env, as `K=V`."""
+    ids: dict[str, list[str]] = {}
+    extra: dict[str, str] = {}
+    for dev, res in devices:
+        ids.setdefault(res.env_prefix, [])
+        if dev.id not in ids[res.env_prefix]:
+            ids[res.env_prefix].append(dev.id)
+        extra.update(res.env)
+    out = {**extra, **{f"{prefix}_DEVICES": ",".join(v) for prefix, v in ids.items()}}
+    return [f"{k}={v}" for k, v in sorted(out.items())]
+
+
+def spec(kind: str, devices: Sequence[dict[str, Any]], env_vars: Sequence[str] = ()) -> dict:
+    doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": kind, "devices": list(devices)}
+    if env_vars:
+        doc["containerEdits"] = {"env": list(env_vars)}
+    return doc
+
+
+def claim_device_name(claim_uid: str, device_id: str) -> str:
+    """One claim's copy of a device: unique across the claim specs of the kind."""
+    return f"{claim_uid}-{device_id}"
+
+
+def qualified(kind: str, name: str) -> str:
+    return f"{kind}={name}"
+
+
+def spec_path(directory: str | os.PathLike[str], kind: str, suffix: str) -> Path:
+    """`<dir>/edgefd.io-<suffix>.json`: the vendor first, as the CDI spec recommends."""
+    vendor = kind.partition("/")[0]
+    return Path(directory) / f"{vendor}-{_UNSAFE.sub('_', suffix)}.json"
+
+
+def render(doc: dict[str, Any]) -> bytes:
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def write(path: Path, doc: dict[str, Any]) -> bool:
+    """Write atomically; False when the file already says exactly this."""
+    try:
+        return write_atomic(path, render(doc))
+    except OSError as e:
+        raise OutputError(f"cannot write CDI spec {path}: {e.strerror or e}") from None
+
+
+def remove(path: Path) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        return True
+    return False
+
+
+def device_entry(name: str, dev: Device, res: Resource, links: LinkLayout) -> dict | None:
+    """One CDI device; None for a device that has no node to give (nothing to edit: the CDI
+    library refuses a device without edits, and there is nothing to grant)."""
+    if not dev.devnodes:
+        return None
+    return {"name": name, "containerEdits": container_edits(dev, res, links)}
+
+
+class ResourceSpecs:
+    """The device plugin's CDI specs (--cdi-spec-dir): one file per CDI kind
+    (`edgefd.io/coral-usb` -> `edgefd.io-coral-usb.json`), devices named by their ID, kept
+    current on every scan. Files of kinds that are gone are removed."""
+
+    def __init__(self, directory: str, prefix: str, links: LinkLayout) -> None:
+        from ..allocate import cdi_kind
+
+        self.directory = directory
+        self.prefix = prefix
+        self.links = links
+        self._kind = cdi_kind
+        self._files: set[Path] = set()
+
+    def sync(self, resources: Iterable[tuple[Resource, tuple[Device, ...]]]) -> list[Path]:
+        """Write what changed; return the files written."""
+        by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+        for res, devices in resources:
+            entries = by_kind.setdefault(self._kind(self.prefix, res), {})
+            for d in devices:
+                entry = device_entry(d.id, d, res, self.links)
+                if entry is not None:
+                    entries.setdefault(d.id, entry)  # one ID, one device: first resource wins
+        written = []
+        files = set()
+        for kind, entries in sorted(by_kind.items()):
+            if not entries:  # the CDI library refuses a spec without devices
+                continue
+            path = spec_path(self.directory, kind, kind.partition("/")[2])
+            files.add(path)
+            if write(path, spec(kind, [entries[k] for k in sorted(entries)])):
+                written.append(path)
+        for stale in self._files - files:
+            remove(stale)
+        self._files = files
+        return written

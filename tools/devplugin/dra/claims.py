@@ -1,0 +1,191 @@
+"""Preparing and unpreparing claims: from a ResourceClaim's allocation to a CDI spec, and
+back. What NodePrepareResources and NodeUnprepareResources do, without the gRPC.
+
+Prepare reads the claim from the API server (the kubelet sends only its namespace, name and
+UID), takes the results for this driver and this node's pool, checks every device is here and
+usable, writes the claim's CDI spec (`edgefd.io-<claim UID>.json`, devices
+`edgefd.io/claim=<UID>-<device ID>`) and records the claim in the checkpoint. It is
+idempotent: a claim already prepared gets the same answer without asking the API server.
+Unprepare removes the spec and the record; an unknown claim is already unprepared.
+
+A prepared claim's spec is rewritten whenever one of its devices moves (cdi.py says why),
+including after a plugin restart (the checkpoint says which claims).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from edgefd.core.errors import EdgefdError
+
+from ..allocate import LinkLayout
+from . import cdi
+from .checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from .slices import DRIVER
+from .table import Entry
+
+log = logging.getLogger(__name__)
+
+_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class ClaimSource(Protocol):
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    namespace: str
+    uid: str
+    name: str
+
+
+class PrepareError(EdgefdError):
+    """One claim cannot be prepared now; the kubelet retries."""
+
+
+class Preparer:
+    def __init__(
+        self,
+        node: str,
+        cdi_dir: str,
+        links: LinkLayout,
+        checkpoint: Checkpoint,
+        claims: ClaimSource | None,
+    ) -> None:
+        self.node = node
+        self.cdi_dir = cdi_dir
+        self.links = links
+        self.checkpoint = checkpoint
+        self.claims = claims
+        self._lock = threading.Lock()
+        self._table: dict[str, Entry] = {}
+
+    # -- the device table, and keeping prepared claims' specs current
+
+    def update(self, table: Mapping[str, Entry]) -> None:
+        with self._lock:
+            self._table = dict(table)
+            for claim in self.checkpoint.claims.values():
+                try:
+                    self._write_spec(claim)
+                except EdgefdError as e:
+                    log.error("claim %s/%s: %s", claim.namespace, claim.name, e)
+
+    def spec_file(self, uid: str) -> Path:
+        return cdi.spec_path(self.cdi_dir, cdi.CLAIM_KIND, uid)
+
+    def _write_spec(self, claim: PreparedClaim) -> None:
+        entries = []
+        pairs = []
+        for d in claim.devices:
+            e = self._table.get(d.device)
+            if e is None:
+                log.warning("claim %s: device %s is no longer known", claim.uid, d.device)
+                continue
+            entry = cdi.device_entry(
+                cdi.claim_device_name(claim.uid, e.device.id), e.device, e.resource, self.links
+            )
+            if entry is not None:
+                entries.append(entry)
+                pairs.append((e.device, e.resource))
+        if entries:
+            cdi.write(self.spec_file(claim.uid), cdi.spec(cdi.CLAIM_KIND, entries, cdi.env(pairs)))
+
+    def sweep(self) -> list[Path]:
+        """Remove claim specs the checkpoint does not know (a crash between writing the spec
+        and the checkpoint). Only files of our claim kind, named after a UID."""
+        removed = []
+        with self._lock:
+            known = set(self.checkpoint.claims)
+            for path in sorted(Path(self.cdi_dir).glob(f"{cdi.VENDOR}-*.json")):
+                uid = path.stem.removeprefix(f"{cdi.VENDOR}-")
+                if not _UID.match(uid) or uid in known:
+                    continue
+                try:
+                    kind = json.loads(path.read_bytes()).get("kind")
+                except (OSError, ValueError, AttributeError):
+                    continue
+                if kind == cdi.CLAIM_KIND and cdi.remove(path):
+                    removed.append(path)
+        for path in removed:
+            log.info("removed %s: no prepared claim has it", path)
+        return removed
+
+    # -- Prepare / Unprepare
+
+    def prepare(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+        """The devices of one claim, prepared; PrepareError says why not (retried)."""
+        with self._lock:
+            done = self.checkpoint.get(ref.uid)
+            if done is not None:
+                self._write_spec(done)
+                return done.devices
+        if self.claims is None:
+            raise PrepareError("no API access to read the claim (--kubeconfig / in-cluster)")
+        claim = self.claims.get_claim(ref.namespace, ref.name)
+        uid = (claim.get("metadata") or {}).get("uid")
+        if uid != ref.uid:
+            raise PrepareError(
+                f"claim {ref.namespace}/{ref.name} has UID {uid}, the kubelet asked for {ref.uid}"
+            )
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        )
+        if results is None:
+            raise PrepareError(f"claim {ref.namespace}/{ref.name} is not allocated")
+        mine = [r for r in results if r.get("driver") == DRIVER]
+        with self._lock:
+            devices = []
+            for r in mine:
+                devices.append(self._device(ref, r))
+            prepared = PreparedClaim(ref.uid, ref.namespace, ref.name, tuple(devices))
+            self._write_spec(prepared)
+            self.checkpoint.put(prepared)
+        log.info(
+            "prepared claim %s/%s: %s",
+            ref.namespace,
+            ref.name,
+            ", ".join(d.device for d in prepared.devices) or "no device of ours",
+        )
+        return prepared.devices
+
+    def _device(self, ref: ClaimRef, result: dict[str, Any]) -> PreparedDevice:
+        pool, name = result.get("pool"), result.get("device")
+        if pool != self.node:
+            raise PrepareError(f"device {pool}/{name} is in another node's pool, not {self.node}'s")
+        entry = self._table.get(str(name))
+        if entry is None:
+            raise PrepareError(f"device {name} is not on node {self.node}")
+        dev = entry.device
+        if not dev.healthy:
+            why = "unplugged" if not dev.present else dev.reason
+            raise PrepareError(f"device {name} ({dev.id}) cannot be used now: {why}")
+        cdi_id = cdi.qualified(cdi.CLAIM_KIND, cdi.claim_device_name(ref.uid, dev.id))
+        return PreparedDevice(
+            request=str(result.get("request", "")),
+            pool=str(pool),
+            device=str(name),
+            device_id=dev.id,
+            resource=entry.resource.name,
+            cdi_ids=(cdi_id,),
+        )
+
+    def unprepare(self, ref: ClaimRef) -> None:
+        with self._lock:
+            removed = cdi.remove(self.spec_file(ref.uid))
+            known = self.checkpoint.remove(ref.uid)
+        if removed or known:
+            log.info("unprepared claim %s/%s", ref.namespace, ref.name)
+
+    @property
+    def prepared(self) -> int:
+        with self._lock:
+            return len(self.checkpoint.claims)

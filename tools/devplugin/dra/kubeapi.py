@@ -1,0 +1,78 @@
+"""The resource.k8s.io/v1 calls the DRA mode makes, on the shared client (edgefd.kube):
+ResourceSlices of this node (list, watch, create, replace, delete) and reading a
+ResourceClaim. Plain JSON, no typed models (see edgefd.kube.client)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from edgefd.kube.client import Client, Watch, quote
+
+GROUP_VERSION = "resource.k8s.io/v1"
+SLICES = f"/apis/{GROUP_VERSION}/resourceslices"
+USER_AGENT = "edgefd-devplugin"
+
+
+class DraApi(Client):
+    def _selector(self, node: str, driver: str) -> str:
+        return urlencode({"fieldSelector": f"spec.nodeName={node},spec.driver={driver}"})
+
+    def list_slices(self, node: str, driver: str) -> dict[str, Any]:
+        """This node's slices of `driver` (the list carries the resourceVersion to watch from)."""
+        return self._request_json(
+            "GET", f"{SLICES}?{self._selector(node, driver)}", f"list resourceslices of {node}"
+        )
+
+    def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Watch:
+        query = (
+            self._selector(node, driver)
+            + "&"
+            + urlencode({"resourceVersion": resource_version, "allowWatchBookmarks": "true"})
+        )
+        return self.watch(
+            "resourceslices", f"{SLICES}?{query}", f"watch resourceslices of {node}", seconds
+        )
+
+    def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        return self.request(
+            "POST",
+            "resourceslices",
+            SLICES,
+            f"create resourceslice {name}",
+            body=body,
+            content_type="application/json",
+        )
+
+    def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT guarded by metadata.resourceVersion in `body` (409 if it moved)."""
+        name = body["metadata"]["name"]
+        return self.request(
+            "PUT",
+            "resourceslices",
+            f"{SLICES}/{quote(name)}",
+            f"replace resourceslice {name}",
+            body=body,
+            content_type="application/json",
+        )
+
+    def delete_slice(self, name: str, resource_version: str | None = None) -> None:
+        body = None
+        if resource_version:
+            body = {"preconditions": {"resourceVersion": resource_version}}
+        self.request(
+            "DELETE",
+            "resourceslices",
+            f"{SLICES}/{quote(name)}",
+            f"delete resourceslice {name}",
+            body=body,
+            content_type="application/json" if body else None,
+        )
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        path = f"/apis/{GROUP_VERSION}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
+        return self.request("GET", "resourceclaims", path, f"get resourceclaim {namespace}/{name}")
+
+    def _request_json(self, method: str, path: str, what: str) -> dict[str, Any]:
+        return self.request(method, "resourceslices", path, what) or {}

@@ -1,0 +1,243 @@
+"""The kubelet's side of DRA: registration through the plugin watcher and the DRAPlugin
+service, each on its own unix socket.
+
+The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg.sock`, calls
+Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
+dials the service socket and reports back with NotifyRegistrationStatus. The kubelet finds the
+socket again by itself when it restarts; the plugin only has to keep serving, and to serve
+afresh if its socket file disappears (watched by the driver, see driver.py).
+
+Both services are unary; NodePrepareResources reads claims from the API server, so each
+server has a small pool of workers and a claim's failure is reported in its own entry (the
+kubelet retries those) rather than failing the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+
+import grpc
+
+from edgefd.core.errors import EdgefdError
+
+from ..registration import FileIdentity, file_identity
+from .api import dra_pb2 as dra
+from .api import dra_pb2_grpc as dra_grpc
+from .api import pluginregistration_pb2 as reg
+from .api import pluginregistration_pb2_grpc as reg_grpc
+from .claims import ClaimRef, Preparer
+from .slices import DRIVER
+
+log = logging.getLogger(__name__)
+
+PLUGIN_TYPE = "DRAPlugin"
+SERVICE_VERSION = "v1.DRAPlugin"
+REGISTRY_SUBDIR = "plugins_registry"
+PLUGINS_SUBDIR = "plugins"
+REGISTRATION_SOCKET = f"{DRIVER}-reg.sock"
+SERVICE_SOCKET = "dra.sock"
+
+
+class Registration(reg_grpc.RegistrationServicer):
+    """What the plugin watcher asks, and what it says back."""
+
+    def __init__(self, endpoint: str, on_status: Callable[[bool, str], None]) -> None:
+        self.endpoint = endpoint
+        self.on_status = on_status
+        self.info_calls = 0
+
+    def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+        self.info_calls += 1
+        return reg.PluginInfo(
+            type=PLUGIN_TYPE,
+            name=DRIVER,
+            endpoint=self.endpoint,
+            supported_versions=[SERVICE_VERSION],
+        )
+
+    def NotifyRegistrationStatus(
+        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg.RegistrationStatusResponse:
+        self.on_status(request.plugin_registered, request.error)
+        return reg.RegistrationStatusResponse()
+
+
+class DraService(dra_grpc.DRAPluginServicer):
+    """NodePrepareResources / NodeUnprepareResources over a Preparer."""
+
+    def __init__(self, preparer: Preparer, on_call: Callable[[str, bool], None]) -> None:
+        self.preparer = preparer
+        self.on_call = on_call
+
+    def NodePrepareResources(
+        self, request: dra.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> dra.NodePrepareResourcesResponse:
+        resp = dra.NodePrepareResourcesResponse()
+        for c in request.claims:
+            ref = ClaimRef(c.namespace, c.uid, c.name)
+            out = resp.claims[c.uid]
+            try:
+                for d in self.preparer.prepare(ref):
+                    out.devices.add(
+                        request_names=[d.request] if d.request else [],
+                        pool_name=d.pool,
+                        device_name=d.device,
+                        cdi_device_ids=list(d.cdi_ids),
+                    )
+                self.on_call("prepare", True)
+            except EdgefdError as e:
+                del out.devices[:]
+                out.error = f"{c.namespace}/{c.name}: {e}"
+                log.warning("prepare %s/%s failed: %s", c.namespace, c.name, e)
+                self.on_call("prepare", False)
+        return resp
+
+    def NodeUnprepareResources(
+        self, request: dra.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> dra.NodeUnprepareResourcesResponse:
+        resp = dra.NodeUnprepareResourcesResponse()
+        for c in request.claims:
+            out = resp.claims[c.uid]
+            try:
+                self.preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
+                self.on_call("unprepare", True)
+            except (EdgefdError, OSError) as e:
+                out.error = f"{c.namespace}/{c.name}: {e}"
+                log.warning("unprepare %s/%s failed: %s", c.namespace, c.name, e)
+                self.on_call("unprepare", False)
+        return resp
+
+
+class SocketServer:
+    """One gRPC server on one unix socket; started once, stopped once."""
+
+    def __init__(self, path: str, add: Callable[[grpc.Server], None], workers: int) -> None:
+        self.path = path
+        self._executor = futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=f"dra-{os.path.basename(path)}"
+        )
+        self._server = grpc.server(self._executor, maximum_concurrent_rpcs=workers * 4)
+        add(self._server)
+        self.identity: FileIdentity | None = None
+
+    def start(self) -> SocketServer:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self._server.add_insecure_port("unix:" + self.path)
+        self._server.start()
+        self.identity = file_identity(self.path)
+        return self
+
+    def is_ours(self) -> bool:
+        ident = file_identity(self.path)
+        return ident is not None and ident == self.identity
+
+    def stop(self) -> None:
+        ours = self.is_ours()
+        self._server.stop(grace=1.0).wait(5)
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        if ours:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+
+class KubeletPlugin:
+    """The two sockets, kept served: `check()` (called when the directories change) serves
+    afresh whichever socket is no longer ours. The service comes up before the registration
+    socket, so the kubelet never dials an endpoint that is not there yet."""
+
+    def __init__(
+        self,
+        kubelet_dir: str,
+        preparer: Preparer,
+        on_call: Callable[[str, bool], None] = lambda op, ok: None,
+        on_registration: Callable[[bool, str], None] = lambda ok, err: None,
+    ) -> None:
+        self.registry_dir = os.path.join(kubelet_dir, REGISTRY_SUBDIR)
+        self.plugin_dir = self.plugin_dir_of(kubelet_dir)
+        self.registration_socket = os.path.join(self.registry_dir, REGISTRATION_SOCKET)
+        self.service_socket = os.path.join(self.plugin_dir, SERVICE_SOCKET)
+        self.preparer = preparer
+        self.on_call = on_call
+        self._on_registration = on_registration
+        self._lock = threading.Lock()
+        self._service: SocketServer | None = None
+        self._registration: SocketServer | None = None
+        self.registered = threading.Event()
+        self.last_error = ""
+        self.registered_at = 0.0
+        self.registrations = 0
+
+    @staticmethod
+    def plugin_dir_of(kubelet_dir: str) -> str:
+        """`<kubelet-dir>/plugins/edgefd.io`: the service socket, the checkpoint, the links."""
+        return os.path.join(kubelet_dir, PLUGINS_SUBDIR, DRIVER)
+
+    def _status(self, ok: bool, error: str) -> None:
+        if ok:
+            self.registrations += 1
+            self.registered_at = time.monotonic()
+            self.last_error = ""
+            self.registered.set()
+            log.info("registered with the kubelet (%s)", SERVICE_VERSION)
+        else:
+            self.registered.clear()
+            self.last_error = error or "the kubelet refused the registration"
+            log.warning("kubelet registration failed: %s", self.last_error)
+        self._on_registration(ok, error)
+
+    def _serve_service(self) -> SocketServer:
+        svc = DraService(self.preparer, self.on_call)
+        return SocketServer(
+            self.service_socket, lambda s: dra_grpc.add_DRAPluginServicer_to_server(svc, s), 4
+        ).start()
+
+    def _serve_registration(self) -> SocketServer:
+        servicer = Registration(self.service_socket, self._status)
+        return SocketServer(
+            self.registration_socket,
+            lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s),
+            2,
+        ).start()
+
+    def start(self) -> KubeletPlugin:
+        with self._lock:
+            self._service = self._serve_service()
+            self._registration = self._serve_registration()
+        log.info(
+            "DRA kubelet plugin on %s (registration %s)",
+            self.service_socket,
+            self.registration_socket,
+        )
+        return self
+
+    def check(self) -> None:
+        """Serve afresh what lost its socket (a directory wiped, a socket deleted)."""
+        with self._lock:
+            if self._service is None or self._registration is None:
+                return
+            if not self._service.is_ours():
+                log.warning("%s vanished: serving afresh", self.service_socket)
+                self._service.stop()
+                self._service = self._serve_service()
+            if not self._registration.is_ours():
+                log.warning("%s vanished: serving afresh", self.registration_socket)
+                self.registered.clear()
+                self._registration.stop()
+                self._registration = self._serve_registration()
+
+    def stop(self) -> None:
+        with self._lock:
+            servers = [self._registration, self._service]
+            self._registration = self._service = None
+        for s in servers:
+            if s is not None:
+                s.stop()
+        self.registered.clear()

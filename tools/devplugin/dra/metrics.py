@@ -1,0 +1,35 @@
+"""The DRA mode's metrics, on the device plugin's registry (one /metrics per process)."""
+
+from __future__ import annotations
+
+from edgefd.runtime.metrics import Metrics
+
+
+class DraMetrics:
+    def __init__(self, m: Metrics) -> None:
+        self.slice_writes = m.counter(
+            "edgefd_devplugin_dra_slice_writes_total",
+            "ResourceSlice writes, by operation (create, update, delete)",
+            ["op"],
+        )
+        self.slice_write_errors = m.counter(
+            "edgefd_devplugin_dra_slice_write_errors_total",
+            "ResourceSlice writes that failed, by kind of failure",
+            ["kind"],
+        )
+        self.slice_generation = m.gauge(
+            "edgefd_devplugin_dra_pool_generation", "The generation of this node's pool"
+        )
+        self.calls = m.counter(
+            "edgefd_devplugin_dra_calls_total",
+            "NodePrepareResources / NodeUnprepareResources per claim, by result",
+            ["op", "result"],
+        )
+        self.prepared = m.gauge(
+            "edgefd_devplugin_dra_prepared_claims", "Claims prepared on this node (checkpoint)"
+        )
+        self.registrations = m.counter(
+            "edgefd_devplugin_dra_registrations_total",
+            "Registration statuses the kubelet reported, by result",
+            ["result"],
+        )

@@ -1,0 +1,338 @@
+"""Keeping this node's ResourceSlices equal to its devices: written when, and only when, they
+differ, with the pool generation raised on every change; recreated when something else
+deletes them (a starting kubelet wipes every DRA slice of its node).
+
+Two threads. The watcher lists this node's slices of our driver and watches them, so the
+publisher always knows what the API server holds without asking; the writer compares that
+with what it wants (slices.pool_slices) and writes the difference. A slice whose
+resourceVersion is the one our own write returned is known to hold what we sent, so the echo
+of our writes never causes another; anything else (an object changed or deleted by someone
+else, slices left by an earlier run) is compared by content and rewritten if it differs. A
+restart that finds its slices as it would write them writes nothing.
+
+Writes use the resourceVersion we last saw (409 -> list again, write again) and failures
+retry with jittered backoff: "the API is down" never loses a change, it only delays it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from edgefd.core.backoff import Backoff
+from edgefd.core.errors import EdgefdError
+from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiRefused
+
+from .metrics import DraMetrics
+from .slices import DRIVER, pool_slices, slice_object, without_generation
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 240
+
+
+class SliceApi(Protocol):
+    def list_slices(self, node: str, driver: str) -> dict[str, Any]: ...
+    def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Any: ...
+    def create_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def delete_slice(self, name: str, resource_version: str | None = None) -> None: ...
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _newer(a: str, b: str) -> bool:
+    """Whether resourceVersion `a` is older than `b` (opaque to clients, but etcd revisions
+    in practice; anything else counts as not older)."""
+    return a.isdigit() and b.isdigit() and int(a) < int(b)
+
+
+def _generation(obj: dict[str, Any]) -> int:
+    return int(((obj.get("spec") or {}).get("pool") or {}).get("generation") or 0)
+
+
+def _normalise(spec: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
+    """`spec` as read back, minus what the server adds: a taint's timeAdded where we set none."""
+    out = without_generation(spec)
+    wanted = {d.get("name"): d for d in like.get("devices") or ()}
+    devices = []
+    for d in out.get("devices") or ():
+        want = wanted.get(d.get("name")) or {}
+        want_taints = want.get("taints") or []
+        taints = []
+        for i, t in enumerate(d.get("taints") or ()):
+            w = want_taints[i] if i < len(want_taints) else {}
+            taints.append(
+                t if "timeAdded" in w else {k: v for k, v in t.items() if k != "timeAdded"}
+            )
+        devices.append(dict(d, taints=taints) if taints else d)
+    if devices:
+        out["devices"] = devices
+    return out
+
+
+class Publisher:
+    def __init__(
+        self,
+        api: SliceApi,
+        node: str,
+        metrics: DraMetrics | None = None,
+        watch_seconds: int = WATCH_SECONDS,
+        on_published: Callable[[], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.node = node
+        self.metrics = metrics
+        self.watch_seconds = watch_seconds
+        self.on_published = on_published
+        self._cond = threading.Condition()
+        self._devices: list[dict[str, Any]] | None = None  # None: nothing scanned yet
+        self._server: dict[str, dict[str, Any]] = {}  # what the API server holds
+        self._synced = False
+        self._ours: dict[str, str] = {}  # slice name -> resourceVersion our write returned
+        self._dirty = True
+        self._stopping = False
+        self._watch: Any = None
+        self.in_sync = threading.Event()
+        self.last_error = ""
+        self.writes = 0
+        self.generation = 0
+        self._threads = [
+            threading.Thread(target=self._write_loop, name="dra-publisher", daemon=True),
+            threading.Thread(target=self._watch_loop, name="dra-slice-watch", daemon=True),
+        ]
+
+    # -- inputs
+
+    def set_devices(self, devices: Iterable[dict[str, Any]]) -> None:
+        """The node's devices (API form) as of the latest scan; wakes the writer on change."""
+        devs = list(devices)
+        with self._cond:
+            if devs == self._devices:
+                return
+            self._devices = devs
+            self._dirty = True
+            self.in_sync.clear()
+            self._cond.notify_all()
+
+    def desired(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._cond:
+            devs = self._devices
+        return pool_slices(self.node, devs or [])
+
+    # -- lifecycle
+
+    def start(self) -> Publisher:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self, delete: bool = False, timeout: float = 5.0) -> None:
+        """Stop both threads; with `delete`, remove this node's slices (best effort)."""
+        with self._cond:
+            self._stopping = True
+            watch = self._watch
+            self._cond.notify_all()
+        if watch is not None:
+            watch.close()
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout)
+        if delete:
+            self._delete_all()
+
+    def _delete_all(self) -> None:
+        with self._cond:
+            names = dict(self._server)
+        for name, obj in sorted(names.items()):
+            try:
+                self.api.delete_slice(name, _rv(obj) or None)
+                self._count("delete")
+                log.info("deleted ResourceSlice %s (no prepared claims)", name)
+            except ApiNotFound:
+                pass
+            except EdgefdError as e:
+                log.warning("could not delete ResourceSlice %s: %s", name, e)
+
+    # -- what the API server holds
+
+    def _set_server(self, objs: dict[str, dict[str, Any]]) -> None:
+        with self._cond:
+            self._server = objs
+            self._synced = True
+            self._dirty = True
+            self._cond.notify_all()
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            return
+        rv = _rv(obj)
+        with self._cond:
+            known = self._server.get(name)
+            if kind == "DELETED":
+                if known is not None and not _newer(rv, _rv(known)):
+                    del self._server[name]
+                    self._ours.pop(name, None)
+                    self._dirty = True
+                    log.info("ResourceSlice %s was deleted", name)
+            elif known is None or not _newer(rv, _rv(known)):
+                self._server[name] = obj
+                if self._ours.get(name) != rv:
+                    self._dirty = True
+            if self._dirty:
+                self.in_sync.clear()
+                self._cond.notify_all()
+
+    def _watch_loop(self) -> None:
+        backoff = Backoff(initial=0.2, cap=30.0)
+        while not self._stopping:
+            try:
+                lst = self.api.list_slices(self.node, DRIVER)
+                objs = {o["metadata"]["name"]: o for o in lst.get("items") or ()}
+                self._set_server(objs)
+                rv = _rv(lst)
+                while not self._stopping:
+                    watch = self.api.watch_slices(self.node, DRIVER, rv, self.watch_seconds)
+                    with self._cond:
+                        self._watch = watch
+                    if self._stopping:
+                        watch.close()
+                        return
+                    for ev in watch:
+                        obj = ev.get("object") or {}
+                        rv = _rv(obj) or rv
+                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            self._event(ev["type"], obj)
+                    backoff.reset()
+            except ApiConflict:
+                continue  # the resourceVersion expired: list again
+            except EdgefdError as e:
+                if self._stopping:
+                    return
+                log.debug("watching ResourceSlices: %s", e)
+                with self._cond:
+                    self._cond.wait(backoff.next_delay())
+
+    # -- writing
+
+    def _write_loop(self) -> None:
+        backoff = Backoff(initial=0.1, cap=30.0)
+        while True:
+            with self._cond:
+                while not self._stopping and not (self._dirty and self._synced):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                self._dirty = False
+            if self._devices is None:
+                continue  # nothing scanned yet: do not publish "no devices"
+            try:
+                self._reconcile()
+            except ApiConflict as e:
+                log.info("%s; reading the slices again", e)
+                self._refresh()
+                continue
+            except EdgefdError as e:
+                kind = type(e).__name__
+                if self.metrics:
+                    self.metrics.slice_write_errors.labels(kind=kind).inc()
+                if str(e) != self.last_error:
+                    level = logging.ERROR if isinstance(e, ApiRefused) else logging.WARNING
+                    log.log(level, "publishing the ResourceSlice: %s (retrying)", e)
+                self.last_error = str(e)
+                with self._cond:
+                    self._dirty = True
+                    self._cond.wait(backoff.next_delay())
+                continue
+            backoff.reset()
+            self.last_error = ""
+
+    def _refresh(self) -> None:
+        try:
+            lst = self.api.list_slices(self.node, DRIVER)
+        except EdgefdError as e:
+            log.debug("listing ResourceSlices: %s", e)
+            with self._cond:
+                self._dirty = True
+            return
+        self._set_server({o["metadata"]["name"]: o for o in lst.get("items") or ()})
+
+    def _matches(
+        self, name: str, spec: dict[str, Any], obj: dict[str, Any] | None, gen: int
+    ) -> bool:
+        if obj is None:
+            return False
+        got = obj.get("spec") or {}
+        if (got.get("pool") or {}).get("generation") != gen:
+            return False
+        return _normalise(got, spec) == spec
+
+    def _reconcile(self) -> None:
+        desired = self.desired()
+        with self._cond:
+            server = dict(self._server)
+        gen = max((_generation(o) for o in server.values()), default=0)
+        wanted = {n for n, _ in desired}
+        if set(server) == wanted and all(
+            self._matches(n, s, server.get(n), gen) for n, s in desired
+        ):
+            self._published(gen)
+            return
+        # never below what this process wrote before: if the slices were deleted meanwhile (a
+        # starting kubelet wipes them), a consumer that saw them must see a newer generation
+        gen = max(gen, self.generation) + 1
+        for name, spec in desired:
+            body = slice_object(name, spec, gen)
+            known = server.get(name)
+            if known is not None:
+                body["metadata"]["resourceVersion"] = _rv(known)
+                try:
+                    obj = self.api.replace_slice(body)
+                    self._count("update")
+                except ApiNotFound:  # deleted since we looked
+                    body["metadata"].pop("resourceVersion")
+                    obj = self.api.create_slice(body)
+                    self._count("create")
+            else:
+                obj = self.api.create_slice(body)
+                self._count("create")
+            with self._cond:
+                self._ours[name] = _rv(obj)
+                if not _newer(_rv(obj), _rv(self._server.get(name) or {})):
+                    self._server[name] = obj
+        for name in sorted(set(server) - wanted):
+            try:
+                self.api.delete_slice(name, _rv(server[name]) or None)
+                self._count("delete")
+            except ApiNotFound:
+                pass
+            with self._cond:
+                self._server.pop(name, None)
+                self._ours.pop(name, None)
+        log.info(
+            "published %d ResourceSlice(s) for %s, generation %d",
+            len(desired),
+            self.node,
+            gen,
+        )
+        self._published(gen)
+
+    def _published(self, gen: int) -> None:
+        self.generation = gen
+        if self.metrics:
+            self.metrics.slice_generation.set(gen)
+        with self._cond:
+            if not self._dirty:
+                self.in_sync.set()
+        if self.on_published:
+            self.on_published()
+
+    def _count(self, op: str) -> None:
+        self.writes += 1
+        if self.metrics:
+            self.metrics.slice_writes.labels(op=op).inc()

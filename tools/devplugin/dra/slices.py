@@ -1,0 +1,185 @@
+"""From the device plugin's devices to ResourceSlices: device names, attributes, taints, and
+how a node's pool is cut into slices. Pure (the caller passes what the scan found), so the
+rules that decide what the scheduler sees are testable without a host or an API server.
+
+One pool per node, named after the node, driver `edgefd.io`, `nodeName` set. Devices are named
+by their stable ID (devices.py) in DNS-label form, so a claim allocated `usb-2-1` still names
+the same port after a re-plug, a reboot or a Coral's boot -> runtime re-enumeration.
+
+An unplugged device stays in the slice, under its name, with a NoSchedule taint
+(`edgefd.io/unhealthy=unplugged`; a present device without a usable node gets
+`=no-device-node`): an allocated claim keeps naming a device the scheduler still knows, new
+claims are not given it, and it comes back untainted when it returns to its port. It leaves
+the slice when the device plugin forgets it (`forget_after`). NoExecute is not used: it would
+evict a pod whose Coral is re-enumerating, which is exactly what must survive.
+
+Generation rule (the API's contract): every change of the pool's content writes every slice
+of the pool with the generation raised by one; consumers use only the highest generation.
+Nothing changed -> nothing written (publisher.py compares with what it last wrote).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from edgefd.bus.catalogue import Accelerator
+
+from ..config import Resource
+from ..devices import Device
+from .facts import Facts
+
+DRIVER = "edgefd.io"
+API_VERSION = "resource.k8s.io/v1"
+KIND = "ResourceSlice"
+TAINT_KEY = f"{DRIVER}/unhealthy"
+STANDARD = "resource.kubernetes.io"
+# the API's limit for a slice whose devices may carry taints (128 without)
+MAX_DEVICES_PER_SLICE = 64
+MAX_LABEL = 63
+MAX_NAME = 253
+MAX_VALUE = 64  # string and version attribute values
+
+_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+def _digest(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def device_name(stable_id: str) -> str:
+    """The stable ID as a DNS label (`usb-1-1.3` -> `usb-1-1-3`, `pci-0000-02-00.0` ->
+    `pci-0000-02-00-0`). `.` only separates port numbers and the PCI function, so turning it
+    into `-` keeps names distinct; an ID that loses anything else (upper case in a serial, a
+    character outside the label set) or is too long ends in a hash of the whole ID."""
+    dashed = stable_id.replace(".", "-")
+    label = _NOT_LABEL.sub("-", dashed.lower()).strip("-") or "device"
+    if label == dashed and len(label) <= MAX_LABEL:
+        return label
+    suffix = _digest(stable_id)
+    return label[: MAX_LABEL - len(suffix) - 1].rstrip("-") + "-" + suffix
+
+
+def _str(attrs: dict[str, Any], name: str, value: str | None) -> None:
+    if value and len(value) <= MAX_VALUE:
+        attrs[name] = {"string": value}
+
+
+def _version(attrs: dict[str, Any], name: str, value: str | None) -> None:
+    if value and len(value) <= MAX_VALUE:
+        attrs[name] = {"version": value}
+
+
+def attributes(
+    dev: Device, res: Resource, acc: Accelerator | None, facts: Facts
+) -> dict[str, dict[str, Any]]:
+    """The device's attributes, API form. Unqualified names are in the driver's domain
+    (`device.attributes["edgefd.io"].port` in CEL); three standard `resource.kubernetes.io`
+    attributes let claims align with other drivers' devices (same PCIe root, NUMA node)."""
+    attrs: dict[str, dict[str, Any]] = {}
+    _str(attrs, "kind", acc.kind if acc else res.short_name)
+    _str(attrs, "model", acc.id if acc else res.short_name)
+    _str(attrs, "bus", dev.bus)
+    vendor, _, product = dev.ids.partition(":")
+    _str(attrs, "vendorID", vendor if vendor != "?" else None)
+    _str(attrs, "productID", product if product != "?" else None)
+    _str(attrs, "state", dev.state)
+    if dev.bus == "usb":
+        _str(attrs, "port", dev.location)
+        bus, sep, _ = dev.location.partition("-")
+        if sep and bus.isdigit():
+            attrs["usbBus"] = {"int": int(bus)}
+    if dev.bus == "pci":
+        _str(attrs, "pciAddress", dev.location)
+        _str(attrs, f"{STANDARD}/pciBusID", dev.location)
+        _str(attrs, f"{STANDARD}/pcieRoot", facts.pcie_root)
+    if dev.bus == "dev":
+        _str(attrs, "devPath", dev.location)
+    _str(attrs, "serial", facts.serial)
+    if dev.numa_node is not None and dev.numa_node >= 0:
+        attrs["numaNode"] = {"int": dev.numa_node}
+        attrs[f"{STANDARD}/numaNode"] = {"int": dev.numa_node}
+    _str(attrs, "driver", facts.driver)
+    _version(attrs, "deviceVersion", facts.device_version)
+    _version(attrs, "driverVersion", facts.driver_version)
+    return attrs
+
+
+def _rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def taints(dev: Device) -> list[dict[str, Any]]:
+    """NoSchedule while the device cannot be used. An absent device's taint carries the time
+    it was last seen, so rewriting the slice never moves it (and never causes a write)."""
+    if dev.healthy:
+        return []
+    if not dev.present:
+        taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
+        if dev.last_seen > 0:
+            taint["timeAdded"] = _rfc3339(dev.last_seen)
+        return [taint]
+    return [{"key": TAINT_KEY, "value": "no-device-node", "effect": "NoSchedule"}]
+
+
+def api_device(name: str, attrs: dict[str, dict[str, Any]], dev: Device) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "attributes": attrs}
+    t = taints(dev)
+    if t:
+        out["taints"] = t
+    return out
+
+
+def slice_name(node: str, index: int) -> str:
+    """`<node>-edgefd.io-<n>`: fixed names, so a restarted plugin finds its slices again."""
+    name = f"{node}-{DRIVER}-{index}"
+    if len(name) <= MAX_NAME:
+        return name
+    tail = f"-{_digest(node)}-{DRIVER}-{index}"
+    return node[: MAX_NAME - len(tail)].rstrip("-.") + tail
+
+
+def pool_slices(node: str, devices: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, spec without generation) of every slice of the node's pool, devices sorted by
+    name. A node with no device still publishes one empty slice: "this node has none" is
+    different from "the driver is not running here"."""
+    devs = sorted(devices, key=lambda d: d["name"])
+    chunks = [
+        devs[i : i + MAX_DEVICES_PER_SLICE] for i in range(0, len(devs), MAX_DEVICES_PER_SLICE)
+    ] or [[]]
+    out = []
+    for i, chunk in enumerate(chunks):
+        spec: dict[str, Any] = {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "resourceSliceCount": len(chunks)},
+        }
+        if chunk:
+            spec["devices"] = chunk
+        out.append((slice_name(node, i), spec))
+    return out
+
+
+def with_generation(spec: dict[str, Any], generation: int) -> dict[str, Any]:
+    pool = dict(spec["pool"], generation=generation)
+    return dict(spec, pool=pool)
+
+
+def without_generation(spec: dict[str, Any]) -> dict[str, Any]:
+    pool = {k: v for k, v in (spec.get("pool") or {}).items() if k != "generation"}
+    return dict(spec, pool=pool)
+
+
+def slice_object(name: str, spec: dict[str, Any], generation: int) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "edgefd-devplugin"},
+        },
+        "spec": with_generation(spec, generation),
+    }

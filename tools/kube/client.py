@@ -1,0 +1,241 @@
+"""Connecting to the API server and the two ways of talking to it: a request, and a watch.
+
+`kubernetes` is imported inside `connect()` and the methods, never at module import: the import
+costs about half a second and tens of MiB, and `--help`, `--dry-run` with the API down, and unit
+tests must not pay for it. Requests go through the client's REST layer (its TLS, proxy and auth
+handling, and the in-cluster token refresh) but not its typed API classes: deserialising into
+the generated models cost seconds of CPU on a first call and tens of MiB, and the tools need
+a few fields of plain JSON. Every request has a (connect, read) timeout, so a half-open edge
+link cannot block a tool forever; the client's own retries are off because each tool's loop
+owns retrying (with jittered backoff).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import quote as _quote
+
+from edgefd.core.errors import EdgefdError
+
+from .errors import ApiConflict, ApiUnreachable, HttpStatus, classify
+
+log = logging.getLogger(__name__)
+
+OnRequest = Callable[[str, str], None]
+C = TypeVar("C", bound="Client")
+
+# the longest a watch stays open before the server ends it (and the caller watches again)
+WATCH_SECONDS = 300
+MAX_WATCH_LINE = 4 << 20  # one event; a ResourceSlice is at most a few hundred KiB
+
+
+def quote(segment: str) -> str:
+    """One URL path segment, fully escaped: a name can never add a segment (`../namespaces/x`)."""
+    if segment in ("", ".", ".."):
+        raise EdgefdError(f"refusing {segment!r} as an object name in a URL")
+    return _quote(segment, safe="")
+
+
+class Client:
+    """A configured client: JSON requests and watches, errors as edgefd.kube.errors kinds.
+
+    `on_request(verb, resource)` is called for every request (metrics); `user_agent` names the
+    tool in the API server's audit log.
+    """
+
+    def __init__(
+        self,
+        configuration: Any,
+        timeout: float,
+        on_request: OnRequest | None = None,
+        user_agent: str = "edgefd",
+    ) -> None:
+        from kubernetes.client import rest
+
+        self._cfg = configuration
+        self._rest = rest.RESTClientObject(configuration)
+        self._host = str(configuration.host).rstrip("/")
+        # connect fast, read a little longer: a write can queue behind etcd
+        self._timeout = (min(timeout, 5.0), timeout)
+        self._on_request = on_request or (lambda verb, resource: None)
+        self.user_agent = user_agent
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        # auth_settings() runs the in-cluster token refresh hook, so a rotated token is used
+        for auth in self._cfg.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def request(
+        self,
+        method: str,
+        resource: str,
+        path: str,
+        what: str,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """Send one request; the decoded JSON answer (None when empty). `what` names the
+        operation in error messages (`patch node n1`)."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        self._on_request(method, resource)
+        try:
+            resp = self._rest.request(
+                method,
+                self._host + path,
+                headers=self._headers(content_type),
+                body=body,
+                _request_timeout=self._timeout,
+            )
+            data = getattr(resp, "data", None)
+            if data is None and hasattr(resp, "read"):
+                data = resp.read()
+        except ApiException as e:  # older clients raise for non-2xx inside request()
+            raise classify(e, what) from e
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ApiUnreachable(f"{what}: API server unreachable ({type(e).__name__}: {e})") from e
+        if not 200 <= resp.status < 300:
+            raise classify(HttpStatus(resp.status, data), what)
+        try:
+            return json.loads(data) if data else None
+        except ValueError as e:
+            raise ApiUnreachable(f"{what}: unreadable answer from the API server ({e})") from e
+
+    def watch(self, resource: str, path: str, what: str, seconds: int = WATCH_SECONDS) -> Watch:
+        """Open a watch on `path` (a collection URL with its query, without `watch` and
+        `timeoutSeconds`); iterate the returned Watch for its events. Errors opening it are
+        raised here, as their kind."""
+        import urllib3
+
+        sep = "&" if "?" in path else "?"
+        url = f"{self._host}{path}{sep}watch=1&timeoutSeconds={int(seconds)}"
+        self._on_request("WATCH", resource)
+        try:
+            resp = self._rest.pool_manager.request(
+                "GET",
+                url,
+                headers=self._headers(),
+                preload_content=False,
+                retries=False,
+                timeout=urllib3.Timeout(connect=self._timeout[0], read=seconds + 15.0),
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ApiUnreachable(f"{what}: API server unreachable ({type(e).__name__}: {e})") from e
+        if resp.status != 200:
+            try:
+                raise classify(HttpStatus(resp.status, resp.read()), what)
+            finally:
+                resp.release_conn()
+        return Watch(resp, what)
+
+
+class Watch:
+    """The events (`{"type": ..., "object": ...}`) of one open watch, until the server ends it.
+
+    The socket read timeout is longer than the server's own `timeoutSeconds`, so a dead link
+    ends the watch with ApiUnreachable instead of blocking for ever. An ERROR event is raised:
+    410 Gone (the resourceVersion is too old) as ApiConflict (list again, watch again),
+    anything else as its kind. `close()`, from any thread, ends a blocked iteration.
+    """
+
+    def __init__(self, resp: Any, what: str) -> None:
+        self._resp = resp
+        self.what = what
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        import urllib3
+
+        resp, what = self._resp, self.what
+        try:
+            buf = b""
+            for chunk in resp.stream(1 << 16):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield _event(line, what)
+                if len(buf) > MAX_WATCH_LINE:
+                    raise ApiUnreachable(f"{what}: a watch event over {MAX_WATCH_LINE} bytes")
+            if buf.strip() and not self.closed:
+                yield _event(buf, what)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            if not self.closed:
+                raise ApiUnreachable(f"{what}: watch ended ({type(e).__name__}: {e})") from e
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the watch; a thread blocked reading it returns (urllib3 >= 2.3 can interrupt
+        a read in progress; older ones return at the read timeout)."""
+        if self.closed:
+            return
+        self.closed = True
+        shutdown = getattr(self._resp, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()
+            self._resp.release_conn()
+            self._resp.close()
+        except Exception as e:  # closing a dead connection may fail in many ways
+            log.debug("%s: closing the watch: %s", self.what, e)
+
+
+def _event(line: bytes, what: str) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError as e:
+        raise ApiUnreachable(f"{what}: unreadable watch event ({e})") from e
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise ApiUnreachable(f"{what}: unreadable watch event")
+    if event.get("type") == "ERROR":
+        status = event["object"]
+        code = int(status.get("code") or 0)
+        if code == 410:
+            raise ApiConflict(f"{what}: {status.get('message', 'resource version too old')}")
+        raise classify(HttpStatus(code, json.dumps(status)), what)
+    return event
+
+
+def connect(
+    kubeconfig: str | None,
+    timeout: float,
+    on_request: OnRequest | None = None,
+    *,
+    user_agent: str = "edgefd",
+    client_class: type[C] = Client,  # type: ignore[assignment]
+) -> C:
+    """Load `kubeconfig` (None: the pod's in-cluster config) and build a `client_class`.
+    Makes no request.
+
+    Only configuration errors fail here (missing file, not in a cluster); an unreachable API
+    server is discovered later, by the caller's loop, which retries.
+    """
+    try:
+        import kubernetes.client as k8s
+        import kubernetes.config as k8s_config
+    except ImportError as e:  # pragma: no cover - install problem
+        raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
+
+    cfg = k8s.Configuration()
+    try:
+        if kubeconfig:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        else:
+            k8s_config.load_incluster_config(client_configuration=cfg)
+    except k8s_config.ConfigException as e:
+        hint = "" if kubeconfig else " (not running in a pod? pass --kubeconfig)"
+        raise EdgefdError(f"cannot load Kubernetes client configuration: {e}{hint}") from e
+    except OSError as e:
+        raise EdgefdError(f"cannot read kubeconfig {kubeconfig}: {e.strerror or e}") from e
+    cfg.retries = False  # the caller's loop retries, with backoff; never inside a request
+    return client_class(cfg, timeout, on_request, user_agent=user_agent)
