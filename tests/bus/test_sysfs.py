@@ -96,3 +96,17 @@ def test_uevent() -> None:
         "DEVNAME": "bus/usb/001/004",
         "DEVTYPE": "usb_device",
     }
+
+
+def test_int_is_what_the_kernel_prints_and_nothing_else(tmp_path: Path) -> None:
+    """int() alone would take `1_0`, `+3`, non-ASCII digits and numbers of any size."""
+    f = tmp_path / "busnum"
+    with open_dir(tmp_path) as d:
+        for good, value in (("3\n", 3), ("-1\n", -1), ("0", 0), ("255\n", 255)):
+            f.write_text(good)
+            assert d.int("busnum", []) == value
+        for bad in ("1_0", "+3", "\u0663", "1e3", "0x10", "nan", "", "9" * 40, "- 1"):
+            w: list[str] = []
+            f.write_text(bad + "\n")
+            assert d.int("busnum", w) is None, bad
+            assert len(w) == 1 and "is not a decimal number; ignored" in w[0], w

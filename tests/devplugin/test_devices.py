@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from edgefd.bus.catalogue import UsbId as UsbMatch
 from edgefd.core.errors import BadInput
@@ -500,3 +502,219 @@ def test_default_config_round_trips_through_yaml(tmp_path: Path) -> None:
     assert [(r.name, r.usb, r.pci, r.dev_globs) for r in again.resources] == [
         (r.name, r.usb, r.pci, r.dev_globs) for r in cfg.resources
     ]
+
+
+# --------------------------------------------------------------------------- numbers and fuzz
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "message"),
+    [
+        ("forget_after", ".nan", "forget_after: must be a finite number, not nan"),
+        ("forget_after", ".inf", "forget_after: must be a finite number, not inf"),
+        ("forget_after", "-.inf", "forget_after: must be a finite number, not -inf"),
+        ("forget_after", "1.0e+400", "forget_after: must be a finite number, not inf"),
+        ("forget_after", "1e400", "forget_after: must be a finite number, not '1e400'"),
+        ("forget_after", "-1", "forget_after: -1 is out of range (must be 0 to 315360000)"),
+        ("forget_after", "4.0e+8", "forget_after: 400000000.0 is out of range"),
+        ("forget_after", "'60'", "forget_after: must be a finite number, not '60'"),
+        ("forget_after", "true", "forget_after: must be a finite number, not True"),
+        ("replicas", ".nan", "replicas: must be a whole number, not nan"),
+        ("replicas", "1.5", "replicas: must be a whole number, not 1.5"),
+        ("replicas", "1.0e+400", "replicas: must be a whole number, not inf"),
+        ("replicas", "-1", "replicas: -1 is out of range (must be 1 to 1000)"),
+        ("replicas", "1001", "replicas: 1001 is out of range (must be 1 to 1000)"),
+        ("replicas", "99999999999999999999999", "replicas: 99999999999999999999999 is out of"),
+    ],
+)
+def test_bad_numbers_in_the_yaml_are_refused(
+    tmp_path: Path, field: str, text: str, message: str
+) -> None:
+    """Issue 11 item 8: `.nan`/`.inf` durations were accepted and spun a core."""
+    cfg = tmp_path / "resources.yaml"
+    if field == "forget_after":
+        cfg.write_text(
+            f"forget_after: {text}\nresources: [{{name: edgefd.io/a, accelerator: ncs2}}]\n"
+        )
+    else:
+        cfg.write_text(f"resources: [{{name: edgefd.io/a, accelerator: ncs2, replicas: {text}}}]\n")
+    with pytest.raises(BadInput) as e:
+        load_config(cfg)
+    assert str(e.value).startswith(f"{cfg}: ") and message in str(e.value)
+
+
+def test_known_devices_file_with_bad_numbers_is_not_trusted(tmp_path: Path) -> None:
+    """`.known.json` is the plugin's own state, but a truncated or hand-edited one must not
+    bring in a device that is never forgotten (last_seen NaN or inf) or crash a stream."""
+    import json
+
+    from edgefd.devplugin.links import KNOWN_FILE, LinkKeeper
+
+    rdir = tmp_path / "edgefd.io_a"
+    rdir.mkdir()
+
+    def entry(i: int, **kw: object) -> dict:
+        return {"id": f"usb-1-{i}", "bus": "usb", "location": f"1-{i}", **kw}
+
+    devices = [
+        entry(1, last_seen=float("nan")),
+        entry(2, last_seen=float("inf")),
+        entry(3, last_seen="1e999"),
+        entry(4, last_seen=True),
+        entry(5, last_seen=1000.0, numa_node="zero"),
+        entry(6, last_seen=1000.0, numa_node=1),
+    ]
+    (rdir / KNOWN_FILE).write_text(json.dumps({"devices": devices}))
+    keeper = LinkKeeper(LinkLayout(str(tmp_path)))
+    known = keeper.load_known("edgefd.io/a")
+    assert [(d.id, d.last_seen, d.numa_node) for d in known] == [
+        ("usb-1-5", 1000.0, None),
+        ("usb-1-6", 1000.0, 1),
+    ]
+    for garbage in ("[1, 2]", '{"devices": 7}', '{"devices": "abc"}', "NaN"):
+        (rdir / KNOWN_FILE).write_text(garbage)
+        assert keeper.load_known("edgefd.io/a") == []
+
+
+# Hypothesis: any document the YAML loader can produce is either a valid configuration or
+# one BadInput naming the file; nothing else escapes (a TypeError would be exit 70).
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.sampled_from(
+        [
+            "1a6e",
+            "089a",
+            "0x1ac1",
+            "boot",
+            "runtime",
+            "port",
+            "serial",
+            "edgefd.io/x",
+            "/dev/apex_*",
+            "coral-usb",
+            "ncs2",
+            "/opt/x",
+            "EXTRA",
+        ]
+    ),
+)
+_ANY = st.recursive(
+    _SCALARS,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(_SCALARS, c, max_size=3),
+    max_leaves=8,
+)
+_HEXISH = st.one_of(st.sampled_from(["1a6e", "089a", "03e7", "0x1AC1", "12", "zzzz"]), _SCALARS)
+_USB = st.fixed_dictionaries(
+    {}, optional={"vendor": _HEXISH, "product": _HEXISH, "state": _SCALARS, "x": _SCALARS}
+)
+_PCI = st.fixed_dictionaries({}, optional={"vendor": _HEXISH, "device": _HEXISH, "class": _HEXISH})
+_MOUNT = st.fixed_dictionaries(
+    {}, optional={"host_path": _SCALARS, "container_path": _SCALARS, "read_only": _SCALARS}
+)
+_RESOURCE = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.one_of(
+            st.sampled_from(["edgefd.io/a", "edgefd.io/b", "x/y", "kubernetes.io/a"]), _SCALARS
+        ),
+        "accelerator": st.one_of(st.sampled_from(["coral-usb", "ncs2", "hailo", "nope"]), _SCALARS),
+        "usb": st.one_of(st.lists(st.one_of(_USB, _ANY), max_size=2), _ANY),
+        "pci": st.one_of(st.lists(st.one_of(_PCI, _ANY), max_size=2), _ANY),
+        "dev_globs": st.one_of(st.lists(_SCALARS, max_size=2), _ANY),
+        "id_from": _SCALARS,
+        "replicas": _SCALARS,
+        "usb_bus_mount": _SCALARS,
+        "env": st.one_of(st.dictionaries(_SCALARS, _ANY, max_size=2), _ANY),
+        "mounts": st.one_of(st.lists(st.one_of(_MOUNT, _ANY), max_size=2), _ANY),
+    },
+)
+_DOC = st.one_of(
+    _ANY,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "resources": st.one_of(st.lists(st.one_of(_RESOURCE, _ANY), max_size=3), _ANY),
+            "forget_after": _SCALARS,
+        },
+    ),
+)
+_FUZZ = settings(
+    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def _check_config_or_refusal(doc: object) -> None:
+    import math
+
+    from edgefd.devplugin.config import MAX_FORGET_AFTER, MAX_REPLICAS
+
+    try:
+        cfg = parse_config(doc, "resources.yaml")
+    except BadInput as e:
+        assert str(e).startswith("resources.yaml: "), str(e)
+        return
+    assert math.isfinite(cfg.forget_after) and 0 <= cfg.forget_after <= MAX_FORGET_AFTER
+    names = [r.name for r in cfg.resources]
+    assert len(set(names)) == len(names)
+    for r in cfg.resources:
+        assert check_resource_name(r.name) is None
+        assert isinstance(r.replicas, int) and 1 <= r.replicas <= MAX_REPLICAS
+        assert r.usb or r.pci or r.dev_globs
+        assert r.id_from in ("port", "serial")
+        assert all(re.fullmatch("[0-9a-f]{4}", u.vendor) for u in r.usb)
+        assert all(re.fullmatch("[0-9a-f]{4}", u.product) for u in r.usb)
+        assert all(u.state in ("", "boot", "runtime") for u in r.usb)
+        assert all(g.startswith("/dev/") for g in r.dev_globs)
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in r.env)
+        assert all(m.host_path.startswith("/") for m in r.mounts)
+
+
+@_FUZZ
+@given(doc=_DOC)
+def test_fuzz_resources_documents(doc: object) -> None:
+    _check_config_or_refusal(doc)
+
+
+@_FUZZ
+@given(
+    forget=st.sampled_from(
+        [
+            ".nan",
+            ".inf",
+            "-.inf",
+            "1e400",
+            "0x1F",
+            "0o17",
+            "1_000",
+            "~",
+            "2001-12-14",
+            "!!binary aGk=",
+            "[1]",
+            "{a: 1}",
+            "'5'",
+            "yes",
+            "60",
+        ]
+    ),
+    replicas=st.one_of(
+        st.sampled_from([".nan", "1.0", "2", "0x2", "1e3", "!!str 2", "null"]),
+        st.text(alphabet=" -.:#!&*[]{}01eEn", max_size=6),
+    ),
+)
+def test_fuzz_resources_yaml_text(forget: str, replicas: str) -> None:
+    from edgefd.core.schema import parse_yaml
+
+    text = (
+        f"forget_after: {forget}\n"
+        f"resources:\n  - name: edgefd.io/a\n    accelerator: ncs2\n    replicas: {replicas}\n"
+    )
+    try:
+        doc = parse_yaml(text, "resources.yaml")
+    except BadInput as e:
+        assert str(e).startswith("resources.yaml: not valid YAML")
+        return
+    _check_config_or_refusal(doc)

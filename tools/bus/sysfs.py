@@ -16,6 +16,7 @@ device node planted where an attribute should be cannot hang the scanner.
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 # sysfs attributes are at most one page; anything longer is not an attribute file.
@@ -96,14 +97,18 @@ def _hex_of(
     return v
 
 
+_DECIMAL = re.compile(r"-?[0-9]{1,18}")
+
+
 def _int_of(path: str | os.PathLike[str], text: str, warnings: Warnings | None) -> int | None:
-    """A decimal attribute (`busnum`, `numa_node`, `sriov_totalvfs`)."""
-    try:
-        return int(text, 10)
-    except ValueError:
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        _note(warnings, f"{os.fspath(path)}: {shown!r} is not a decimal number; ignored")
-        return None
+    """A decimal attribute (`busnum`, `numa_node`, `sriov_totalvfs`), as the kernel prints it:
+    ASCII digits, maybe a minus sign (`numa_node` is -1 without NUMA). Python's int() would
+    also take `1_0`, `+3`, non-ASCII digits and numbers of any size."""
+    if _DECIMAL.fullmatch(text):
+        return int(text)
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    _note(warnings, f"{os.fspath(path)}: {shown!r} is not a decimal number; ignored")
+    return None
 
 
 def normalize_hex(value: str) -> str | None:

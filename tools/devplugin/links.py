@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -19,6 +20,16 @@ KNOWN_FILE = ".known.json"
 
 
 def _device_from_json(obj: dict[str, Any]) -> Device | None:
+    # a truncated or hand-edited file must not bring in a device that is never forgotten
+    # (last_seen NaN or inf) or a NUMA node that is not a number (it goes into ListAndWatch)
+    last_seen = obj.get("last_seen", 0.0)
+    if isinstance(last_seen, bool) or not isinstance(last_seen, int | float):
+        return None
+    if not math.isfinite(last_seen):
+        return None
+    numa = obj.get("numa_node")
+    if isinstance(numa, bool) or not isinstance(numa, int):
+        numa = None
     try:
         return Device(
             id=str(obj["id"]),
@@ -27,10 +38,10 @@ def _device_from_json(obj: dict[str, Any]) -> Device | None:
             devnodes=tuple(str(n) for n in obj.get("devnodes", ())),
             state=str(obj.get("state", "")),
             ids=str(obj.get("ids", "")),
-            numa_node=obj.get("numa_node"),
+            numa_node=numa,
             present=False,
             reason="not seen since the plugin started",
-            last_seen=float(obj.get("last_seen", 0.0)),
+            last_seen=float(last_seen),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -53,7 +64,10 @@ class LinkKeeper:
                 data = json.load(fh)
         except (OSError, ValueError):
             return []
-        devs = [_device_from_json(o) for o in data.get("devices", []) if isinstance(o, dict)]
+        entries = data.get("devices") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            return []
+        devs = [_device_from_json(o) for o in entries if isinstance(o, dict)]
         return [d for d in devs if d is not None]
 
     def sync(self, resource: str, devices: tuple[Device, ...]) -> None:
