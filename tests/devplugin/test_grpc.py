@@ -608,7 +608,7 @@ def test_the_kubelet_allocates_while_fifty_streams_are_open(
 ) -> None:
     """The kubelet's own device manager, on a plugin whose socket holds 50 other streams."""
     pdir = Path(kubelet_devices.plugin_dir)
-    opts = Options(plugin_dir=str(pdir), host=HostRoot.of(node), links_dir="", rescan_interval=30)
+    opts = Options(plugin_dir=str(pdir), host=HostRoot.of(node), links_dir=None, rescan_interval=30)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
     p = Plugin(opts, cfg).start()
     streams = None
@@ -691,3 +691,29 @@ def test_devplugin_with_an_empty_configuration_warns_at_start_up(
     err = "".join(lines) + rest
     assert proc.returncode == 0, err
     assert f"devplugin: WARNING: {cfg}: no resources configured, so nothing is advertised" in err
+
+
+# --------------------------------------------------------------------------- bad numbers
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "-inf", "1e3", "9" * 400, "0", "86401"])
+def test_bad_rescan_interval_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    from click.testing import CliRunner
+
+    from edgefd.devplugin.cli import main
+
+    res = CliRunner().invoke(
+        main, ["--plugin-dir", str(tmp_path / "dp"), "--dry-run", "--rescan-interval", value]
+    )
+    assert res.exit_code == 2, res.output
+    assert "Invalid value for '--rescan-interval'" in res.stderr
+    assert res.stdout == "" and not (tmp_path / "dp").exists()
+
+
+def test_non_finite_forget_after_is_exit_3_in_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("forget_after: .nan\nresources: [{name: edgefd.io/a, accelerator: ncs2}]\n")
+    proc = _run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert err == f"devplugin: error: {cfg}: forget_after: must be a finite number, not nan\n"

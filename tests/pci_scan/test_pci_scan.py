@@ -153,3 +153,11 @@ def test_ten_thousand_functions(tmp_path: Path) -> None:
         NFD + "pci-0b40_8086.present": "true",
         NFD + "pci-0b40_8086.sriov.capable": "true",
     }
+
+
+@pytest.mark.parametrize("option", ["--rescan-interval", "--poll-interval", "--hold"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e999", "9" * 400, "86401"])
+def test_bad_durations_are_usage_errors_at_parse_time(x86: Path, option: str, value: str) -> None:
+    code, out, err = run("--host-root", x86, "--dry-run", option, value)
+    assert code == 2 and out == "", err
+    assert f"Invalid value for '{option}'" in err and "Traceback" not in err

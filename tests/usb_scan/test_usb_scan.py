@@ -376,3 +376,40 @@ def test_python_dash_m_works(rpi4: Path) -> None:
         cwd=Path(__file__).parents[2],
     )
     assert res.returncode == 0 and "usb-fe_1a6e_089a" in res.stdout
+
+
+# --------------------------------------------------------------------------- bad numbers
+
+BAD_DURATIONS = ["nan", "NaN", "inf", "-inf", "-1", "1e3", "9" * 400, "99999999", "", "30x", "0"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        (o, v)
+        for o in ("--rescan-interval", "--poll-interval", "--hold")
+        for v in BAD_DURATIONS
+        if (o, v) != ("--hold", "0")  # 0 is a valid --hold: no hold
+    ],
+)
+def test_bad_durations_are_usage_errors_at_parse_time(rpi4: Path, option: str, value: str) -> None:
+    """Issue 11 item 8: `--rescan-interval inf` killed the hot-plug thread and `nan` spun a
+    core; every duration is checked when the command line is parsed, before anything runs."""
+    code, out, err = run("--host-root", rpi4, "--dry-run", option, value)
+    assert code == 2, err
+    assert out == ""
+    assert f"Invalid value for '{option}'" in err and "Traceback" not in err
+
+
+def test_good_durations_are_accepted(rpi4: Path) -> None:
+    for option, value in (
+        ("--rescan-interval", "0.5"),
+        ("--rescan-interval", "30"),
+        ("--rescan-interval", "1h"),
+        ("--poll-interval", "250ms"),
+        ("--poll-interval", ".1"),
+        ("--hold", "0"),
+        ("--hold", "1m"),
+    ):
+        code, _out, err = run("--host-root", rpi4, "--dry-run", option, value)
+        assert code == 0, err
