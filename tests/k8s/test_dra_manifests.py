@@ -1,0 +1,319 @@
+"""Offline checks of the DRA manifests: k8s/dra/ (DeviceClasses, RBAC, the ResourceSlice
+admission policy) and the k8s/overlays/dra component, rendered by the real kustomize
+(`kubectl kustomize`, from the harness) over the base k8s/.
+
+What the component may change is exactly the devplugin container (its command, the kubelet's
+plugin registry, its own plugin directory, the CDI directory, an API token) and nothing else:
+every other container and the pod's privileges are the base's.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from edgefd.bus.catalogue import load_catalogue
+from tests.k8s import test_manifests as base
+from tests.k8s.test_manifests import (
+    NAMESPACE,
+    SA_USERNAME,
+    SERVICE_ACCOUNT,
+    TOKEN_PATH,
+    container,
+    find,
+    flag_value,
+    pod_spec,
+    schema_errors,
+)
+from tests.peers.processes import harness_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+DRA = ROOT / "k8s" / "dra"
+COMPONENT = ROOT / "k8s" / "overlays" / "dra"
+KUBELET_DIR = "/var/lib/kubelet"
+DRA_HOSTPATHS = {
+    "/var/lib/kubelet/plugins_registry": "Directory",  # the kubelet creates it
+    "/var/lib/kubelet/plugins/edgefd.io": "DirectoryOrCreate",  # ours, absent on a new node
+    "/var/run/cdi": "DirectoryOrCreate",  # the runtimes read it; nobody else creates it
+}
+
+
+def dra_docs() -> list[dict[str, Any]]:
+    """k8s/dra/, as `kubectl apply -f k8s/dra/` reads it (lexical file order)."""
+    docs = []
+    for path in sorted(DRA.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def render(resources: list[Path], components: list[Path]) -> list[dict[str, Any]]:
+    """`kubectl kustomize` of a kustomization naming these (relative paths, as kustomize
+    requires)."""
+    kubectl = harness_binary("kubectl")
+    with tempfile.TemporaryDirectory() as d:
+        rel = [os.path.relpath(p, d) for p in resources]
+        comp = [os.path.relpath(p, d) for p in components]
+        doc = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": rel,
+            "components": comp,
+        }
+        Path(d, "kustomization.yaml").write_text(yaml.safe_dump(doc))
+        out = subprocess.run(
+            [str(kubectl), "kustomize", d], capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 0, out.stderr
+    return [x for x in yaml.safe_load_all(out.stdout) if x]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return render([ROOT / "k8s"], [COMPONENT])
+
+
+@pytest.fixture(scope="module")
+def rendered_base() -> list[dict[str, Any]]:
+    return render([ROOT / "k8s"], [])
+
+
+def _key(d: dict[str, Any]) -> tuple[str, str, str]:
+    return (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+
+
+# -- k8s/dra
+
+
+@pytest.mark.parametrize("doc", dra_docs(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_object_matches_kubernetes_schema(doc: dict[str, Any]) -> None:
+    assert schema_errors(doc) is None, schema_errors(doc)
+    assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "edgefd"
+
+
+def test_not_applied_by_the_base() -> None:
+    """`kubectl apply -f k8s/` reads only k8s/*.yaml: DRA is opt-in, and the kustomization
+    files are not named *.yaml, so neither apply -f sends them as objects."""
+    assert all(p.parent == ROOT / "k8s" for p in base.manifest_files())
+    assert (DRA / "Kustomization").exists() and not list(DRA.glob("kustomization.y*ml"))
+
+
+def test_one_device_class_per_catalogue_kind() -> None:
+    classes = {d["metadata"]["name"]: d for d in dra_docs() if d["kind"] == "DeviceClass"}
+    kinds = {a.kind for a in load_catalogue().accelerators}
+    assert set(classes) == {f"{k}.edgefd.io" for k in kinds}
+    for kind in kinds:
+        [sel] = classes[f"{kind}.edgefd.io"]["spec"]["selectors"]
+        expr = " ".join(sel["cel"]["expression"].split())
+        assert (
+            expr
+            == f'device.driver == "edgefd.io" && device.attributes["edgefd.io"].kind == "{kind}"'
+        )
+
+
+def _granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    out = set()
+    for ns, rule in base.rules_of(docs, SERVICE_ACCOUNT):
+        assert ns is None
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field]
+        for g in rule["apiGroups"]:
+            for r in rule["resources"]:
+                for v in rule["verbs"]:
+                    out.add((g, r, v))
+    return out
+
+
+def test_rbac_is_what_the_dra_mode_calls() -> None:
+    """Every verb the DRA code uses (kubeapi.py), and nothing else: no patch, no
+    deletecollection, claims read-only and one at a time."""
+    granted = _granted(dra_docs())
+    slices = {("resource.k8s.io", "resourceslices", v) for v in ("get", "list", "watch")}
+    slices |= {("resource.k8s.io", "resourceslices", v) for v in ("create", "update", "delete")}
+    assert granted == slices | {("resource.k8s.io", "resourceclaims", "get")}
+    src = (ROOT / "tools" / "devplugin" / "dra" / "kubeapi.py").read_text()
+    for verb in ('"POST"', '"PUT"', '"DELETE"', '"GET"'):
+        assert verb in src
+    assert '"PATCH"' not in src
+
+
+def test_admission_policy_is_bound_denying_and_scoped() -> None:
+    docs = dra_docs()
+    policy = find(docs, "ValidatingAdmissionPolicy")
+    binding = find(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    [cond] = spec["matchConditions"]
+    assert SA_USERNAME in cond["expression"]
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["resource.k8s.io"] and rule["resources"] == ["resourceslices"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    text = yaml.safe_dump(spec)
+    assert "authentication.kubernetes.io/node-name" in text
+    assert "s.spec.driver == 'edgefd.io'" in text
+    # the node policy of the base is another object: both stay in force
+    assert (
+        policy["metadata"]["name"]
+        != find(base.load_manifests(), "ValidatingAdmissionPolicy")["metadata"]["name"]
+    )
+
+
+# -- the component over the base
+
+
+def test_component_adds_k8s_dra_and_changes_only_the_daemonset(
+    rendered: list[dict[str, Any]], rendered_base: list[dict[str, Any]]
+) -> None:
+    by_key = {_key(d): d for d in rendered}
+    base_keys = {_key(d) for d in rendered_base}
+    assert set(by_key) == base_keys | {_key(d) for d in dra_docs()}
+    for d in rendered_base:
+        if d["kind"] != "DaemonSet":
+            assert by_key[_key(d)] == d, _key(d)
+
+
+def _devplugin(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return container(pod_spec(find(docs, "DaemonSet")), "devplugin")
+
+
+def test_only_the_devplugin_container_changes(
+    rendered: list[dict[str, Any]], rendered_base: list[dict[str, Any]]
+) -> None:
+    ds, ds0 = find(rendered, "DaemonSet"), find(rendered_base, "DaemonSet")
+    spec, spec0 = pod_spec(ds), pod_spec(ds0)
+    for kind in ("initContainers", "containers"):
+        for c0 in spec0.get(kind, []):
+            if c0["name"] != "devplugin":
+                assert container(spec, c0["name"]) == c0, c0["name"]
+    rest = {k: v for k, v in spec.items() if k not in ("containers", "volumes")}
+    assert rest == {k: v for k, v in spec0.items() if k not in ("containers", "volumes")}
+    c, c0 = _devplugin(rendered), _devplugin(rendered_base)
+    assert {k: v for k, v in c.items() if k not in ("command", "volumeMounts")} == {
+        k: v for k, v in c0.items() if k not in ("command", "volumeMounts")
+    }
+    # the same command, in DRA mode: no device-plugin directory, the DRA flags added
+    kept = [a for a in c0["command"] if not a.startswith("--plugin-dir")]
+    assert c["command"][: len(kept)] == kept
+    assert c["command"][len(kept) :] == [
+        "--api=dra",
+        f"--kubelet-dir={KUBELET_DIR}",
+        "--cdi-dir=/var/run/cdi",
+    ]
+
+
+def test_dra_paths_are_mounted_at_the_host_paths(rendered: list[dict[str, Any]]) -> None:
+    """The kubelet is told host paths (the service socket, CDI device IDs whose specs the
+    runtime reads): each is at the same path in the container."""
+    spec = pod_spec(find(rendered, "DaemonSet"))
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    c = _devplugin(rendered)
+    mounts = {
+        volumes[m["name"]]["hostPath"]["path"]: m
+        for m in c["volumeMounts"]
+        if "hostPath" in volumes[m["name"]]
+    }
+    assert "/var/lib/kubelet/device-plugins" not in mounts
+    assert "device-plugins" not in volumes
+    kubelet_dir = flag_value(c["command"], "--kubelet-dir")
+    cdi_dir = flag_value(c["command"], "--cdi-dir")
+    expect = {f"{kubelet_dir}/plugins_registry", f"{kubelet_dir}/plugins/edgefd.io", cdi_dir}
+    assert expect == set(DRA_HOSTPATHS)
+    for path, kind in DRA_HOSTPATHS.items():
+        assert mounts[path]["mountPath"] == path
+        assert not mounts[path].get("readOnly")
+        (vol,) = [v for v in spec["volumes"] if v.get("hostPath", {}).get("path") == path]
+        assert vol["hostPath"]["type"] == kind
+
+
+def test_the_pod_keeps_least_privilege(rendered: list[dict[str, Any]], monkeypatch) -> None:
+    """The base's privilege check, with the DRA host paths allowed for devplugin only."""
+    allowed = dict(base.HOSTPATHS_ALLOWED)
+    allowed.pop("/var/lib/kubelet/device-plugins")
+    for path in DRA_HOSTPATHS:
+        allowed[path] = ({"devplugin"}, False)
+    monkeypatch.setattr(base, "HOSTPATHS_ALLOWED", allowed)
+    ds = find(rendered, "DaemonSet")
+    violations = base.privilege_violations(ds)
+    created = [
+        v["name"]
+        for v in pod_spec(ds)["volumes"]
+        if DRA_HOSTPATHS.get(v.get("hostPath", {}).get("path", "")) == "DirectoryOrCreate"
+    ]
+    assert sorted(violations) == sorted(
+        f"volume {n}: hostPath type must be Directory" for n in created
+    )
+    # and the check still bites: the DRA paths for another container are refused
+    bad = copy.deepcopy(ds)
+    container(pod_spec(bad), "feature-sink")["volumeMounts"].append(
+        {"name": "cdi-specs", "mountPath": "/var/run/cdi"}
+    )
+    assert "feature-sink may not mount /var/run/cdi" in base.privilege_violations(bad)
+
+
+def test_token_only_for_feature_sink_and_devplugin(rendered: list[dict[str, Any]]) -> None:
+    spec = pod_spec(find(rendered, "DaemonSet"))
+    assert spec["automountServiceAccountToken"] is False
+    tokens = {
+        v["name"]: v
+        for v in spec["volumes"]
+        if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))
+    }
+    users = {}
+    for kind in ("initContainers", "containers"):
+        for c in spec.get(kind, []):
+            for m in c.get("volumeMounts", []):
+                if m["name"] in tokens:
+                    assert m["mountPath"] == TOKEN_PATH and m.get("readOnly") is True
+                    users[c["name"]] = m["name"]
+    assert set(users) == {"feature-sink", "devplugin"}
+    assert users["devplugin"] != users["feature-sink"]  # its own volume: removable alone
+    # the same pod-bound, short-lived token and in-cluster files as the sink's
+    assert tokens[users["devplugin"]] == dict(
+        tokens[users["feature-sink"]], name=users["devplugin"]
+    )
+
+
+def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    """The real CLI takes the component's command line (as a dry run on a sample host, with
+    the ConfigMap's resources at the --config path)."""
+    from tests.fixturegen import build_host
+
+    c = _devplugin(rendered)
+    cm = find(rendered, "ConfigMap")
+    config = tmp_path / "resources.yaml"
+    config.write_text(next(iter(cm["data"].values())))
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    args = []
+    for a in c["command"][1:]:
+        if a.startswith("--host-root="):
+            a = f"--host-root={host}"
+        elif a.startswith("--config="):
+            a = f"--config={config}"
+        args.append(a)
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--dry-run", "--node-name=n1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert yaml.safe_load(out.stdout)["kind"] == "ResourceSlice"
+
+
+def test_namespace_and_service_account_are_the_base_s() -> None:
+    for d in dra_docs():
+        assert d["metadata"].get("namespace") in (None, NAMESPACE)
+        for s in d.get("subjects", []):
+            assert (s["name"], s["namespace"]) == (SERVICE_ACCOUNT, NAMESPACE)
