@@ -67,11 +67,17 @@ class SetupError(RuntimeError):
 
 
 class Interrupted(BaseException):
-    """SIGTERM or SIGHUP: unwind like Ctrl-C so that everything is torn down."""
+    """Ctrl-C, SIGTERM or SIGHUP: unwind so that everything is torn down."""
 
 
-def _raise_interrupted(signum: int, _frame: Any) -> None:
+def _interrupt(signum: int, _frame: Any) -> None:
+    _on_signals(signal.SIG_IGN)  # one is enough: a second must not cut the teardown short
     raise Interrupted(signal.Signals(signum).name)
+
+
+def _on_signals(handler: Any) -> None:
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
 
 
 @contextlib.contextmanager
@@ -185,7 +191,7 @@ class E2E:
         return run
 
     def checks(self, run: Run) -> None:
-        run.t_apply = time.monotonic()
+        run.t_apply = t0 = time.monotonic()
         self.kubectl("apply", "-k", str(OVERLAY))
         for key, check, needs in CHECKS:
             if key == "4_workload":  # everything before only read: measure memory at rest
@@ -204,6 +210,7 @@ class E2E:
             self.result["checks"][key] = res
             verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
             log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+        self.result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
 
     def measure_idle(self, run: Run) -> None:
         if not self.result["checks"].get("1_daemonset", {}).get("ok"):
@@ -218,10 +225,11 @@ class E2E:
         try:
             self.run = self.bring_up()
             self.checks(self.run)
-        except (Exception, KeyboardInterrupt, Interrupted) as e:
+        except (Exception, Interrupted) as e:
             self.result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             log.error("%s", self.result["error"])
         finally:
+            _on_signals(signal.SIG_IGN)  # nothing may cut the teardown short
             if self.run:
                 self.result["figures"] = self.run.figures
                 self.result["samples"] = len(self.run.sampler.stop())
@@ -230,7 +238,6 @@ class E2E:
                 and all(c["ok"] for c in self.result["checks"].values())
                 and "error" not in self.result
             )
-            self.result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
             if self.args.keep and self.node:
                 self.keep()
             self.teardown()
@@ -245,8 +252,10 @@ class E2E:
             self.kubectl.argv[1].split("=", 1)[1],
             self.node.runtime.endpoint if self.node else "",
         )
-        with contextlib.suppress(KeyboardInterrupt, Interrupted):
+        _on_signals(_interrupt)
+        with contextlib.suppress(Interrupted):
             signal.pause()
+        _on_signals(signal.SIG_IGN)
 
     def save_logs(self) -> None:
         """Every component's log and the pods' logs, to .cache/e2e/logs (replaced each run)."""
@@ -259,8 +268,6 @@ class E2E:
                 shutil.copy(f, dest)
 
     def teardown(self) -> None:
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # let nothing cut it short
-            signal.signal(s, signal.SIG_IGN)
         t = time.monotonic()
         problems: list[str] = []
         for what, step in (
@@ -338,8 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.host_tree and not (Path(args.host_tree) / "sys").is_dir():
         log.error("%s: not a host tree (no sys/)", args.host_tree)
         return 2
-    signal.signal(signal.SIGTERM, _raise_interrupted)
-    signal.signal(signal.SIGHUP, _raise_interrupted)
+    _on_signals(_interrupt)
     with machine_lock():
         clean_stale()
         return E2E(args).main()
