@@ -161,3 +161,62 @@ def test_bad_durations_are_usage_errors_at_parse_time(x86: Path, option: str, va
     code, out, err = run("--host-root", x86, "--dry-run", option, value)
     assert code == 2 and out == "", err
     assert f"Invalid value for '{option}'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("broken", ["nonexistent-root", "no-sysfs", "pci-devices-is-a-file"])
+def test_unreadable_sysfs_exits_3_and_keeps_the_file(tmp_path: Path, broken: str) -> None:
+    host = tmp_path / "host"
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    previous = "feature.node.kubernetes.io/pci-0302_10de.present=true\n"
+    (out_dir / "pci-scan").write_text(previous)
+    if broken == "nonexistent-root":
+        host = tmp_path / "nonexistent"
+    elif broken == "no-sysfs":
+        host.mkdir()
+    else:
+        (host / "sys/bus/usb/devices").mkdir(parents=True)
+        (host / "sys/bus/pci").mkdir(parents=True)
+        (host / "sys/bus/pci/devices").write_text("")
+    code, _out, err = run("--host-root", host, "--features-dir", out_dir)
+    assert code == 3, err
+    (line,) = err.splitlines()
+    assert line.startswith("pci-scan: error: cannot "), line
+    assert (out_dir / "pci-scan").read_text() == previous
+    assert [p.name for p in out_dir.iterdir()] == ["pci-scan"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
+    x86: Path, tmp_path: Path, kind: str
+) -> None:
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    out = out_dir / "pci-scan"
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("precious\n")
+        out.symlink_to(tmp_path / "elsewhere")
+    argv = ["--host-root", str(x86), "--features-dir", str(out_dir)]
+    p = subprocess.run(
+        [sys.executable, "-m", "edgefd.pci_scan", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 4, p.stderr
+    # the fixture's device without subsystem_vendor is warned about first
+    (line,) = [ln for ln in p.stderr.splitlines() if "WARNING" not in ln]
+    assert line.startswith(f"pci-scan: error: {out} is ") and line.endswith(
+        "refusing to write there"
+    )
+    assert out.is_fifo() if kind == "fifo" else True
+    if kind == "symlink":
+        assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
+    assert [x.name for x in out_dir.iterdir()] == ["pci-scan"]

@@ -413,3 +413,86 @@ def test_good_durations_are_accepted(rpi4: Path) -> None:
     ):
         code, _out, err = run("--host-root", rpi4, "--dry-run", option, value)
         assert code == 0, err
+
+
+# --------------------------------------------------------------------------- cannot read, write
+
+
+def run_process(*args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
+    """A real process with a deadline: a producer that hangs fails the test, not the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "edgefd.usb_scan", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "broken", ["nonexistent-root", "sys-bus-is-a-file", "unlistable-usb", "unlistable-pci"]
+)
+def test_unreadable_sysfs_exits_3_and_keeps_the_file(
+    tmp_path: Path, broken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "host"
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    previous = "edgefd.io/edgetpu.present=true\nedgefd.io/edgetpu.count=1\n"
+    (out_dir / "usb-scan").write_text(previous)
+    if broken == "nonexistent-root":
+        host = tmp_path / "nonexistent"
+    elif broken == "sys-bus-is-a-file":
+        (host / "sys").mkdir(parents=True)
+        (host / "sys" / "bus").write_text("")
+    else:
+        build_host("rpi4-coral", host, devicetree=False)
+        (host / "sys/bus/pci/devices").mkdir(parents=True, exist_ok=True)
+        # tests run as root, where chmod 000 stops nothing: fail the listing itself
+        bus = "usb" if broken == "unlistable-usb" else "pci"
+        target = str(host / f"sys/bus/{bus}/devices")
+        real_scandir = os.scandir
+
+        def denied(path):  # type: ignore[no-untyped-def]
+            if str(path) == target:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", denied)
+    code, _out, err = run("--host-root", host, "--features-dir", out_dir)
+    assert code == 3, err
+    (line,) = err.splitlines()
+    assert line.startswith("usb-scan: error: cannot "), line
+    if broken.startswith("unlistable"):
+        assert "(Permission denied)" in line
+    assert (out_dir / "usb-scan").read_text() == previous
+    assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
+    rpi4: Path, tmp_path: Path, kind: str
+) -> None:
+    """Issue 11 item 7: a FIFO at the output path hung the producer for ever."""
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    out = out_dir / "usb-scan"
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("precious\n")
+        out.symlink_to(tmp_path / "elsewhere")
+    p = run_process("--host-root", rpi4, "--features-dir", out_dir)
+    assert p.returncode == 4, p.stderr
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(f"usb-scan: error: {out} is ") and line.endswith(
+        "refusing to write there"
+    )
+    if kind == "fifo":
+        assert out.is_fifo()
+    elif kind == "directory":
+        assert out.is_dir() and list(out.iterdir()) == []
+    else:
+        assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
+    assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
