@@ -1,0 +1,1 @@
+"""edgefd.kube: the shared API client layer."""

@@ -1,0 +1,157 @@
+"""edgefd.kube: escaping, the kinds of failure, and requests and watches against the real
+kube-apiserver (tests/peers/apiserver.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgefd.core.errors import EXIT_UNREACHABLE, EdgefdError
+from edgefd.kube.client import Client, connect, quote
+from edgefd.kube.errors import (
+    ApiConflict,
+    ApiNotFound,
+    ApiRefused,
+    ApiUnreachable,
+    HttpStatus,
+    classify,
+)
+from tests.peers.processes import free_port
+
+
+@pytest.mark.parametrize(
+    ("segment", "quoted"), [("n1", "n1"), ("a/b", "a%2Fb"), ("../x", "..%2Fx"), ("a b", "a%20b")]
+)
+def test_quote_keeps_a_name_one_segment(segment: str, quoted: str) -> None:
+    assert quote(segment) == quoted
+
+
+@pytest.mark.parametrize("segment", ["", ".", ".."])
+def test_quote_refuses_what_is_not_a_name(segment: str) -> None:
+    with pytest.raises(EdgefdError, match="refusing"):
+        quote(segment)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (409, '{"message": "the object has been modified"}', ApiConflict),
+        (422, '{"message": "the server rejected our request due to an error"}', ApiConflict),
+        (422, '{"message": "Node \\"x\\" is invalid: metadata.labels"}', ApiRefused),
+        (404, '{"message": "nodes \\"x\\" not found"}', ApiNotFound),
+        (403, '{"message": "forbidden"}', ApiRefused),
+        (401, "Unauthorized", ApiRefused),
+        (429, "", ApiUnreachable),
+        (503, "", ApiUnreachable),
+        (0, "", ApiUnreachable),
+    ],
+)
+def test_classify(status: int, body: str, kind: type) -> None:
+    err = classify(HttpStatus(status, body), "patch node x")
+    assert type(err) is kind
+    assert str(err).startswith("patch node x")
+
+
+def test_unreachable_is_the_documented_exit_code() -> None:
+    assert ApiUnreachable("x").exit_code == EXIT_UNREACHABLE
+
+
+def test_connect_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(EdgefdError, match="cannot"):
+        connect(str(tmp_path / "missing.kubeconfig"), 1.0)
+    with pytest.raises(EdgefdError, match="pass --kubeconfig"):
+        connect(None, 1.0)  # not in a pod
+
+
+# -- the real API server
+
+
+@pytest.fixture
+def admin(kube_apiserver: Any) -> Client:
+    calls: list[tuple[str, str]] = []
+    client = connect(kube_apiserver.kubeconfig, 5.0, lambda v, r: calls.append((v, r)))
+    client.calls = calls  # type: ignore[attr-defined]
+    return client
+
+
+@pytest.mark.realpeer
+def test_request_and_its_errors(admin: Client, kube_apiserver: Any) -> None:
+    ns = admin.request("GET", "namespaces", "/api/v1/namespaces/default", "get ns")
+    assert ns["metadata"]["name"] == "default"
+    with pytest.raises(ApiNotFound, match="get node"):
+        admin.request("GET", "nodes", f"/api/v1/nodes/{uuid.uuid4().hex}", "get node")
+    assert admin.calls[:2] == [("GET", "namespaces"), ("GET", "nodes")]  # type: ignore[attr-defined]
+    token = kube_apiserver.mint_token("default", "nobody")
+    nobody = connect(kube_apiserver.kubeconfig_for_token(token), 5.0)
+    with pytest.raises(ApiRefused, match="403"):
+        nobody.request("GET", "nodes", "/api/v1/nodes", "list nodes")
+
+
+@pytest.mark.realpeer
+def test_an_unreachable_server_fails_fast(kube_apiserver: Any, tmp_path: Path) -> None:
+    cfg = Path(kube_apiserver.kubeconfig).read_text()
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(cfg.replace(kube_apiserver.url, f"https://127.0.0.1:{free_port()}"))
+    client = connect(str(dead), 2.0)
+    t0 = time.monotonic()
+    with pytest.raises(ApiUnreachable, match="unreachable"):
+        client.request("GET", "nodes", "/api/v1/nodes", "list nodes")
+    with pytest.raises(ApiUnreachable):
+        client.watch("nodes", "/api/v1/nodes", "watch nodes", 5)
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.realpeer
+def test_watch_sees_events_and_closes_from_another_thread(admin: Client) -> None:
+    ns = "default"
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    lst = admin.request("GET", "configmaps", f"/api/v1/namespaces/{ns}/configmaps", "list")
+    rv = lst["metadata"]["resourceVersion"]
+    watch = admin.watch(
+        "configmaps",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}",
+        "watch configmaps",
+        60,
+    )
+    seen: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def read() -> None:
+        for ev in watch:
+            seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+        done.set()
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    admin.request("POST", "configmaps", f"/api/v1/namespaces/{ns}/configmaps", "create", body)
+    deadline = time.monotonic() + 10
+    while ("ADDED", name) not in seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ("ADDED", name) in seen
+    t0 = time.monotonic()
+    watch.close()
+    assert done.wait(5), "close() did not end the blocked read"
+    assert time.monotonic() - t0 < 5
+    admin.request("DELETE", "configmaps", f"/api/v1/namespaces/{ns}/configmaps/{name}", "del")
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"), [(410, ApiConflict), (403, ApiRefused), (500, ApiUnreachable)]
+)
+def test_watch_error_events_are_raised_as_their_kind(code: int, kind: type) -> None:
+    """An ERROR event (a Status) ends the watch; 410 Gone (the resourceVersion is too old)
+    is a conflict: list again, watch again."""
+    from edgefd.kube.client import _event
+
+    line = json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": code}}).encode()
+    with pytest.raises(kind):
+        _event(line, "watch")
+    with pytest.raises(ApiUnreachable, match="unreadable"):
+        _event(b"{not json", "watch")
