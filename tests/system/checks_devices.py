@@ -220,8 +220,8 @@ def check_replug(run: Run) -> dict[str, Any]:
         / CORAL.replace("/", "_")
         / dev_id
     )
-    old = run.node.host.unplug_usb(port)
     t0 = time.monotonic()
+    old = run.node.host.unplug_usb(port)
 
     def health(h: str) -> bool:
         return metric(plugin_metrics(), "edgefd_devplugin_devices", resource=CORAL, health=h) == 1

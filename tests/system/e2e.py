@@ -1,6 +1,8 @@
 """``python -m tests.system.e2e``: the body of ``scripts/e2e`` (which builds what it needs
 first). Brings up a control plane and one real node on a sample host tree, applies k8s/
-through tests/system/overlay with ``kubectl apply -k``, runs the issue's checks 1-9, tears
+through tests/system/overlay (the shipped k8s/overlays/hostnetwork plus this node's settings)
+with ``kubectl apply --server-side -k``, or installs the chart with the same settings
+(``--helm``, install.py), runs the issue's checks 1-9, tears
 everything down (also on failure, Ctrl-C and SIGTERM) and prints one JSON line.
 
 Exit status: 0 every check passed, 1 a check failed or the node could not be brought up,
@@ -30,10 +32,11 @@ import yaml
 from tests.fixturegen import build_host
 from tests.peers.processes import REPO_ROOT, harness_bin_dir
 
-from . import checks_devices, checks_lifecycle, checks_pod
+from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
 from .cgroups import stale_roots
 from .context import Run, producer_labels
 from .hosttree import usb_ids
+from .install import HelmInstall, chart_values
 from .kube import Api, Kubectl, NodeSampler, control_plane, start_control_plane
 from .node import Node, NodeSpec
 
@@ -105,8 +108,8 @@ def clean_stale() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def rendered_daemonset(kubectl: Kubectl) -> dict[str, Any]:
-    docs = yaml.safe_load_all(kubectl("kustomize", str(OVERLAY)))
+def rendered_daemonset(kubectl: Kubectl, overlay: Path = OVERLAY) -> dict[str, Any]:
+    docs = yaml.safe_load_all(kubectl("kustomize", str(overlay)))
     return next(d for d in docs if d and d["kind"] == "DaemonSet")
 
 
@@ -130,6 +133,10 @@ class E2E:
         self.node: Node | None = None
         self.cp: Any = None
         self.keeper: Keeper | None = None
+        self.helm: HelmInstall | None = None  # --helm: the chart instead of the overlay
+        dra = getattr(args, "api", "device-plugin") == "dra"  # the DRA run: checks_dra.py
+        self.overlay = checks_dra.OVERLAY if dra else OVERLAY
+        self.checks_list = checks_dra.CHECKS if dra else CHECKS
 
     def host_tree(self) -> Path:
         if self.args.host_tree:
@@ -138,8 +145,12 @@ class E2E:
 
     def bring_up(self) -> Run:
         t0 = time.monotonic()
-        ds = rendered_daemonset(self.kubectl)
+        ds = rendered_daemonset(self.kubectl, self.overlay)
         port, sys_inside, image = overlay_settings(ds)
+        if self.args.helm:  # the same settings as chart values; its DaemonSet is what runs
+            api = getattr(self.args, "api", "device-plugin")
+            self.helm = HelmInstall(self.bin, self.kubectl, chart_values(port, sys_inside, api))
+            ds = self.helm.daemonset()
         tree = self.host_tree()
         name = (
             (tree / "etc/hostname").read_text().strip()
@@ -173,7 +184,7 @@ class E2E:
             api=api,
             kubectl=self.kubectl,
             sampler=NodeSampler(api, name).start(),
-            overlay=OVERLAY,
+            overlay=self.overlay,
             daemonset=ds,
             image=image,
             expected=producer_labels(tree),
@@ -192,8 +203,11 @@ class E2E:
 
     def checks(self, run: Run) -> None:
         run.t_apply = t0 = time.monotonic()
-        self.kubectl("apply", "-k", str(OVERLAY))
-        for key, check, needs in CHECKS:
+        if self.helm:
+            self.helm.install()
+        else:
+            self.kubectl("apply", "--server-side", "-k", str(self.overlay))
+        for key, check, needs in self.checks_list:
             if key == "4_workload":  # everything before only read: measure memory at rest
                 self.measure_idle(run)
             failed = [n for n in needs if not self.result["checks"].get(n, {}).get("ok")]
@@ -281,7 +295,9 @@ class E2E:
             except Exception as e:  # the rest of the teardown still runs
                 problems.append(f"{what}: {type(e).__name__}: {e}")
             log.debug("teardown: %s %.1fs", what, time.monotonic() - t_step)
+        t_rm = time.monotonic()
         shutil.rmtree(self.work, ignore_errors=True)
+        log.debug("teardown: scratch removed in %.1fs", time.monotonic() - t_rm)
         self.result["timings"]["teardown_s"] = round(time.monotonic() - t, 2)
         if problems:
             self.result["teardown_problems"] = problems
@@ -331,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
         help=f"host tree with sys/ and dev/ (default: a generated {DEFAULT_NODE} node)",
     )
     ap.add_argument("--keep", action="store_true", help="keep the node running until Ctrl-C")
+    ap.add_argument(
+        "--helm", action="store_true", help="install the chart (charts/edgefd), not the overlay"
+    )
+    ap.add_argument(
+        "--api",
+        choices=("device-plugin", "dra"),
+        default="device-plugin",
+        help="how devplugin hands out devices (dra: k8s/overlays/dra, tests/system/checks_dra.py)",
+    )
     ap.add_argument("--image-archive", required=True, help="OCI archive of the edgefd image")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)

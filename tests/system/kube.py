@@ -33,6 +33,7 @@ NODE_CONTROLLERS = [
     "daemonset-controller",
     "garbage-collector-controller",
     "namespace-controller",
+    "resourceclaim-controller",  # claims from ResourceClaimTemplates (scripts/e2e --api dra)
 ]
 
 

@@ -73,7 +73,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # sandbox's -998, system-node-critical pods), and fails with only "can't get final child's
   # PID from pipe: EOF". This clamps it to the runtime's own value instead.
   restrict_oom_score_adj = true
-  cdi_spec_dirs = []
+  # only the node's own /var/run/cdi (scratch /run in its mount namespace), never the
+  # machine's /etc/cdi: where the DRA plugin writes each prepared claim's spec
+  cdi_spec_dirs = ["/var/run/cdi"]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]

@@ -56,10 +56,13 @@ def test_overlay_changes_only_what_it_says() -> None:
     assert bv == ov
     for kind in ("initContainers", "containers"):
         for bc, oc in zip(b.pop(kind), o.pop(kind), strict=True):
+            # every listener on loopback, every HTTP probe asking loopback
+            listen = [a for a in oc["command"] if a.startswith("--listen=")]
+            assert all(a.startswith("--listen=127.0.0.1:") for a in listen), listen
             oc["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]]
-            for probe in ("livenessProbe", "readinessProbe"):
-                if probe in oc:
-                    assert oc[probe]["httpGet"].pop("host") == "127.0.0.1"
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                if "httpGet" in oc.get(probe, {}):
+                    assert oc[probe]["httpGet"].pop("host") == "127.0.0.1", (oc["name"], probe)
             if oc["name"] == "feature-sink":
                 base_env = {e["name"]: e for e in bc.pop("env")}
                 env = {e["name"]: e for e in oc.pop("env")}
