@@ -4,8 +4,8 @@ the session fixture that runs them.
 Fixtures: ``harness_bin`` (session), ``kube_apiserver`` (session): a :class:`KubeAPIServer`
 with ``--authorization-mode=Node,RBAC``, service-account signing keys (TokenRequest works), an
 admin kubeconfig (system:masters), and a kube-controller-manager running only the
-``validatingadmissionpolicy-status-controller``; ``node_name`` (function): a fresh, unique Node
-name (not yet created).
+``validatingadmissionpolicy-status-controller``; ``kube_scheduler`` (session): the same, with
+kube-scheduler started; ``node_name`` (function): a fresh, unique Node name (not yet created).
 
 The ``kubernetes`` package is imported lazily, inside functions.
 """
@@ -502,6 +502,17 @@ def kube_apiserver(harness_bin, tmp_path_factory) -> KubeAPIServer:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler(kube_apiserver) -> KubeAPIServer:
+    """``kube_apiserver`` with the real kube-scheduler running against it, from first use to the
+    end of the session: pods created without a nodeName get bound to a fitting Node from then on.
+    Every Node the API server creates carries the not-ready taint until someone lifts it."""
+    harness_binary(KUBE_SCHEDULER)
+    kube_apiserver.start_scheduler()
+    yield kube_apiserver
+    kube_apiserver.stop_scheduler()
 
 
 @pytest.fixture
