@@ -56,8 +56,8 @@ def test_loops_and_dangling_links(tmp_path: Path) -> None:
     with open_dir(tmp_path) as d:
         assert d.text("a", w) is None and "Too many levels" in w[0]
         assert d.text("c", w) is None and len(w) == 1  # dangling == missing
-        # NFD's existence test: neither a loop nor a dangling link exists
-        assert not d.exists("a") and not d.exists("c") and not d.exists("none")
+        # NFD's test for an optional attribute: neither a loop nor a dangling link is there
+        assert not d.readable("a") and not d.readable("c") and not d.readable("none")
 
 
 def test_bounded_and_garbage(tmp_path: Path) -> None:
@@ -110,3 +110,16 @@ def test_int_is_what_the_kernel_prints_and_nothing_else(tmp_path: Path) -> None:
             f.write_text(bad + "\n")
             assert d.int("busnum", w) is None, bad
             assert len(w) == 1 and "is not a decimal number; ignored" in w[0], w
+
+
+def test_readable_is_nfds_test_for_an_optional_attribute(tmp_path: Path) -> None:
+    """nfd-worker labels .sriov.capable when sriov_totalvfs reads, whatever it holds
+    (tests/scan/test_nfd_differential.py checks this against the real worker)."""
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "garbage").write_text("many\n")
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")  # NFD would block on it; here it is simply not readable
+    os.symlink("empty", tmp_path / "link")
+    with open_dir(tmp_path) as d:
+        assert d.readable("empty") and d.readable("garbage") and d.readable("link")
+        assert not d.readable("dir") and not d.readable("fifo")

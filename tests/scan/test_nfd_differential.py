@@ -82,3 +82,46 @@ def test_synthetic_buses_identical_to_nfd_worker(nfd_worker: Any, tmp_path: Path
     theirs = nfd_worker.run(host)
     assert edgefd_labels(host) == theirs
     assert len(theirs) >= 3
+
+
+# Hostile sysfs, where "what NFD does" is the specification: each case is a display device
+# (whitelisted, so its .present label appears) whose sriov_totalvfs is odd in one way.
+SRIOV_CASES = {
+    "0000:10:00.0": "loop",  # a symlink loop: NFD emits no .sriov.capable
+    "0000:11:00.0": "dangling",  # a link to nothing
+    "0000:12:00.0": "directory",
+    "0000:13:00.0": "empty",  # an empty regular file
+    "0000:14:00.0": "garbage",
+    "0000:15:00.0": "regular",  # the normal case, for contrast
+}
+
+
+def test_hostile_sriov_totalvfs_identical_to_nfd_worker(nfd_worker: Any, tmp_path: Path) -> None:
+    from tests.fixturegen import HostBuilder
+
+    host = tmp_path / "host"
+    (host / "sys/bus/usb/devices").mkdir(parents=True)
+    b = HostBuilder(host)
+    for i, (addr, case) in enumerate(SRIOV_CASES.items()):
+        real = b.add_pci(
+            {"address": addr, "class": "030000", "vendor": f"{0x1000 + i:04x}", "device": "0001"}
+        )
+        attr = real / "sriov_totalvfs"
+        if case == "loop":
+            attr.symlink_to("sriov_totalvfs")
+        elif case == "dangling":
+            attr.symlink_to("../nowhere/sriov_totalvfs")
+        elif case == "directory":
+            attr.mkdir()
+        elif case == "empty":
+            attr.write_text("")
+        elif case == "garbage":
+            attr.write_text("many\n")
+        else:
+            attr.write_text("8\n")
+    theirs = nfd_worker.run(host)
+    ours = edgefd_labels(host)
+    assert ours == theirs
+    capable = sorted(k for k in ours if k.endswith(".sriov.capable"))
+    assert "feature.node.kubernetes.io/pci-0300_1000.sriov.capable" not in capable  # the loop
+    assert "feature.node.kubernetes.io/pci-0300_1005.sriov.capable" in capable

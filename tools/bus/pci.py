@@ -44,7 +44,7 @@ class PciDevice:
     driver: str | None
     iommu_group: str | None
     devnodes: tuple[str, ...]  # host /dev paths of class children, e.g. ("/dev/apex_0",)
-    has_sriov: bool = False  # `sriov_totalvfs` exists (NFD's test), even if unreadable
+    has_sriov: bool = False  # `sriov_totalvfs` can be read, even if not a number (NFD's test)
 
     @property
     def id(self) -> str:
@@ -101,8 +101,8 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         device = hexattr("device")
         subsystem_vendor = hexattr("subsystem_vendor")
         subsystem_device = hexattr("subsystem_device")
-        # NFD's test is that the file resolves (a dangling link or a loop does not count)
-        has_sriov = "sriov_totalvfs" in entries and d.exists("sriov_totalvfs")
+        # NFD's test is that the file reads (a loop, dangling link or directory does not)
+        has_sriov = "sriov_totalvfs" in entries and d.readable("sriov_totalvfs")
         totalvfs = d.int("sriov_totalvfs", w) if has_sriov else None
         numa = d.int("numa_node", w) if "numa_node" in entries else None
         driver = d.link_name("driver", w) if "driver" in entries else None

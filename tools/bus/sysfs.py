@@ -219,13 +219,23 @@ class AttrDir:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def exists(self, name: str) -> bool:
-        """Whether `name` resolves to something (os.stat, following links): a dangling link or
-        a link loop does not exist, which is how node-feature-discovery decides too."""
+    def readable(self, name: str) -> bool:
+        """Whether `name` is a file that can be read, whatever it holds: how
+        node-feature-discovery decides that an optional attribute (`sriov_totalvfs`) is there.
+        A dangling link, a link loop, a directory or a file that fails to read is not; nor,
+        here, a FIFO, which NFD would wait on for ever."""
         try:
-            os.stat(name, dir_fd=self.fd)
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=self.fd)
         except OSError:
             return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            os.read(fd, 1)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         return True
 
     def text(self, name: str, warnings: Warnings | None, required: bool = False) -> str | None:
