@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgefd.core.featuresd import (
     MAX_FILE_SIZE,
@@ -56,7 +58,9 @@ def test_expiry_in_the_future_keeps_lines() -> None:
 def test_malformed_expiry_is_warned_and_ignored(stamp: str) -> None:
     pf = parse_text(f"# +expiry-time={stamp}\na.io/x=1\n", "f", NOW)
     assert pf.labels() == {"a.io/x": "1"}
-    assert len(pf.warnings) == 1 and pf.warnings[0].startswith("f:1: bad expiry-time directive")
+    assert pf.warnings == (
+        "f:1: expiry-time is not an RFC 3339 time with a time zone offset; directive ignored",
+    )
 
 
 def test_no_label_and_no_feature_apply_to_the_next_feature_only() -> None:
@@ -74,7 +78,9 @@ def test_no_label_and_no_feature_apply_to_the_next_feature_only() -> None:
 def test_unknown_directive_is_warned_and_processing_goes_on() -> None:
     pf = parse_text("# +frobnicate\na.io/x=1\n", "f", NOW)
     assert pf.labels() == {"a.io/x": "1"}
-    assert pf.warnings == ("f:1: unknown directive 'frobnicate'; ignored",)
+    assert pf.warnings == (
+        "f:1: unknown directive (known: expiry-time=, no-label, no-feature); ignored",
+    )
 
 
 def test_size_limit_is_nfds() -> None:
@@ -122,8 +128,8 @@ def test_directory_reading(tmp_path: Path) -> None:
     assert any("over the 65536-byte limit" in w for w in merged.warnings)
     overrides = [w for w in merged.warnings if "overrides" in w]
     assert overrides == [
-        "b-second:1: x.io/k='from-b' overrides 'from-a' from a-first:1",
-        "c-third:1: x.io/k='from-c' overrides 'from-b' from b-second:1",
+        "b-second:1: overrides the value set at a-first:1 (the later file wins)",
+        "c-third:1: overrides the value set at b-second:1 (the later file wins)",
     ]
 
 
@@ -162,3 +168,70 @@ def test_render_is_sorted_and_stable() -> None:
     assert a.startswith(b"# written by tool")
     assert render({}) == b""
     assert parse_bytes(a).labels() == {"a.io/y": "2", "b.io/x": "1"}
+
+
+def test_messages_name_file_line_and_reason_never_content(tmp_path: Path) -> None:
+    """Issue 11, item 2: what a file holds may be a secret; warnings never repeat it."""
+    text = "# +expiry-time=s3cr3t-stamp\n# +s3cr3t-directive\na.io/x=s3cr3t-one\na.io/\xff=s3cr3t\n"
+    (tmp_path / "a").write_text(text)
+    (tmp_path / "b").write_text("a.io/x=s3cr3t-two\n")
+    (tmp_path / "bad\nname").write_text("a.io/y=1\n")
+    merged = merge(read_feature_files(tmp_path, NOW))
+    assert len(merged.warnings) == 3
+    assert all("s3cr3t" not in w and "\n" not in w for w in merged.warnings)
+    assert merged.warnings[2] == "b:1: overrides the value set at a:3 (the later file wins)"
+    pf = parse_bytes(b"a.io/x=\xffs3cr3t\n", "f")
+    assert pf.warnings == ("f:1: not UTF-8 text; line skipped",)
+    assert parse_text("a.io/k=1\n", "evil\nfeature-sink: forged").labels() == {"a.io/k": "1"}
+    assert parse_text("# +x\n", "evil\nforged").warnings[0].startswith("'evil\\nforged':1: ")
+
+
+def test_an_unterminated_last_line_and_the_mtime_are_reported(tmp_path: Path) -> None:
+    """So the sink can tell a file caught mid-rewrite (issue 11, item 10)."""
+    (tmp_path / "done").write_text("a.io/x=1\n")
+    (tmp_path / "cut").write_text("a.io/x=1\n# c\na.io/y=tr")
+    (tmp_path / "empty").write_text("")
+    os.utime(tmp_path / "done", (1_000_000, 1_000_000))
+    files = {f.name: f for f in read_feature_files(tmp_path, NOW)}
+    assert files["done"].partial_line is None and files["done"].mtime == 1_000_000
+    assert files["cut"].partial_line == 3
+    assert [f.line for f in files["cut"].features] == [1, 3]
+    assert files["empty"].partial_line is None and files["empty"].features == ()
+    assert files["empty"].mtime is not None
+
+
+_line_chars = st.characters(codec="utf-8", exclude_characters="\n")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(_line_chars, max_size=40), max_size=12), st.booleans())
+def test_fuzz_any_lines_parse_without_error_and_never_echo_content(
+    lines: list[str], undecodable: bool
+) -> None:
+    """Property over the line format: any text parses (nothing raises), keys and values never
+    span lines, lines are trimmed (a key never starts with a blank; NFD keeps `k =1`'s blank,
+    which the label check then refuses), and no warning repeats a line."""
+    data = "\n".join(f"qz{line}" if line.startswith("# +") else line for line in lines)
+    raw = data.encode() + (b"\n\xffqz\n" if undecodable else b"")
+    pf = parse_bytes(raw, "f", NOW)
+    assert pf.error is None or "NUL" in pf.error
+    for f in pf.features:
+        assert "\n" not in f.key and "\n" not in f.value
+        assert f.key == f.key.lstrip() and not f.key.startswith("#")
+        assert f.value == f.value.rstrip()
+    for w in pf.warnings:
+        assert w.startswith("f:") and "qz" not in w
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(
+            r"[a-z]{1,8}\.io/[A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?", fullmatch=True
+        ),
+        st.from_regex(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?)?", fullmatch=True),
+        max_size=20,
+    )
+)
+def test_fuzz_render_then_parse_is_identity(labels: dict[str, str]) -> None:
+    assert parse_bytes(render(labels, "tool"), "f", NOW).labels() == labels

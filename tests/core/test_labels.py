@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgefd.core.labels import (
     DEFAULT_POLICY,
@@ -40,7 +42,7 @@ def test_valid_names(name: str) -> None:
         ("Tesla (PCIe)", "contains ' ' '(' ')'"),
         ("a/b", "contains '/'"),
         ("abc\n", "contains '\\n'"),  # `$` alone would accept a trailing newline
-        ("ünï", "contains"),
+        ("ünï", "contains non-ASCII characters"),
     ],
 )
 def test_invalid_names_say_why(name: str, fragment: str) -> None:
@@ -150,5 +152,51 @@ def test_check_label_and_partition() -> None:
     )
     assert good == {"example.com/ok": "1"}
     assert [r.key for r in bad] == ["example.com/bad+", "kubernetes.io/x"]
-    assert str(bad[0]).startswith("f:3: label example.com/bad+='1' refused: ")
-    assert str(Rejected("k", "v", "why")) == "label k='v' refused: why"
+    assert str(bad[0]) == (
+        "f:3: label refused: key name contains '+'; only letters, digits, '-', '_' and '.' "
+        "are allowed"
+    )
+    assert str(Rejected("k", "v", "why")) == "label refused: why"
+    assert bad[0].detail().startswith("f:3: label 'example.com/bad+'='1' refused: ")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("root:$6$Sx9.q/a1$Zk8wQ", "true"),  # a shadow line: a key without '='
+        ("example.com/token", "eyJhbGciOiJSUzI1NiIs.Ik/pZCI6+Ij"),  # an invalid value
+        ("node-role.kubernetes.io/s3cr3t-n4me", ""),  # a valid key in a denied namespace
+        ("s3cr3t.example.com/" + "n" * 70, "1"),  # too long
+        ("S3CR3T.example.com/x", "1"),  # bad prefix
+        ("a/s3cr3t/x", "1"),
+        ("-s3cr3t", "1"),
+        ("ok.example/x", "s3cr3t\nforged: log line"),
+    ],
+)
+def test_reasons_never_quote_the_key_or_value(key: str, value: str) -> None:
+    """A refused line may be a secret read through a misplaced file: reasons, and str() of a
+    Rejected, say why without repeating it (issue 11, item 2)."""
+    policy = NamespacePolicy.from_lists(denied=["ok.example"])
+    reason = check_label(key, value, policy)
+    assert reason is not None
+    text = str(Rejected(key, value, reason, "secrets:3"))
+    for fragment in ("s3cr3t", "$6$", "Zk8wQ", "eyJhbG", "forged", "root"):
+        assert fragment not in text
+    assert "\n" not in text
+
+
+# "qz" appears in no reason, so finding a marked text in one means it was quoted
+marked = st.text(max_size=80).map(lambda t: f"qz{t}zq")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(marked, st.builds(lambda a, b: f"{a}/{b}", marked, marked)), marked)
+def test_no_reason_contains_the_text_it_checks(key: str, value: str) -> None:
+    """Property: whatever the key and value, a reason quotes neither, nor holds a raw
+    control character."""
+    reason = check_label(key, value)
+    if reason is None:
+        return
+    text = str(Rejected(key, value, reason, "f:1"))
+    assert "qz" not in text
+    assert all(c.isprintable() for c in text)

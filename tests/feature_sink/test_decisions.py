@@ -20,13 +20,15 @@ from edgefd.feature_sink.ownership import (
     decode,
     encode,
     reconcile,
+    vet,
 )
 from edgefd.feature_sink.patch import NodeView, escape_pointer
-from edgefd.feature_sink.sync import plan_node
+from edgefd.feature_sink.sync import Rules, plan_node
 from tests.feature_sink.jsonpatch import apply_patch
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)
+RULES = Rules(GRACE)
 F = "feature.node.kubernetes.io"
 
 
@@ -228,7 +230,7 @@ def test_pointer_escaping():
 def test_patch_is_guarded_and_updates_annotation_in_the_same_patch():
     n = node({"kubernetes.io/hostname": "n1"}, Ownership({"usb": frozenset({f"{F}/old"})}))
     n = NodeView(n.name, {**n.labels, f"{F}/old": "1"}, n.annotations, "7", "u")
-    plan = plan_node(n, desired_of({"usb": f"{F}/new=1\n"}), NOW, GRACE)
+    plan = plan_node(n, desired_of({"usb": f"{F}/new=1\n"}), NOW, RULES)
     ops = plan.write
     assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
     assert (
@@ -246,12 +248,12 @@ def test_patch_is_guarded_and_updates_annotation_in_the_same_patch():
 def test_no_patch_when_nothing_changes():
     owned = Ownership({"usb": frozenset({f"{F}/a"})})
     n = node({f"{F}/a": "1"}, owned)
-    assert plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write == []
+    assert plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, RULES).write == []
 
 
 def test_node_without_labels_or_annotations_maps():
     n = NodeView("n1", None, None, "3")
-    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, RULES).write
     after = apply(n, ops)
     assert after.labels == {f"{F}/a": "1"}
     assert ANNOTATION in after.annotations
@@ -259,7 +261,7 @@ def test_node_without_labels_or_annotations_maps():
 
 def test_stale_resource_version_fails_the_test_op():
     n = node({}, Ownership())
-    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, GRACE).write
+    ops = plan_node(n, desired_of({"usb": f"{F}/a=1\n"}), NOW, RULES).write
     moved = NodeView(n.name, n.labels, n.annotations, "8")
     with pytest.raises(ValueError, match="test failed"):
         apply(moved, ops)
@@ -268,18 +270,19 @@ def test_stale_resource_version_fails_the_test_op():
 def test_owning_nothing_removes_the_annotation():
     owned = Ownership({"usb": frozenset({f"{F}/a"})})
     n = node({f"{F}/a": "1"}, owned, extra_ann={"other": "x"})
-    after = apply(n, plan_node(n, desired_of({"usb": ""}), NOW, GRACE).write)
+    after = apply(n, plan_node(n, desired_of({"usb": ""}), NOW, RULES).write)
     assert after.labels == {}
     assert after.annotations == {"other": "x"}
 
 
-def test_malformed_annotation_adopts_equal_and_reports_the_rest():
+def test_untrusted_annotation_blocks_every_write_and_says_why():
+    """A claim the sink cannot read as a whole is not guessed at, and not overwritten either:
+    it may come from a newer sink, or be the evidence of tampering (README, ownership trust)."""
     n = NodeView("n1", {f"{F}/a": "1", f"{F}/b": "old"}, {ANNOTATION: "garbage"}, "1")
-    plan = plan_node(n, desired_of({"usb": f"{F}/a=1\n{F}/b=new\n"}), NOW, GRACE)
-    assert plan.warnings and "not JSON" in plan.warnings[0]
-    after = apply(n, plan.write)
-    assert after.labels == {f"{F}/a": "1", f"{F}/b": "old"}
-    assert [c.key for c in plan.outcome.conflicts] == [f"{F}/b"]
+    plan = plan_node(n, desired_of({"usb": f"{F}/a=1\n{F}/b=new\n{F}/c=1\n"}), NOW, RULES)
+    assert plan.blocked and "not JSON" in plan.blocked and "writes nothing" in plan.blocked
+    assert plan.write == [] and not plan.needed and plan.changes == []
+    assert [p.reason for p in plan.problems] == ["OwnershipUntrusted"]
 
 
 # -- properties ----------------------------------------------------------------------------
@@ -292,16 +295,11 @@ producers = st.sampled_from(["usb", "pci", "dt"])
 @st.composite
 def scenarios(draw):
     node_labels = draw(st.dictionaries(keys, values, max_size=8))
+    # claims as a hand edit or a forgery may leave them: keys of two producers, refused keys
     owned_map = draw(st.dictionaries(producers, st.frozensets(keys, max_size=4), max_size=3))
-    # a key is owned by at most one producer
-    seen: set[str] = set()
-    owned_clean = {}
-    for p, ks in sorted(owned_map.items()):
-        owned_clean[p] = frozenset(k for k in ks if k not in seen)
-        seen |= ks
     files = draw(st.dictionaries(producers, st.dictionaries(keys, values, max_size=5), max_size=3))
     texts = {p: "".join(f"{k}={v}\n" for k, v in labels.items()) for p, labels in files.items()}
-    return node_labels, Ownership({p: k for p, k in owned_clean.items() if k}), texts
+    return node_labels, Ownership({p: k for p, k in owned_map.items() if k}), texts
 
 
 @settings(max_examples=300, deadline=None)
@@ -311,22 +309,26 @@ def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_qu
     d = desired_of(texts)
     n = node(node_labels, owned)
     now = NOW + timedelta(minutes=minutes)
-    plan = plan_node(n, d, now, GRACE)
+    plan = plan_node(n, d, now, RULES)
     after = apply(n, plan.write) if plan.write else n
     assert (after.labels or {}) == plan.outcome.labels
-    # labels the sink did not own are never changed or removed
+    trusted, _ = vet(owned, RULES.policy)
+    # labels the sink did not own (or only by a claim it refuses) are never changed or removed
     for k, v in node_labels.items():
-        if k not in owned.keys:
+        if k not in trusted.keys:
             assert (after.labels or {}).get(k) == v
+    # and it only ever touches keys its namespace policy lets a producer write
+    for c in plan.changes:
+        assert RULES.policy.check(c.key) is None, c
     # owned labels end up either desired, kept for grace, or gone
-    for k in owned.keys:
+    for k in trusted.keys:
         if k in (after.labels or {}):
             assert k in d.labels or k in plan.outcome.kept_for_grace
     # what the sink applied is valid and desired
     for k in plan.outcome.ownership.keys:
         assert k in d.labels or k in plan.outcome.kept_for_grace
     # converged: a second sync (a restart, a resync) writes nothing
-    assert plan_node(after, d, now, GRACE).write == []
+    assert plan_node(after, d, now, RULES).write == []
 
 
 def test_unqualified_keys_get_nfd_namespace_before_merge():
@@ -353,7 +355,7 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     import logging
 
     from edgefd.feature_sink.metrics import SinkMetrics
-    from edgefd.feature_sink.sync import Reporter
+    from edgefd.feature_sink.report import Reporter, desired_problems
 
     (tmp_path / "huge").write_bytes(b"x" * 70000)
     (tmp_path / "binary").write_bytes(b"a.io/k=\xff\xfe\na.io/good=1\n")
@@ -362,12 +364,12 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     metrics = SinkMetrics()
     reporter = Reporter(metrics, events=False)
     with caplog.at_level(logging.WARNING):
-        reporter.observe(desired, ())
-        reporter.observe(desired, ())  # a resync does not repeat the log lines
+        reporter.observe(desired_problems(desired))
+        reporter.observe(desired_problems(desired))  # a resync does not repeat the log lines
     text = caplog.text
     assert "huge: 70000 bytes, over the 65536-byte limit" in text
     assert "binary:1: not UTF-8 text; line skipped" in text
-    assert "ok:2: unknown directive 'bogus-directive'" in text
+    assert "ok:2: unknown directive (known: expiry-time=, no-label, no-feature)" in text
     assert text.count("huge: 70000 bytes") == 1
     assert metrics.value("edgefd_sink_feature_file_problems") == 3
     assert desired.labels == {f"{F}/ok": "1", "a.io/good": "1"}

@@ -17,7 +17,8 @@ from edgefd.feature_sink.nodefeature import (
     NodeFeatureSyncer,
 )
 from edgefd.feature_sink.ownership import ANNOTATION, decode
-from edgefd.feature_sink.sync import Reporter
+from edgefd.feature_sink.report import Reporter
+from edgefd.feature_sink.sync import Rules
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 F = "feature.node.kubernetes.io"
@@ -25,7 +26,9 @@ F = "feature.node.kubernetes.io"
 
 def syncer() -> NodeFeatureSyncer:
     m = SinkMetrics()
-    return NodeFeatureSyncer(None, "n1", "edgefd", timedelta(minutes=10), m, Reporter(m, False))
+    return NodeFeatureSyncer(
+        None, "n1", "edgefd", Rules(timedelta(minutes=10)), m, Reporter(m, False)
+    )
 
 
 def desired(files: dict[str, str]):

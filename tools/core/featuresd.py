@@ -10,7 +10,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,10 +32,19 @@ class Feature:
 
 @dataclass(frozen=True)
 class ParsedFile:
+    """One file's features and problems. Messages name the file, the line and the reason, never
+    a line's content: what sits in features.d is not necessarily meant to be published.
+
+    `mtime` and `partial_line` (the number of an unterminated last line) are set when the file
+    was read from a directory, so a reader can tell a file caught in the middle of an in-place
+    rewrite."""
+
     name: str
     features: tuple[Feature, ...] = ()
     warnings: tuple[str, ...] = ()
     error: str | None = None  # set when the whole file was skipped
+    mtime: float | None = None
+    partial_line: int | None = None
 
     def labels(self) -> dict[str, str]:
         """Labels this file asks for (later lines win, as in NFD)."""
@@ -52,6 +61,12 @@ def _parse_rfc3339(text: str) -> datetime:
     return dt
 
 
+def shown(name: str) -> str:
+    """A file name as messages show it: control characters and undecodable bytes escaped, so
+    a file name can never forge a log line."""
+    return name if name.isprintable() else ascii(name)
+
+
 def _is_utf8(line: str) -> bool:
     try:
         line.encode("utf-8")
@@ -65,6 +80,7 @@ def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) ->
     now = now or datetime.now(UTC)
     features: list[Feature] = []
     warnings: list[str] = []
+    where = shown(name)
     expired = False
     skip_label = skip_feature = False
     # split on \n only, as NFD does: str.splitlines() would also split at \x0b, \x1c, \u2028 ...
@@ -73,7 +89,7 @@ def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) ->
         if not line:
             continue
         if not line.isascii() and not _is_utf8(line):
-            warnings.append(f"{name}:{lineno}: not UTF-8 text; line skipped")
+            warnings.append(f"{where}:{lineno}: not UTF-8 text; line skipped")
             continue
         if line.startswith("#"):
             if not line.startswith(DIRECTIVE_PREFIX):
@@ -86,10 +102,16 @@ def parse_text(text: str, name: str = "<stdin>", now: datetime | None = None) ->
             elif directive.startswith("expiry-time="):
                 try:
                     expired = _parse_rfc3339(directive.split("=", 1)[1]) < now
-                except ValueError as e:
-                    warnings.append(f"{name}:{lineno}: bad expiry-time directive ({e}); ignored")
+                except ValueError:
+                    warnings.append(
+                        f"{where}:{lineno}: expiry-time is not an RFC 3339 time with a time "
+                        "zone offset; directive ignored"
+                    )
             else:
-                warnings.append(f"{name}:{lineno}: unknown directive {directive!r}; ignored")
+                warnings.append(
+                    f"{where}:{lineno}: unknown directive (known: expiry-time=, no-label, "
+                    "no-feature); ignored"
+                )
             continue
         if expired:
             continue
@@ -111,13 +133,14 @@ def parse_bytes(data: bytes, name: str = "<stdin>", now: datetime | None = None)
     """Parse raw file bytes, refusing what NFD refuses (over 64 KiB) and undecodable text."""
     if len(data) > MAX_FILE_SIZE:
         return ParsedFile(
-            name=name, error=f"{name}: {len(data)} bytes, over the {MAX_FILE_SIZE}-byte limit"
+            name=name,
+            error=f"{shown(name)}: {len(data)} bytes, over the {MAX_FILE_SIZE}-byte limit",
         )
     # Undecodable bytes are kept as surrogates so that only their lines are refused, with a
     # warning: one bad line must not cost a producer all its other labels.
     text = data.decode("utf-8", "surrogateescape")
     if "\x00" in text:
-        return ParsedFile(name=name, error=f"{name}: contains NUL bytes; not a feature file")
+        return ParsedFile(name=name, error=f"{shown(name)}: contains NUL bytes; not a feature file")
     return parse_text(text, name, now)
 
 
@@ -132,19 +155,21 @@ def read_entry(directory_fd: int, name: str, now: datetime | None = None) -> Par
     relative to the directory with O_NOFOLLOW (a symlink fails with ELOOP) and O_NONBLOCK, and
     checked with fstat before a single byte is read; at most the size limit + 1 is read.
     """
+    where = shown(name)
     try:
         fd = os.open(name, _OPEN_FLAGS, dir_fd=directory_fd)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            return ParsedFile(name=name, error=f"{name}: is a symlink; not read")
-        return ParsedFile(name=name, error=f"{name}: cannot open ({e.strerror or e})")
+            return ParsedFile(name=name, error=f"{where}: is a symlink; not read")
+        return ParsedFile(name=name, error=f"{where}: cannot open ({e.strerror or e})")
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return ParsedFile(name=name, error=f"{name}: not a regular file; not read")
+            return ParsedFile(name=name, error=f"{where}: not a regular file; not read")
         if st.st_size > MAX_FILE_SIZE:
             return ParsedFile(
-                name=name, error=f"{name}: {st.st_size} bytes, over the {MAX_FILE_SIZE}-byte limit"
+                name=name,
+                error=f"{where}: {st.st_size} bytes, over the {MAX_FILE_SIZE}-byte limit",
             )
         chunks: list[bytes] = []
         left = MAX_FILE_SIZE + 1
@@ -156,14 +181,16 @@ def read_entry(directory_fd: int, name: str, now: datetime | None = None) -> Par
             left -= len(chunk)
         data = b"".join(chunks)
     except OSError as e:
-        return ParsedFile(name=name, error=f"{name}: cannot read ({e.strerror or e})")
+        return ParsedFile(name=name, error=f"{where}: cannot read ({e.strerror or e})")
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_SIZE:
         return ParsedFile(
-            name=name, error=f"{name}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
+            name=name, error=f"{where}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
         )
-    return parse_bytes(data, name, now)
+    parsed = parse_bytes(data, name, now)
+    partial = data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
+    return replace(parsed, mtime=st.st_mtime, partial_line=partial)
 
 
 def read_feature_files(directory: Path, now: datetime | None = None) -> list[ParsedFile]:
@@ -218,8 +245,11 @@ def merge(files: Iterable[ParsedFile]) -> MergedFeatures:
             where = f"{pf.name}:{f.line}"
             prev = origin.get(f.key)
             if prev and not prev.startswith(pf.name + ":") and labels[f.key] != f.value:
+                # both places are named; the key and the values are not (they may be content)
+                prev_name, prev_line = prev.rsplit(":", 1)
                 warnings.append(
-                    f"{where}: {f.key}={f.value!r} overrides {labels[f.key]!r} from {prev}"
+                    f"{shown(pf.name)}:{f.line}: overrides the value set at "
+                    f"{shown(prev_name)}:{prev_line} (the later file wins)"
                 )
             labels[f.key] = f.value
             origin[f.key] = where

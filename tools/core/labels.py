@@ -25,22 +25,33 @@ _BAD_NAME_CHAR_RE = re.compile(r"[^-A-Za-z0-9_.]")
 
 
 def _describe_bad_chars(text: str) -> str:
-    bad = sorted(set(_BAD_NAME_CHAR_RE.findall(text)))
-    return " ".join(repr(c) for c in bad)
+    """The characters that make `text` invalid, never the text itself: the text may be a line
+    of a file that is not meant to be published (a password hash, a token), while which
+    characters are not allowed is the reason a person needs. Control characters are escaped
+    and non-ASCII ones summarised, so a reason can never forge a log line either."""
+    bad = set(_BAD_NAME_CHAR_RE.findall(text))
+    parts = [repr(c) for c in sorted(c for c in bad if c.isascii())]
+    if any(not c.isascii() for c in bad):
+        parts.append("non-ASCII characters")
+    return " ".join(parts)
+
+
+# Reasons describe what is wrong without quoting the checked text (see _describe_bad_chars):
+# a caller that may show the text (a producer naming the label it derived) prepends it itself.
 
 
 def check_name(name: str, what: str = "name") -> str | None:
     """Return why `name` is not a valid label name (or value, with what='value'), else None."""
     if len(name) > NAME_MAX:
-        return f"{what} {name!r} is {len(name)} characters long, the limit is {NAME_MAX}"
+        return f"{what} is {len(name)} characters long, the limit is {NAME_MAX}"
     if _NAME_RE.fullmatch(name):
         return None
     if not name:
         return f"{what} is empty"
     bad = _describe_bad_chars(name)
     if bad:
-        return f"{what} {name!r} contains {bad}; only letters, digits, '-', '_' and '.' are allowed"
-    return f"{what} {name!r} must start and end with a letter or digit"
+        return f"{what} contains {bad}; only letters, digits, '-', '_' and '.' are allowed"
+    return f"{what} must start and end with a letter or digit"
 
 
 def check_prefix(prefix: str) -> str | None:
@@ -48,12 +59,12 @@ def check_prefix(prefix: str) -> str | None:
     if not prefix:
         return "prefix before '/' is empty"
     if len(prefix) > PREFIX_MAX:
-        return f"prefix {prefix!r} is {len(prefix)} characters long, the limit is {PREFIX_MAX}"
+        return f"prefix is {len(prefix)} characters long, the limit is {PREFIX_MAX}"
     for part in prefix.split("."):
         if not _DNS_LABEL_RE.fullmatch(part):
             return (
-                f"prefix {prefix!r} is not a DNS subdomain: each dot-separated part must be "
-                "lower-case letters, digits and '-', starting and ending with a letter or digit"
+                "prefix is not a DNS subdomain: each dot-separated part must be lower-case "
+                "letters, digits and '-', starting and ending with a letter or digit"
             )
     return None
 
@@ -67,14 +78,14 @@ def split_key(key: str) -> tuple[str, str]:
 def check_key(key: str) -> str | None:
     """Return why `key` is not a valid label key, else None."""
     if key.count("/") > 1:
-        return f"key {key!r} has more than one '/'"
+        return "key has more than one '/'"
     prefix, name = split_key(key)
     if "/" in key:
         reason = check_prefix(prefix)
         if reason:
-            return f"key {key!r}: {reason}"
+            return f"key {reason}"
     reason = check_name(name)
-    return f"key {key!r}: {reason}" if reason else None
+    return f"key {reason}" if reason else None
 
 
 def check_value(value: str) -> str | None:
@@ -118,16 +129,18 @@ class NamespacePolicy:
         )
 
     def check(self, key: str) -> str | None:
-        """Return why the namespace of `key` may not be written, else None."""
+        """Return why the namespace of `key` may not be written, else None. The reason names
+        the policy entry that matched, not the key (the key may be content nobody should
+        publish; see _describe_bad_chars)."""
         ns, _ = split_key(key)
         if not ns:
             return None
         for d in self.always_denied:
             if _in_domain(ns, d):
-                return f"namespace {ns!r} is never writable from a feature file"
+                return f"namespace {d} (and its subdomains) is never writable from a feature file"
         for d in self.extra_denied:
             if _in_domain(ns, d):
-                return f"namespace {ns!r} is denied by configuration ({d})"
+                return f"namespace is denied by configuration ({d})"
         if any(_in_domain(ns, a) for a in self.extra_allowed):
             return None
         if any(_in_domain(ns, e) for e in self.exceptions):
@@ -135,7 +148,7 @@ class NamespacePolicy:
         for r in self.reserved:
             if _in_domain(ns, r):
                 return (
-                    f"namespace {ns!r} is reserved for Kubernetes ({r}); use "
+                    f"namespace is reserved for Kubernetes ({r}); use "
                     f"{DEFAULT_NAMESPACE}/ or your own domain"
                 )
         return None
@@ -151,7 +164,12 @@ def check_label(key: str, value: str, policy: NamespacePolicy = DEFAULT_POLICY) 
 
 @dataclass(frozen=True)
 class Rejected:
-    """A label that was refused, with where it came from, so a person can fix the source."""
+    """A label that was refused, with where it came from, so a person can fix the source.
+
+    `str()` names the source and the reason only: a refused line may be something that was
+    never meant to be a label (a symlinked secret, a token), and this text ends up in logs,
+    Events and metrics. `detail()` adds the key and value, for debug logs and local output.
+    """
 
     key: str
     value: str
@@ -160,7 +178,11 @@ class Rejected:
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
-        return f"{where}label {self.key}={self.value!r} refused: {self.reason}"
+        return f"{where}label refused: {self.reason}"
+
+    def detail(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}label {self.key!r}={self.value!r} refused: {self.reason}"
 
 
 def partition_labels(

@@ -30,15 +30,25 @@ from edgefd.core.errors import UsageError
 TOOL = "feature-sink"
 log = logging.getLogger("edgefd.feature_sink")
 
-# a Node name is a DNS-1123 subdomain; anything else must not reach a URL path
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# names that end up in URL paths are checked as the API server would (and escaped anyway)
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
 
 def check_node_name(name: str) -> str:
     if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         raise UsageError(
-            f"--node-name {name!r} is not a valid Node name (a DNS-1123 subdomain: lower-case "
-            "letters, digits, '-' and '.', at most 253 characters)"
+            f"--node-name {name!a} is not a valid Node name (a DNS-1123 subdomain: "
+            "lower-case letters, digits, '-' and '.', at most 253 characters)"
+        )
+    return name
+
+
+def check_namespace(name: str) -> str:
+    if len(name) > 63 or not re.fullmatch(_DNS_LABEL, name):
+        raise UsageError(
+            f"--namespace {name!a} is not a valid namespace name (a DNS-1123 label: "
+            "lower-case letters, digits and '-', at most 63 characters)"
         )
     return name
 
@@ -119,6 +129,22 @@ def check_node_name(name: str) -> str:
     help="...but no later than this after the first change.",
 )
 @click.option(
+    "--label-budget",
+    type=click.IntRange(4096, 200 * 1024),
+    default=128 * 1024,
+    show_default=True,
+    help="Most bytes the sink publishes on its object (label keys and values plus its "
+    "ownership annotation); a producer that does not fit is refused whole and reported.",
+)
+@click.option(
+    "--settle",
+    type=Duration(minimum=0.0, maximum=60.0),
+    default="1s",
+    show_default=True,
+    help="A file changed less than this ago may be mid-rewrite: its labels are added at "
+    "once, but none is removed until it has been quiet this long.",
+)
+@click.option(
     "--api-timeout",
     type=Duration(minimum=0.1, maximum=600.0),
     default="10s",
@@ -167,6 +193,8 @@ def main(
     max_backoff: float,
     debounce: float,
     max_latency: float,
+    label_budget: int,
+    settle: float,
     api_timeout: float,
     listen: Listen,
     ready_max_age: float | None,
@@ -196,6 +224,8 @@ def main(
         node_name = os.uname().nodename
         log.warning("no --node-name; the dry-run uses this host's name %r", node_name)
     check_node_name(node_name)
+    if mode == "nodefeature":
+        check_namespace(namespace)
     directory = None if features_stream is not None else Path(features_dir)
     if directory is not None and not directory.is_dir():
         raise UsageError(
@@ -220,6 +250,8 @@ def main(
         use_inotify=not no_inotify,
         listen=listen,
         ready_max_age=ready_max_age,
+        label_budget=label_budget,
+        settle=settle,
     )
     if dry_run:
         return service.run_dry(settings, output)

@@ -12,13 +12,37 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_files
+from edgefd.core.errors import EdgefdError
+from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_files, shown
 from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label, qualify
 
 STDIN_PRODUCER = "stdin"
+NAME_MAX_BYTES = 255  # a file name's limit on Linux
+
+
+class FeaturesDirGone(EdgefdError):
+    """The features directory vanished while the sink runs (a volume unmounted, a path
+    replaced). Not "every producer's file is gone": nothing is removed; the sync is retried."""
+
+
+def check_producer_name(name: str) -> str | None:
+    """Why `name` cannot be a producer (a features.d file name edgefd accepts), else None.
+
+    Producer names are keys of the ownership annotation, so they must survive a round trip
+    through the API server's JSON unchanged (no undecodable bytes) and be safe to show in logs
+    and Events (no control characters)."""
+    if not name or name.startswith("."):
+        return "empty, or a dot-file (an in-flight temporary)"
+    if "/" in name or "\x00" in name:
+        return "contains '/' or NUL"
+    if not name.isprintable():
+        return "contains control characters or bytes that are not UTF-8"
+    if len(name.encode()) > NAME_MAX_BYTES:
+        return f"longer than {NAME_MAX_BYTES} bytes"
+    return None
 
 
 @dataclass(frozen=True)
@@ -29,6 +53,9 @@ class Desired:
     appears under exactly one producer. `present` lists the producers whose files were read
     successfully: only those may cause removals. `authoritative` is False for a stream
     (`--features -`): it speaks for itself only, so other producers' labels are left alone.
+    `settling` lists present producers whose file changed less than the settle time ago (it
+    may be caught mid-rewrite): their labels are added and changed, but none is removed until
+    the file has been quiet; `recheck_at` is when to read again to find out.
     """
 
     producers: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -36,6 +63,8 @@ class Desired:
     rejected: tuple[Rejected, ...] = ()
     warnings: tuple[str, ...] = ()
     authoritative: bool = True
+    settling: frozenset[str] = frozenset()
+    recheck_at: datetime | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -58,7 +87,7 @@ def build_desired(
     file skipped whole (too big, not text) does not count as present, so its previous labels
     fall under the removal grace period instead of disappearing at once.
     """
-    parsed = [_qualified(pf) for pf in files]
+    parsed = [_qualified(_usable(pf)) for pf in files]
     merged = merge(parsed)
     producers: dict[str, dict[str, str]] = {}
     rejected: list[Rejected] = []
@@ -83,6 +112,13 @@ def build_desired(
     )
 
 
+def _usable(pf: ParsedFile) -> ParsedFile:
+    reason = None if pf.error else check_producer_name(pf.name)
+    if reason is None:
+        return pf
+    return ParsedFile(name=pf.name, error=f"{shown(pf.name)}: file name {reason}; not read")
+
+
 def _qualified(pf: ParsedFile) -> ParsedFile:
     """Give unqualified keys NFD's default namespace before merging, as nfd-worker does, so
     a features.d file means the same labels under NFD and under edgefd (and `foo` and
@@ -93,11 +129,47 @@ def _qualified(pf: ParsedFile) -> ParsedFile:
 
 
 def read_directory(
-    directory: Path, policy: NamespacePolicy = DEFAULT_POLICY, now: datetime | None = None
+    directory: Path,
+    policy: NamespacePolicy = DEFAULT_POLICY,
+    now: datetime | None = None,
+    settle: float = 0.0,
 ) -> Desired:
-    """Read every feature file NFD would read, in NFD's order. FileNotFoundError when the
-    directory is missing: the caller decides (a configuration error at start-up)."""
-    return build_desired(read_feature_files(directory, now), policy)
+    """Read every feature file NFD would read, in NFD's order.
+
+    A producer that rewrites its file in place (truncate, then write) can be read empty or
+    half written. So a file modified less than `settle` seconds ago is *settling*: an
+    unterminated last line is not taken yet, and the labels it no longer lists are not removed
+    yet (see reconcile); it is read again once quiet. Raises FeaturesDirGone when the directory
+    is missing: that is a fault to retry, never "every producer's file is gone".
+    """
+    now = now or datetime.now(UTC)
+    try:
+        files = read_feature_files(directory, now)
+    except FileNotFoundError:
+        raise FeaturesDirGone(
+            f"features dir {directory} is gone (unmounted?); every label is kept until it is back"
+        ) from None
+    except NotADirectoryError:
+        raise FeaturesDirGone(
+            f"features dir {directory} is no longer a directory; every label is kept"
+        ) from None
+    settling: set[str] = set()
+    latest: float | None = None
+    for i, pf in enumerate(files):
+        if pf.mtime is None or pf.error or abs(now.timestamp() - pf.mtime) >= settle:
+            continue
+        settling.add(pf.name)
+        latest = pf.mtime if latest is None else max(latest, pf.mtime)
+        if pf.partial_line is not None:
+            kept = tuple(f for f in pf.features if f.line != pf.partial_line)
+            files[i] = replace(pf, features=kept)
+    desired = build_desired(files, policy)
+    if not settling:
+        return desired
+    recheck = datetime.fromtimestamp(latest or now.timestamp(), UTC) + timedelta(seconds=settle)
+    return replace(
+        desired, settling=frozenset(settling) & desired.present, recheck_at=max(recheck, now)
+    )
 
 
 def read_stream(

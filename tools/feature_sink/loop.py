@@ -18,10 +18,10 @@ from edgefd.core.backoff import Backoff
 from edgefd.core.errors import EdgefdError
 from edgefd.runtime.signals import Signals
 
-from .desired import Desired
+from .desired import Desired, FeaturesDirGone
 from .metrics import SinkMetrics
 from .nodeapi import ApiConflict, ApiNotFound, ApiRefused, ApiUnreachable
-from .sync import Syncer
+from .sync import OwnershipUntrusted, Syncer
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,10 @@ def failure_reason(exc: BaseException) -> str:
         return "notfound"
     if isinstance(exc, ApiRefused):
         return "refused"
+    if isinstance(exc, OwnershipUntrusted):
+        return "untrusted"
+    if isinstance(exc, FeaturesDirGone):
+        return "features_dir"
     return "error"
 
 

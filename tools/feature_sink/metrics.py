@@ -46,6 +46,15 @@ class SinkMetrics(Metrics):
             "edgefd_sink_label_conflicts",
             "Desired labels left alone because another writer set them to another value.",
         )
+        self.ownership_problems = self.gauge(
+            "edgefd_sink_ownership_problems",
+            "Ownership annotation problems: claims dropped (a key the namespace policy refuses, "
+            "not a label key, a bad producer name) plus 1 while the annotation is untrusted.",
+        )
+        self.over_budget = self.gauge(
+            "edgefd_sink_over_budget_producers",
+            "Producers whose labels were refused because they do not fit --label-budget.",
+        )
         self.last_success = self.gauge(
             "edgefd_sink_last_success_timestamp_seconds", "Unix time of the last successful sync."
         )

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote as _quote
 
-from edgefd.core.errors import EdgefdError, Unreachable
+from edgefd.core.errors import BadInput, EdgefdError, Unreachable
 
 from .patch import NodeView, Op
 
@@ -276,6 +277,31 @@ class NodeAPI:
         )
 
 
+def _kubeconfig_dict(path: str) -> dict[str, Any]:
+    """The kubeconfig file as a mapping, or BadInput with one line saying why not. Checked here
+    because the client's loader fails on a non-mapping with a TypeError deep inside."""
+    import yaml
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read(4 * 1024 * 1024 + 1)
+    except OSError as e:
+        raise BadInput(f"--kubeconfig {path}: cannot read ({e.strerror or e})") from None
+    if len(text) > 4 * 1024 * 1024:
+        raise BadInput(f"--kubeconfig {path}: over 4 MiB; not a kubeconfig")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise BadInput(f"--kubeconfig {path}: not YAML ({problem}{where})") from None
+    if not isinstance(doc, dict):
+        kind = "empty" if doc is None else f"a YAML {type(doc).__name__}"
+        raise BadInput(f"--kubeconfig {path}: {kind}, not a kubeconfig (a YAML mapping)")
+    return doc
+
+
 def connect(
     kubeconfig: str | None,
     timeout: float,
@@ -283,8 +309,8 @@ def connect(
 ) -> NodeAPI:
     """Load in-cluster config (or `kubeconfig`) and build the client. Makes no request.
 
-    Only configuration errors fail here (missing file, not in a cluster); an unreachable API
-    server is discovered later, by the loop, which retries.
+    Only configuration errors fail here (a bad kubeconfig: exit 3; not in a cluster: exit 1);
+    an unreachable API server is discovered later, by the loop, which retries.
     """
     try:
         import kubernetes.client as k8s
@@ -293,15 +319,29 @@ def connect(
         raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
 
     cfg = k8s.Configuration()
-    try:
-        if kubeconfig:
-            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
+    if kubeconfig:
+        doc = _kubeconfig_dict(kubeconfig)
+        try:
+            # relative certificate paths are relative to the kubeconfig's directory
+            k8s_config.load_kube_config_from_dict(
+                doc,
+                client_configuration=cfg,
+                persist_config=False,
+                temp_file_path=os.path.dirname(os.path.abspath(kubeconfig)),
+            )
+        except (k8s_config.ConfigException, TypeError, KeyError, ValueError, AttributeError) as e:
+            # the loader reports a wrong shape deep inside with whatever error it hits first
+            msg = " ".join(str(e).split()) or type(e).__name__
+            raise BadInput(f"--kubeconfig {kubeconfig}: not a usable kubeconfig ({msg})") from e
+        except OSError as e:  # a certificate or key file it names
+            raise BadInput(f"--kubeconfig {kubeconfig}: {e.strerror or e}") from e
+    else:
+        try:
             k8s_config.load_incluster_config(client_configuration=cfg)
-    except k8s_config.ConfigException as e:
-        hint = "" if kubeconfig else " (not running in a pod? pass --kubeconfig)"
-        raise EdgefdError(f"cannot load Kubernetes client configuration: {e}{hint}") from e
-    except OSError as e:
-        raise EdgefdError(f"cannot read kubeconfig {kubeconfig}: {e.strerror or e}") from e
+        except k8s_config.ConfigException as e:
+            raise EdgefdError(
+                f"cannot load the in-cluster client configuration: {e} (not running in a pod? "
+                "pass --kubeconfig)"
+            ) from e
     cfg.retries = False  # the sink's loop retries, with backoff; never inside a request
     return NodeAPI(cfg, timeout, on_request)

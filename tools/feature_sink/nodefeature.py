@@ -13,15 +13,16 @@ the sink (e.g. nfd-worker's own, in the same namespace) is never overwritten.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from .desired import Desired
 from .metrics import SinkMetrics
 from .nodeapi import NFD_GROUP, NFD_VERSION, ApiRefused, NodeAPI
-from .ownership import ANNOTATION, reconcile
+from .ownership import ANNOTATION
 from .patch import label_changes
-from .sync import Plan, Reporter, Syncer, annotation_value, read_ownership
+from .report import Reporter
+from .sync import Plan, Rules, Syncer, decide
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,11 @@ class NodeFeatureSyncer(Syncer):
         api: NodeAPI | None,
         node_name: str,
         namespace: str,
-        grace: timedelta,
+        rules: Rules,
         metrics: SinkMetrics,
         reporter: Reporter,
     ) -> None:
-        super().__init__(api, node_name, grace, metrics, reporter)
+        super().__init__(api, node_name, rules, metrics, reporter)
         self.namespace = namespace
         self.what = f"NodeFeature {namespace}/{node_name}"
 
@@ -86,7 +87,6 @@ class NodeFeatureSyncer(Syncer):
 
     def plan(self, current: dict[str, Any] | None, desired: Desired, now: datetime) -> Plan:
         """The object to write (None: nothing to do) and what it changes. Pure."""
-        warnings: list[str] = []
         if current is not None:
             md = current.get("metadata") or {}
             if (md.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
@@ -99,14 +99,16 @@ class NodeFeatureSyncer(Syncer):
             rv = md.get("resourceVersion")
         else:
             labels, raw, rv = {}, None, None
-        owned = read_ownership(raw, self.what, warnings)
-        outcome = reconcile(labels, owned, desired, now, self.grace)
-        new_ann = annotation_value(raw, outcome.ownership)
-        changes = label_changes(labels, outcome.labels)
+        d = decide(labels, raw, desired, now, self.rules, self.what)
+        if d.blocked:
+            return Plan(d.outcome, [], None, d.problems, d.blocked)
+        changes = label_changes(labels, d.outcome.labels)
         body = None
-        if current is None or changes or new_ann != raw:
-            body = build_object(self.node_name, self.namespace, outcome.labels, new_ann, rv, now)
-        return Plan(outcome, changes, body, tuple(warnings))
+        if current is None or changes or d.annotation != raw:
+            body = build_object(
+                self.node_name, self.namespace, d.outcome.labels, d.annotation, rv, now
+            )
+        return Plan(d.outcome, changes, body, d.problems)
 
     def write(self, current: dict[str, Any] | None, plan: Plan) -> None:
         assert self.api is not None

@@ -17,6 +17,16 @@ Annotation `edgefd.io/owned-labels`, compact JSON with sorted keys::
   the clock nor restarts it.
 - `v`: format version; an unknown version is treated like a malformed annotation.
 
+The annotation can be edited by anyone who may patch the Node, so it is a claim, not a fact
+(decide what a claim is worth in `decode` and `vet`, README "Ownership trust"):
+- A claim the sink cannot read as a whole (not JSON, nested too deep, a member twice, an
+  unknown version or member, wrong shapes, over 256 KiB) is *untrusted*: the sink writes
+  nothing at all to that object until a person removes or fixes the annotation.
+- Single entries the sink's own rules would never have written (a key that is not a valid
+  label key, or that its namespace policy refuses; a producer name that is not a usable
+  features.d file name; a key claimed by two producers) are dropped from the annotation and
+  reported; the labels they name are left exactly as they are.
+
 Rules (NFD's and the brief's, decided here once):
 - Labels not owned are never changed or removed.
 - A desired label already on the node with the same value but not owned is adopted (nothing on
@@ -31,15 +41,23 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from .desired import Desired
+from edgefd.core.labels import NamespacePolicy, check_key
+
+from .desired import Desired, check_producer_name
 
 log = logging.getLogger(__name__)
 
 ANNOTATION = "edgefd.io/owned-labels"
 FORMAT_VERSION = 1
+# The API's limit for all of an object's annotations together: a larger value was never
+# written by the API server, let alone by the sink; not worth parsing.
+MAX_ANNOTATION_BYTES = 256 * 1024
+_MEMBERS = frozenset({"v", "producers", "missing"})
 
 
 @dataclass(frozen=True)
@@ -57,10 +75,7 @@ class Ownership:
 
     @property
     def keys(self) -> frozenset[str]:
-        out: set[str] = set()
-        for keys in self.producers.values():
-            out |= keys
-        return frozenset(out)
+        return _all(self.producers.values())
 
     def is_empty(self) -> bool:
         return not any(self.producers.values()) and not self.missing
@@ -98,37 +113,136 @@ def encode(own: Ownership) -> str | None:
 
 
 class MalformedOwnership(ValueError):
-    """The annotation exists but cannot be read (edited by hand, or from a newer sink)."""
+    """The annotation exists but cannot be trusted as a whole (edited by hand, corrupted,
+    forged, or from a newer sink)."""
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """Annotation text as messages show it: escaped (no forged log lines), cut short."""
+    out = ascii(text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """JSON readers disagree on which of two equal member names wins: refuse the ambiguity."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise MalformedOwnership(f"annotation {ANNOTATION}: member {_shown(k)} appears twice")
+        out[k] = v
+    return out
 
 
 def decode(value: str | None) -> Ownership:
-    """Read the annotation; raise MalformedOwnership rather than guess at a damaged one."""
+    """Read the annotation; raise MalformedOwnership rather than guess at a damaged one.
+
+    Structure only: whether each entry is one the sink would have written is `vet`'s call."""
     if value is None or value == "":
         return Ownership()
+    bad = f"annotation {ANNOTATION}"
+    if len(value) > MAX_ANNOTATION_BYTES:
+        raise MalformedOwnership(f"{bad} is {len(value)} bytes, more than any the sink writes")
     try:
-        doc = json.loads(value)
+        doc = json.loads(value, object_pairs_hook=_unique_members)
+    except RecursionError:
+        raise MalformedOwnership(f"{bad} is nested too deeply to be the sink's") from None
     except ValueError as e:
-        raise MalformedOwnership(f"annotation {ANNOTATION} is not JSON: {e}") from e
-    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+        if isinstance(e, MalformedOwnership):
+            raise
+        raise MalformedOwnership(f"{bad} is not JSON: {e}") from e
+    version = doc.get("v") if isinstance(doc, dict) else None
+    if type(version) is not int or version != FORMAT_VERSION:
         raise MalformedOwnership(
-            f"annotation {ANNOTATION} has no supported format version (want v={FORMAT_VERSION})"
+            f"{bad} has no supported format version (want v={FORMAT_VERSION}; a newer sink "
+            "may have written it)"
         )
+    unknown = sorted(set(doc) - _MEMBERS)
+    if unknown:
+        raise MalformedOwnership(f"{bad} has unknown member {_shown(unknown[0])}")
     producers_doc = doc.get("producers", {})
     missing_doc = doc.get("missing", {})
     if not isinstance(producers_doc, dict) or not isinstance(missing_doc, dict):
-        raise MalformedOwnership(f"annotation {ANNOTATION}: producers/missing must be objects")
+        raise MalformedOwnership(f"{bad}: producers/missing must be objects")
     producers: dict[str, frozenset[str]] = {}
     for p, keys in producers_doc.items():
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise MalformedOwnership(f"annotation {ANNOTATION}: keys of {p!r} must be strings")
-        producers[str(p)] = frozenset(keys)
+            raise MalformedOwnership(f"{bad}: the keys of {_shown(p)} must be a list of strings")
+        producers[p] = frozenset(keys)
     missing: dict[str, datetime] = {}
     for p, t in missing_doc.items():
         try:
-            missing[str(p)] = _parse_time(str(t))
+            if not isinstance(t, str):
+                raise ValueError("not a string")
+            missing[p] = _parse_time(t)
         except ValueError as e:
-            raise MalformedOwnership(f"annotation {ANNOTATION}: bad time for {p!r}: {e}") from e
+            raise MalformedOwnership(f"{bad}: bad time for {_shown(p)}: {e}") from None
     return Ownership(producers, missing)
+
+
+@dataclass(frozen=True)
+class DroppedClaim:
+    """An annotation entry the sink would never have written: dropped, never acted on."""
+
+    producer: str
+    keys: tuple[str, ...]  # () for the producer's whole entry
+    reason: str
+
+    def __str__(self) -> str:
+        what = "its claims" if not self.keys else ", ".join(_shown(k) for k in self.keys[:3])
+        more = f" and {len(self.keys) - 3} more" if len(self.keys) > 3 else ""
+        return (
+            f"annotation {ANNOTATION}: producer {_shown(self.producer)} claims {what}{more}, "
+            f"but {self.reason}; claim dropped, the labels are left as they are"
+        )
+
+
+def vet(own: Ownership, policy: NamespacePolicy) -> tuple[Ownership, tuple[DroppedClaim, ...]]:
+    """Keep only the claims the sink's own rules could have produced.
+
+    The sink may only ever add, change or remove keys its namespace policy would let a
+    producer write; a claim on anything else (`kubernetes.io/hostname`, a key in a denied
+    namespace, garbage) would turn the annotation into a way to make the sink delete labels."""
+    counts: dict[str, int] = {}
+    for keys in own.producers.values():
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+    kept: dict[str, frozenset[str]] = {}
+    dropped: list[DroppedClaim] = []
+    for producer, keys in sorted(own.producers.items()):
+        reason = check_producer_name(producer)
+        if reason is not None:
+            why = f"that is no usable producer name ({reason})"
+            dropped.append(DroppedClaim(producer, (), why))
+            continue
+        by_reason: dict[str, list[str]] = {}
+        for k in sorted(keys):
+            why = (
+                "a key is claimed by more than one producer"
+                if counts[k] > 1
+                else check_key(k) or policy.check(k)
+            )
+            if why:
+                by_reason.setdefault(why, []).append(k)
+        dropped.extend(DroppedClaim(producer, tuple(ks), why) for why, ks in by_reason.items())
+        bad = {k for ks in by_reason.values() for k in ks}
+        if keys - bad:
+            kept[producer] = keys - bad
+    missing = {p: t for p, t in own.missing.items() if p in kept}
+    return Ownership(kept, missing), tuple(dropped)
+
+
+def published_size(labels: dict[str, str], own: Ownership) -> int:
+    """Bytes the sink publishes on an object: its labels' keys and values and the annotation."""
+    owned = own.keys
+    size = sum(len(k) + len(v) for k, v in labels.items() if k in owned)
+    return size + len(encode(own) or "")
+
+
+def _all(items: Iterable[frozenset[str]]) -> frozenset[str]:
+    out: set[str] = set()
+    for keys in items:
+        out |= keys
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -181,6 +295,13 @@ def reconcile(
                 claimed.add(key)
             else:
                 conflicts.append(Conflict(key, value, current, producer))
+    # ... except a file caught mid-rewrite: what it no longer lists stays until it is quiet
+    for producer in desired.settling:
+        still = {
+            k for k in owned.producers.get(producer, ()) if k not in claimed and k in node_labels
+        }
+        new_producers.setdefault(producer, set()).update(still)
+        claimed |= still
 
     # 2. producers not read this time: a stream speaks only for itself; a vanished file keeps
     #    its labels (those still on the node) until the grace period runs out.
@@ -197,7 +318,8 @@ def reconcile(
                 if producer in owned.missing:
                     missing[producer] = owned.missing[producer]
             continue
-        since = owned.missing.get(producer) or _ceil_second(now)
+        # a recorded time in the future (a clock step, a forged annotation) restarts the clock
+        since = min(owned.missing.get(producer) or _ceil_second(now), _ceil_second(now))
         expiry = since + grace
         if now >= expiry:
             continue  # grace over: its labels are no longer owned, so removed below

@@ -21,9 +21,11 @@ from edgefd.core.featuresd import MAX_FILE_SIZE
 from edgefd.core.labels import NamespacePolicy
 from edgefd.core.output import emit_json
 
+from .budget import DEFAULT_BUDGET
 from .desired import Desired, read_directory, read_stream
 from .metrics import SinkMetrics
-from .sync import Plan, Reporter, Syncer
+from .report import Reporter, desired_problems
+from .sync import OwnershipUntrusted, Plan, Rules, Syncer
 
 log = logging.getLogger("edgefd.feature_sink")
 
@@ -51,12 +53,20 @@ class Settings:
     use_inotify: bool = True
     listen: Listen = None
     ready_max_age: float | None = None
+    label_budget: int = DEFAULT_BUDGET
+    settle: float = 1.0
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(self.grace, self.policy, self.label_budget)
 
 
 def desired_source(settings: Settings) -> ReadDesired:
     """How each sync learns what the node should carry: re-read the directory every time (a
     missed notification is then harmless), or the one stream read from stdin now."""
     if settings.features_dir is None:
+        if sys.stdin is None:  # fd 0 was closed before the interpreter started
+            raise BadInput("--features -: stdin is closed; pipe the features stream in")
         try:
             data = sys.stdin.buffer.read(MAX_FILE_SIZE + 1)
         except (OSError, ValueError) as e:  # stdin closed or not readable
@@ -66,7 +76,7 @@ def desired_source(settings: Settings) -> ReadDesired:
             raise BadInput(f"features stream: {desired.warnings[0]}")
         return lambda: desired
     directory = settings.features_dir
-    return lambda: read_directory(directory, settings.policy)
+    return lambda: read_directory(directory, settings.policy, settle=settings.settle)
 
 
 def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
@@ -75,11 +85,11 @@ def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
         from .nodefeature import NodeFeatureSyncer
 
         return NodeFeatureSyncer(
-            api, settings.node_name, settings.namespace, settings.grace, metrics, reporter
+            api, settings.node_name, settings.namespace, settings.rules, metrics, reporter
         )
     from .sync import NodeSyncer
 
-    return NodeSyncer(api, settings.node_name, settings.grace, metrics, reporter)
+    return NodeSyncer(api, settings.node_name, settings.rules, metrics, reporter)
 
 
 def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
@@ -131,9 +141,9 @@ def run_dry(settings: Settings, output: str) -> int:
             file=sys.stderr,
         )
     plan = syncer.plan(current, desired, datetime.now(UTC))
-    for w in plan.warnings:
-        log.warning("%s", w)
-    Reporter(metrics, events=False).observe(desired, plan.outcome.conflicts)
+    Reporter(metrics, events=False).observe(desired_problems(desired) + list(plan.problems))
+    if plan.blocked:
+        raise OwnershipUntrusted(plan.blocked)
     _print_plan(plan, output)
     return 0
 

@@ -14,50 +14,100 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from edgefd.core.errors import EdgefdError
+from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy
+
+from .budget import DEFAULT_BUDGET, fit
 from .desired import Desired
 from .metrics import SinkMetrics
 from .nodeapi import ApiConflict, NodeAPI
 from .ownership import (
     ANNOTATION,
-    Conflict,
     MalformedOwnership,
     Outcome,
     Ownership,
     decode,
     encode,
     reconcile,
+    vet,
 )
 from .patch import Change, NodeView, build_patch, label_changes
+from .report import (
+    Problem,
+    Reporter,
+    budget_problems,
+    conflict_problems,
+    desired_problems,
+    ownership_problems,
+    untrusted_problem,
+)
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "feature-sink"
 MAX_CONFLICT_RETRIES = 5
+
+
+class OwnershipUntrusted(EdgefdError):
+    """The ownership annotation cannot be trusted as a whole: the sink writes nothing."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What bounds the sink's decisions, the same for every sync and both targets."""
+
+    grace: timedelta
+    policy: NamespacePolicy = DEFAULT_POLICY
+    budget: int = DEFAULT_BUDGET
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What one sync would do: the label outcome and the one write that makes it so."""
+    """What one sync would do: the label outcome and the one write that makes it so.
+
+    `blocked` says why nothing at all may be written (an untrusted ownership annotation)."""
 
     outcome: Outcome
     changes: list[Change]
     write: Any  # Node: the JSON Patch ops ([] = nothing); NodeFeature: the object, or None
-    warnings: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    blocked: str | None = None
 
     @property
     def needed(self) -> bool:
-        return bool(self.write)
+        return bool(self.write) and self.blocked is None
 
 
-def read_ownership(raw: str | None, where: str, warnings: list[str]) -> Ownership:
-    """The annotation's ownership; a damaged one is never guessed at: own nothing. Labels
-    already at the desired value are then adopted again; others are reported as conflicts
-    rather than overwritten."""
+@dataclass(frozen=True)
+class Decision:
+    """The part of planning both targets share: trust, budget, reconcile."""
+
+    outcome: Outcome
+    annotation: str | None
+    problems: tuple[Problem, ...]
+    blocked: str | None = None
+
+
+def decide(
+    labels: dict[str, str],
+    raw: str | None,
+    desired: Desired,
+    now: datetime,
+    rules: Rules,
+    where: str,
+) -> Decision:
+    """From the object's labels and ownership annotation to its target labels. Pure."""
     try:
-        return decode(raw)
+        claimed = decode(raw)
     except MalformedOwnership as e:
-        warnings.append(f"{e}; treating the sink as owning no labels on {where}")
-        return Ownership()
+        problem = untrusted_problem(where, str(e))
+        return Decision(Outcome(dict(labels), Ownership()), raw, (problem,), problem.message)
+    owned, dropped = vet(claimed, rules.policy)
+    fitted, over = fit(desired, owned, labels, rules.budget)
+    outcome = reconcile(labels, owned, fitted, now, rules.grace)
+    problems = (
+        ownership_problems(dropped) + budget_problems(over) + conflict_problems(outcome.conflicts)
+    )
+    return Decision(outcome, annotation_value(raw, outcome.ownership), tuple(problems))
 
 
 def annotation_value(raw: str | None, own: Ownership) -> str | None:
@@ -73,15 +123,15 @@ def annotation_value(raw: str | None, own: Ownership) -> str | None:
     return new
 
 
-def plan_node(node: NodeView, desired: Desired, now: datetime, grace: timedelta) -> Plan:
+def plan_node(node: NodeView, desired: Desired, now: datetime, rules: Rules) -> Plan:
     """Diff the node against the desired state. Pure."""
-    warnings: list[str] = []
     raw = (node.annotations or {}).get(ANNOTATION)
-    owned = read_ownership(raw, node.name, warnings)
     current = dict(node.labels or {})
-    outcome = reconcile(current, owned, desired, now, grace)
-    ops = build_patch(node, outcome.labels, ANNOTATION, annotation_value(raw, outcome.ownership))
-    return Plan(outcome, label_changes(current, outcome.labels), ops, tuple(warnings))
+    d = decide(current, raw, desired, now, rules, f"node {node.name}")
+    if d.blocked:
+        return Plan(d.outcome, [], [], d.problems, d.blocked)
+    ops = build_patch(node, d.outcome.labels, ANNOTATION, d.annotation)
+    return Plan(d.outcome, label_changes(current, d.outcome.labels), ops, d.problems)
 
 
 @dataclass
@@ -94,65 +144,9 @@ class SyncResult:
     next_expiry: datetime | None = None
 
 
-class Reporter:
-    """Reports each refused or conflicting label once per occurrence, not on every resync.
-
-    A log line (file, line, reason) the first time it is seen; a Warning Event on the Node,
-    retried until it is posted. When the problem goes away it is forgotten, so a recurrence is
-    reported again. The Event's name is derived from the problem, so the API server also
-    deduplicates across sink restarts.
-    """
-
-    def __init__(self, metrics: SinkMetrics, events: bool = True) -> None:
-        self._metrics = metrics
-        self._events = events
-        self._logged: set[str] = set()
-        self._posted: set[str] = set()
-
-    @staticmethod
-    def _items(desired: Desired, conflicts: tuple[Conflict, ...]) -> dict[str, tuple[str, str]]:
-        items: dict[str, tuple[str, str]] = {}
-        for w in desired.warnings:
-            items[f"file|{w}"] = ("FeatureFileProblem", w)
-        for r in desired.rejected:
-            items[f"rejected|{r.source}|{r.key}|{r.value}|{r.reason}"] = ("LabelRejected", str(r))
-        for c in conflicts:
-            msg = (
-                f"label {c.key}={c.wanted!r} from {c.producer} not applied: the node has "
-                f"{c.found!r}, set by another writer; edgefd does not overwrite labels it "
-                "does not own"
-            )
-            items[f"conflict|{c.producer}|{c.key}|{c.wanted}|{c.found}"] = ("LabelConflict", msg)
-        return items
-
-    def observe(self, desired: Desired, conflicts: tuple[Conflict, ...]) -> None:
-        """Log new problems (no API needed, so this happens even when the API is down)."""
-        items = self._items(desired, conflicts)
-        for key, (_reason, msg) in items.items():
-            if key not in self._logged:
-                log.warning("%s", msg)
-        self._logged = set(items)
-        self._posted &= set(items)
-        self._metrics.rejected.set(len(desired.rejected))
-        self._metrics.file_problems.set(len(desired.warnings))
-        self._metrics.conflicts.set(len(conflicts))
-
-    def post_events(
-        self, api: NodeAPI, node: NodeView, desired: Desired, conflicts: tuple[Conflict, ...]
-    ) -> None:
-        """Post Events for problems not posted yet; failures are retried next sync."""
-        if not self._events:
-            return
-        for key, (reason, msg) in self._items(desired, conflicts).items():
-            if key in self._posted:
-                continue
-            try:
-                if api.create_node_event(node, reason, msg, f"{node.name}|{key}", COMPONENT):
-                    self._metrics.events.labels(reason=reason).inc()
-            except Exception as e:  # an Event is best effort; the sync itself succeeded
-                log.info("could not post %s event (will retry): %s", reason, e)
-                return
-            self._posted.add(key)
+def _earliest(*times: datetime | None) -> datetime | None:
+    present = [t for t in times if t is not None]
+    return min(present) if present else None
 
 
 class Syncer:
@@ -165,13 +159,13 @@ class Syncer:
         self,
         api: NodeAPI | None,
         node_name: str,
-        grace: timedelta,
+        rules: Rules,
         metrics: SinkMetrics,
         reporter: Reporter,
     ) -> None:
         self.api = api
         self.node_name = node_name
-        self.grace = grace
+        self.rules = rules
         self.metrics = metrics
         self.reporter = reporter
 
@@ -192,14 +186,19 @@ class Syncer:
         return NodeView(self.node_name, None, None)
 
     def sync(self, desired: Desired, now: datetime) -> SyncResult:
-        """Converge once. Raises the nodeapi errors; the caller decides about retrying."""
-        self.reporter.observe(desired, ())
+        """Converge once. Raises the nodeapi errors, and OwnershipUntrusted; the caller
+        decides about retrying."""
+        self.reporter.observe(desired_problems(desired))
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
             current = self.read()
             plan = self.plan(current, desired, now)
-            for w in plan.warnings:
-                log.error("%s", w)
-            self.reporter.observe(desired, plan.outcome.conflicts)
+            problems = desired_problems(desired) + list(plan.problems)
+            self.reporter.observe(problems)
+            if plan.blocked:
+                self.metrics.owned.set(0)
+                if self.api is not None:
+                    self.reporter.post_events(self.api, self.event_target(current), problems)
+                raise OwnershipUntrusted(plan.blocked)
             wrote = False
             if plan.needed:
                 try:
@@ -215,10 +214,9 @@ class Syncer:
             self.metrics.owned.set(owned)
             self.metrics.kept.set(len(plan.outcome.kept_for_grace))
             if self.api is not None:
-                self.reporter.post_events(
-                    self.api, self.event_target(current), desired, plan.outcome.conflicts
-                )
-            return SyncResult(wrote, plan.changes, owned, plan.outcome.next_expiry)
+                self.reporter.post_events(self.api, self.event_target(current), problems)
+            expiry = _earliest(plan.outcome.next_expiry, desired.recheck_at)
+            return SyncResult(wrote, plan.changes, owned, expiry)
         raise ApiConflict(
             f"{self.what} kept changing; gave up after {MAX_CONFLICT_RETRIES} attempts"
         )
@@ -239,7 +237,7 @@ class NodeSyncer(Syncer):
         return NodeView(name=self.node_name, labels={}, annotations={})
 
     def plan(self, current: NodeView, desired: Desired, now: datetime) -> Plan:
-        return plan_node(current, desired, now, self.grace)
+        return plan_node(current, desired, now, self.rules)
 
     def write(self, current: NodeView, plan: Plan) -> None:
         assert self.api is not None
