@@ -139,9 +139,12 @@ class E2E:
         self.checks_list = checks_dra.CHECKS if dra else CHECKS
 
     def host_tree(self) -> Path:
+        """A copy of --host-tree (check 6 re-plugs a device in it), else a generated node."""
+        dest = self.work / "host"
         if self.args.host_tree:
-            return Path(self.args.host_tree).resolve()
-        return build_host(DEFAULT_NODE, self.work / "host")
+            shutil.copytree(self.args.host_tree, dest, symlinks=True)
+            return dest
+        return build_host(DEFAULT_NODE, dest)
 
     def bring_up(self) -> Run:
         t0 = time.monotonic()
