@@ -63,6 +63,15 @@ CODE_PATHS: tuple[CodePath, ...] = (
         ("usb-scan", "--host-root", "{host}", "--features-dir", "{work}/watch", "--watch"),
         ready_file="{work}/watch/usb-scan",
     ),
+    # what the DaemonSet's bus-scan sidecar runs: both buses from one watcher, with probes
+    P(
+        "bus-scan-sidecar",
+        (
+            *("usb-scan", "--watch", "--also=pci-scan", "--host-root={x86}"),
+            *("--features-dir={work}/watch", "--listen=127.0.0.1:{port}"),
+        ),
+        serve="/readyz",
+    ),
     P("pci-dry", ("pci-scan", "--host-root", "{x86}", "--dry-run"), expect=("pci-",)),
     P("pci-json", ("pci-scan", "--host-root", "{x86}", "--dry-run", "--output", "json")),
     P("pci-write", ("pci-scan", "--host-root", "{x86}", "--features-dir", "{work}/fd")),

@@ -65,11 +65,15 @@ class ImageRoot:
         user = str(uid) if uid is not None else self.user
         u, _, g = user.partition(":")
         g = g or u
-        for m in mounts:
-            (self.rootfs / m.at.lstrip("/")).mkdir(parents=True, exist_ok=True)
         spec: list[str] = []
         for m in mounts:
-            spec += [str(m.host), m.at, "rw" if m.writable else "ro"]
+            at = self.resolve(m.at)
+            at.mkdir(parents=True, exist_ok=True)
+            spec += [
+                str(m.host),
+                "/" + str(at.relative_to(self.rootfs)),
+                "rw" if m.writable else "ro",
+            ]
         full_env = {**self.env, **(env or {})}
         inner = [
             *("/usr/bin/setpriv", f"--reuid={u}", f"--regid={g}", "--clear-groups"),
@@ -81,6 +85,29 @@ class ImageRoot:
             *("unshare", "--mount", "--propagation", "private"),
             *("sh", "-c", _MOUNT, "sh", str(self.rootfs), *spec, "--", *inner),
         ]
+
+    def resolve(self, path: str) -> Path:
+        """Where `path` of the image is on the host, following the image's symlinks inside the
+        root (Debian's /var/run -> /run would otherwise lead to the host's /run)."""
+        here = self.rootfs
+        todo = [p for p in path.split("/") if p]
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                here = here.parent if here != self.rootfs else here
+                continue
+            nxt = here / part
+            if nxt.is_symlink():
+                hops += 1
+                assert hops < 40, f"symlink loop at {path}"
+                target = str(nxt.readlink())
+                if target.startswith("/"):
+                    here = self.rootfs
+                todo = [p for p in target.split("/") if p] + todo
+                continue
+            here = nxt
+        return here
 
     def run(
         self,

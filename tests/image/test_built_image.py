@@ -36,12 +36,13 @@ EDGEFD_LAYER_BUDGET = 80_000_000  # bytes: edgefd's own layer (the virtualenv)
 FOUNDATIONS = ("click", "pyyaml", "pyudev", "kubernetes", "grpcio", "protobuf")
 
 
-def uid_of(tool: str) -> int:
-    """The uid the DaemonSet runs this tool's container as."""
+def uid_of(tool: str) -> int | None:
+    """The uid the DaemonSet runs the container whose command is `tool` as; None (the image's
+    own user) for a tool no container runs by itself."""
     for _, c in all_containers(pod_spec(daemonset())):
-        if c["name"] == tool:
+        if c["command"][0] == tool:
             return int(c["securityContext"]["runAsUser"])
-    raise KeyError(tool)
+    return None
 
 
 def mounts(inp: Inputs) -> list[Mount]:
