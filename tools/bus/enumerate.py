@@ -91,9 +91,16 @@ def bus_entries(
     The kernel makes each entry a relative symlink into `/sys/devices`; it is resolved lexically
     from its link text, which costs one `readlink` instead of an `lstat` per path component.
     Absolute targets (possible in a copied or chrooted tree) are re-rooted; a target that would
-    climb out of the root falls back to HostRoot.resolve, which cannot escape. Two entries that
-    resolve to the same device directory are one device (the first name wins, with a warning):
-    a device must never be counted twice.
+    climb out of the root falls back to HostRoot.resolve, which cannot escape.
+
+    Two entries that lead to the same device directory are one device: a device must never be
+    counted twice. Link texts can differ for one directory (one link pointing at the other, an
+    absolute and a relative target), so the directory's identity (device and inode, one
+    `stat`) decides, not its path; it is looked up only when some entry is not named like its
+    directory, as the kernel's own entries always are. The entry named like the directory keeps
+    the device (its name is the port path or address the IDs are made of); the other is
+    reported and skipped. An entry that cannot be stat'ed (dangling, a loop) is kept, for the
+    bus reader to report.
 
     Raises HostUnreadable when the directory exists but cannot be listed, or when sysfs itself
     is missing (no /sys/bus under the root).
@@ -112,8 +119,7 @@ def bus_entries(
             f"cannot list {bus_dir} under {host.root} ({e.strerror or e}): "
             f"the {bus} devices cannot be read"
         ) from None
-    out = []
-    seen: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
     for name, path, is_link in raw:
         real = path
         if is_link:
@@ -132,15 +138,40 @@ def bus_entries(
                 except OSError as e:
                     warnings.append(f"{bus} {name}: cannot resolve ({e.strerror or e}); skipped")
                     continue
-        if real in seen:
-            warnings.append(
-                f"{bus} {name}: the same device as {seen[real]} "
-                f"({host_path_of(host, real)}); counted once"
-            )
-            continue
-        seen[real] = name
         out.append((name, real))
-    return out, True
+    # the kernel names every entry like the directory it links to; only an entry that is not
+    # can be a second name for a device, and only then is each directory's identity needed
+    if all(os.path.basename(real) == name for name, real in out):
+        return out, True
+    return _once_each(host, out, warnings, bus), True
+
+
+def _once_each(
+    host: HostRoot, entries: list[tuple[str, str]], warnings: list[str], bus: str
+) -> list[tuple[str, str]]:
+    """`entries` with every device directory once (see bus_entries), in name order."""
+    out: list[tuple[str, str]] = []
+    seen: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> index in out
+    for name, real in entries:
+        try:
+            st = os.stat(real)
+        except OSError:
+            out.append((name, real))  # the bus reader says what is wrong with it
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in seen:
+            seen[key] = len(out)
+            out.append((name, real))
+            continue
+        i = seen[key]
+        kept = out[i][0]
+        if kept != os.path.basename(os.path.realpath(real)) == name:
+            out[i], name, kept = (name, real), kept, name  # the kernel's own entry wins
+        warnings.append(
+            f"{bus} {name}: the same device as {kept} "
+            f"({host_path_of(host, out[i][1])}); counted once"
+        )
+    return sorted(out)
 
 
 def match_all(
