@@ -105,7 +105,10 @@ class Kubectl:
     """The harness-built kubectl with the admin kubeconfig."""
 
     def __init__(self, bin_dir: Path, kubeconfig: str) -> None:
-        self.argv = [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}"]
+        # its discovery cache goes beside the kubeconfig (the run's scratch dir), not into
+        # $HOME/.kube (or ./.kube, where HOME is not set)
+        cache = Path(kubeconfig).parent / "kubectl-cache"
+        self.argv = [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
 
     def __call__(self, *args: str, timeout: float = 120.0) -> str:
         r = subprocess.run([*self.argv, *args], capture_output=True, text=True, timeout=timeout)
