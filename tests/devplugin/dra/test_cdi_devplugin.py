@@ -1,0 +1,79 @@
+"""The device plugin's CDI mode (`--cdi-spec-dir`) against the kubelet's own device-manager
+code (tests/harness kubelet-devices): the specs are written for the devices it advertises, the
+kubelet checkpoints an Allocate answer of CDI names and env only, and a re-plug rewrites the
+spec with the device's new node (what the runtime resolves at the next container creation)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.devplugin.test_realpeer import PluginProcess, _devices_event, _registered_all
+from tests.fixturegen import HostBuilder, build_host
+from tests.peers.kubelet import KubeletDevices
+
+pytestmark = pytest.mark.realpeer
+
+CORAL = "edgefd.io/coral-usb"
+
+
+@pytest.fixture
+def kubelet() -> Iterator[KubeletDevices]:
+    kd = KubeletDevices()
+    try:
+        kd.start()
+        yield kd
+    finally:
+        kd.close()
+
+
+def test_allocate_answers_with_cdi_names_whose_specs_follow_the_device(
+    kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    cdi = tmp_path / "cdi"
+    p = PluginProcess(host, kubelet.plugin_dir, f"--cdi-spec-dir={cdi}")
+    try:
+        _registered_all(kubelet, [CORAL])
+        _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+        r = kubelet.allocate(CORAL, count=1)
+        assert r["ok"], r
+        assert r["device_ids"] == ["usb-2-1"]
+        # what the kubelet checkpointed and replays: names and env, no nodes, no mounts
+        assert r["cdi_devices"] == [{"name": "edgefd.io/coral-usb=usb-2-1"}]
+        assert not r["devices"] and not r["mounts"]
+        assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+        spec_file = cdi / "edgefd.io-coral-usb.json"
+        spec = json.loads(spec_file.read_text())
+        assert spec["kind"] == "edgefd.io/coral-usb"
+        [dev] = [d for d in spec["devices"] if d["name"] == "usb-2-1"]
+        node = dev["containerEdits"]["deviceNodes"][0]
+        assert node["path"] == "/dev/edgefd/usb-2-1"
+        old = node["hostPath"]
+        assert old.startswith("/dev/bus/usb/002/")
+        # re-plugged with another devnum: the spec names the new node within a second
+        hb = HostBuilder(host)
+        hb.remove_usb("2-1")
+        hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 11})
+
+        def current() -> str:
+            s = json.loads(spec_file.read_text())
+            return next(d for d in s["devices"] if d["name"] == "usb-2-1")["containerEdits"][
+                "deviceNodes"
+            ][0]["hostPath"]
+
+        deadline = time.monotonic() + 3
+        while current() != "/dev/bus/usb/002/011" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert current() == "/dev/bus/usb/002/011", (old, current())
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.terminate()
+        if p.proc.poll() is None:
+            p.proc.kill()
