@@ -184,6 +184,20 @@ def unregister(core: Any, nodes: Iterable[SampleNode]) -> None:
                 raise
 
 
+def others_schedulable(core: Any, nodes: Iterable[SampleNode]) -> list[str]:
+    """Nodes outside the fleet that could take a pod: none may exist, or the guide's "lands on"
+    would depend on what other tests of the session left behind. A Node no kubelet created is
+    safe as long as it keeps the not-ready taint the API server gave it, or has no pod slots."""
+    ours = {n.name for n in nodes}
+    found = []
+    for n in core.list_node().items:
+        blocking = [t for t in n.spec.taints or () if t.effect in ("NoSchedule", "NoExecute")]
+        slots = int((n.status.allocatable or {}).get("pods", "0"))
+        if n.metadata.name not in ours and not blocking and not n.spec.unschedulable and slots:
+            found.append(n.metadata.name)
+    return found
+
+
 def edgefd_view(core: Any, name: str) -> tuple[dict[str, str], dict[str, int]]:
     """What the guide's table shows of a Node: its ``edgefd.io/*.present`` labels and its
     non-zero ``edgefd.io/*`` allocatable resources."""

@@ -141,6 +141,8 @@ def _objects(text: str, line: int) -> tuple[dict[str, Any], ...]:
     for d in docs:
         if not isinstance(d, dict) or not d.get("kind") or not d.get("apiVersion"):
             raise GuideError(f"line {line}: every document of a block is a Kubernetes object")
+        if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
+            raise GuideError(f"line {line}: every object of a block has a metadata.name")
     if not docs:
         raise GuideError(f"line {line}: empty YAML block")
     return tuple(docs)
@@ -156,9 +158,7 @@ def _check_block(objects: tuple[dict[str, Any], ...], expect: Expectation, line:
         return
     if kinds.count("Pod") != 1:
         raise GuideError(f"line {line}: **{expect.kind}** goes with a block of exactly one Pod")
-    if (objects[0].get("metadata") or {}).get("namespace") or any(
-        (o.get("metadata") or {}).get("namespace") for o in objects
-    ):
+    if any("namespace" in o["metadata"] for o in objects):
         raise GuideError(f"line {line}: the recipes do not name a namespace")
 
 

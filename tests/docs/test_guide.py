@@ -104,6 +104,7 @@ def test_publishes_wraps_over_lines() -> None:
         (f"```yaml\n{POD.format(name='a')}---\n{POD.format(name='b')}```\n\n{LANDS_N}", "one Pod"),
         (f"```yaml\n{NAMESPACED}```\n\n{LANDS_N}", "namespace"),
         ("```yaml\nkind: [\n```\n\n**Lands on** `n`.\n", "does not parse"),
+        ("```yaml\napiVersion: v1\nkind: Pod\n```\n\n**Lands on** `n`.\n", "metadata.name"),
         ("```yaml\n" + POD.format(name="a"), "never closed"),
     ],
 )

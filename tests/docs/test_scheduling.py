@@ -65,6 +65,8 @@ def sample_fleet(kube_scheduler: Any, tmp_path_factory: pytest.TempPathFactory) 
         core = client.CoreV1Api(api)
         try:
             defaults = fleet.register_all(kube_scheduler, core, nodes)
+            others = fleet.others_schedulable(core, nodes)
+            assert not others, f"Nodes left schedulable by other tests: {others}"
             cluster = Cluster(kube_scheduler, core, kubectl)
             yield Fleet(nodes, core, cluster, defaults)
             cluster.clear()
