@@ -144,3 +144,29 @@ def test_stop_removes_the_sockets(served) -> None:
     kp.stop()
     wait_until(lambda: not os.path.exists(kp.registration_socket), timeout=5)
     assert not os.path.exists(kp.service_socket)
+
+
+def test_a_failing_write_is_that_claims_error_not_the_calls(kubelet_dir: Path) -> None:
+    """A checkpoint that cannot be written fails the claim (retried by the kubelet), with a
+    readable reason, and the service keeps answering."""
+    blocker = kubelet_dir / "not-a-dir"
+    blocker.write_text("")
+    claims = Claims()
+    preparer = Preparer(
+        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(blocker, NODE), claims
+    )
+    preparer.update(table((coral(), CORAL)))
+    kp = KubeletPlugin(str(kubelet_dir), preparer).start()
+    try:
+        ref = claims.add("c1", ["usb-2-1"])
+        with channel(kp.service_socket) as ch:
+            stub = dra_grpc.DRAPluginStub(ch)
+            req = dra.NodePrepareResourcesRequest(
+                claims=[dra.Claim(namespace=ref.namespace, uid=ref.uid, name=ref.name)]
+            )
+            resp = stub.NodePrepareResources(req, timeout=5)
+            assert "Not a directory" in resp.claims[ref.uid].error
+            again = stub.NodeUnprepareResources(dra.NodeUnprepareResourcesRequest(), timeout=5)
+            assert not again.claims
+    finally:
+        kp.stop()

@@ -91,10 +91,13 @@ class DraService(dra_grpc.DRAPluginServicer):
                         cdi_device_ids=list(d.cdi_ids),
                     )
                 self.on_call("prepare", True)
-            except EdgefdError as e:
+            except Exception as e:  # this claim's entry says why; the kubelet retries it
                 del out.devices[:]
-                out.error = f"{c.namespace}/{c.name}: {e}"
-                log.warning("prepare %s/%s failed: %s", c.namespace, c.name, e)
+                out.error = f"{c.namespace}/{c.name}: {_reason(e)}"
+                if isinstance(e, EdgefdError | OSError):
+                    log.warning("prepare %s/%s failed: %s", c.namespace, c.name, out.error)
+                else:
+                    log.exception("prepare %s/%s failed", c.namespace, c.name)
                 self.on_call("prepare", False)
         return resp
 
@@ -107,11 +110,17 @@ class DraService(dra_grpc.DRAPluginServicer):
             try:
                 self.preparer.unprepare(ClaimRef(c.namespace, c.uid, c.name))
                 self.on_call("unprepare", True)
-            except (EdgefdError, OSError) as e:
-                out.error = f"{c.namespace}/{c.name}: {e}"
-                log.warning("unprepare %s/%s failed: %s", c.namespace, c.name, e)
+            except Exception as e:
+                out.error = f"{c.namespace}/{c.name}: {_reason(e)}"
+                log.warning("unprepare %s/%s failed: %s", c.namespace, c.name, out.error)
                 self.on_call("unprepare", False)
         return resp
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return str(e) or type(e).__name__
 
 
 class SocketServer:
