@@ -79,9 +79,6 @@ def fleet_spec() -> dict[str, dict[str, str]]:
 
 def _build_one(name: str, spec: dict[str, str], workdir: Path) -> SampleNode:
     host = build_host(name, workdir / name / "root")
-    # A real machine without a devicetree still has /sys/firmware (ACPI, DMI); the generated
-    # tree holds only what the description lists, and dt-labeller refuses a root without it.
-    (host / "sys" / "firmware" / "acpi").mkdir(parents=True, exist_ok=True)
     features = workdir / name / "features.d"
     features.mkdir(parents=True)
     for tool in PRODUCERS:

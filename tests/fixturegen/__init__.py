@@ -87,6 +87,10 @@ def build_host(
         write_pci(builder, desc["pci"])
     if devicetree and desc.get("devicetree"):
         _write_devicetree(desc, root)
+    elif not desc.get("devicetree"):
+        # a machine without a devicetree still has /sys/firmware (ACPI, DMI): an empty or
+        # missing /sys/firmware means sysfs is not there, which dt-labeller reports as an error
+        (root / "sys" / "firmware" / "acpi").mkdir(parents=True, exist_ok=True)
     if desc.get("hostname"):
         (root / "etc").mkdir(exist_ok=True)
         (root / "etc" / "hostname").write_text(str(desc["hostname"]) + "\n")
