@@ -155,3 +155,25 @@ def test_watch_error_events_are_raised_as_their_kind(code: int, kind: type) -> N
         _event(line, "watch")
     with pytest.raises(ApiUnreachable, match="unreadable"):
         _event(b"{not json", "watch")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("- a\n- b\n", "a YAML list, not a kubeconfig"),
+        ("", "empty, not a kubeconfig"),
+        ("a: [\n", "not valid YAML"),
+        ("apiVersion: v1\nkind: Config\nclusters: 3\n", "not a usable kubeconfig"),
+    ],
+)
+def test_a_bad_kubeconfig_is_bad_input_on_one_line(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    from edgefd.core.errors import EXIT_BAD_INPUT
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    with pytest.raises(EdgefdError) as err:
+        connect(str(path), 1.0)
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    assert message in str(err.value) and "\n" not in str(err.value)

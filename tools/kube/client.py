@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import quote as _quote
 
-from edgefd.core.errors import EdgefdError
+from edgefd.core.errors import BadInput, EdgefdError
 
 from .errors import ApiConflict, ApiUnreachable, HttpStatus, classify
 
@@ -206,6 +207,21 @@ def _event(line: bytes, what: str) -> dict[str, Any]:
     return event
 
 
+def _kubeconfig_dict(path: str) -> dict[str, Any]:
+    """The kubeconfig file as a mapping, or BadInput with one line saying why not. Checked here
+    because the client's loader fails on a non-mapping with a TypeError deep inside."""
+    from edgefd.core.schema import parse_yaml, read_text
+
+    try:
+        doc = parse_yaml(read_text(path, "--kubeconfig"), f"--kubeconfig {path}")
+    except BadInput as e:  # YAML's own messages span lines
+        raise BadInput(" ".join(str(e).split())) from None
+    if not isinstance(doc, dict):
+        kind = "empty" if doc is None else f"a YAML {type(doc).__name__}"
+        raise BadInput(f"--kubeconfig {path}: {kind}, not a kubeconfig (a YAML mapping)")
+    return doc
+
+
 def connect(
     kubeconfig: str | None,
     timeout: float,
@@ -217,8 +233,9 @@ def connect(
     """Load `kubeconfig` (None: the pod's in-cluster config) and build a `client_class`.
     Makes no request.
 
-    Only configuration errors fail here (missing file, not in a cluster); an unreachable API
-    server is discovered later, by the caller's loop, which retries.
+    Only configuration errors fail here (a bad kubeconfig: BadInput, exit 3; not in a
+    cluster: exit 1); an unreachable API server is discovered later, by the caller's loop,
+    which retries.
     """
     try:
         import kubernetes.client as k8s
@@ -227,15 +244,29 @@ def connect(
         raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
 
     cfg = k8s.Configuration()
-    try:
-        if kubeconfig:
-            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
+    if kubeconfig:
+        doc = _kubeconfig_dict(kubeconfig)
+        try:
+            # relative certificate paths are relative to the kubeconfig's directory
+            k8s_config.load_kube_config_from_dict(
+                doc,
+                client_configuration=cfg,
+                persist_config=False,
+                temp_file_path=os.path.dirname(os.path.abspath(kubeconfig)),
+            )
+        except (k8s_config.ConfigException, TypeError, KeyError, ValueError, AttributeError) as e:
+            # the loader reports a wrong shape deep inside with whatever error it hits first
+            msg = " ".join(str(e).split()) or type(e).__name__
+            raise BadInput(f"--kubeconfig {kubeconfig}: not a usable kubeconfig ({msg})") from e
+        except OSError as e:  # a certificate or key file it names
+            raise BadInput(f"--kubeconfig {kubeconfig}: {e.strerror or e}") from e
+    else:
+        try:
             k8s_config.load_incluster_config(client_configuration=cfg)
-    except k8s_config.ConfigException as e:
-        hint = "" if kubeconfig else " (not running in a pod? pass --kubeconfig)"
-        raise EdgefdError(f"cannot load Kubernetes client configuration: {e}{hint}") from e
-    except OSError as e:
-        raise EdgefdError(f"cannot read kubeconfig {kubeconfig}: {e.strerror or e}") from e
+        except k8s_config.ConfigException as e:
+            raise EdgefdError(
+                f"cannot load the in-cluster client configuration: {e} (not running in a pod? "
+                "pass --kubeconfig)"
+            ) from e
     cfg.retries = False  # the caller's loop retries, with backoff; never inside a request
     return client_class(cfg, timeout, on_request, user_agent=user_agent)
