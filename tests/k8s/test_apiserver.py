@@ -107,14 +107,28 @@ def admin(kube_apiserver: Any) -> Any:
     return kube_apiserver.admin_api()
 
 
+@pytest.fixture(scope="module", params=["k8s", "chart"])
+def manifests(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    """What is applied: k8s/, then the Helm chart's default render (tests/k8s/test_helm.py),
+    so every test here holds for `helm install` as well."""
+    if request.param == "chart":
+        from tests.k8s.test_helm import chart_objects
+
+        return chart_objects()
+    return load_manifests()
+
+
 @pytest.fixture(scope="module")
-def applied(kube_apiserver: Any, admin: Any) -> Iterator[dict[str, Any]]:
-    """Dry-run then apply k8s/, create two nodes, wait until the policy is enforced."""
+def applied(
+    kube_apiserver: Any, admin: Any, manifests: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """Dry-run then apply the manifests, create two nodes, wait until the policy is
+    enforced."""
     k8s = _kubernetes()
     from kubernetes.dynamic import DynamicClient
 
     dyn = DynamicClient(admin)
-    docs = load_manifests()
+    docs = manifests
     report: dict[str, Any] = {"dry_run": [], "applied": []}
 
     def apply(doc: dict[str, Any], dry_run: bool) -> Any:
@@ -249,8 +263,10 @@ def fresh_nodes(applied: dict[str, Any]) -> dict[str, Any]:
 # -- 1. the manifests are accepted -------------------------------------------------------------
 
 
-def test_every_object_passes_a_strict_server_side_dry_run(applied: dict[str, Any]) -> None:
-    expected = [(d["kind"], d["metadata"]["name"]) for d in load_manifests()]
+def test_every_object_passes_a_strict_server_side_dry_run(
+    applied: dict[str, Any], manifests: list[dict[str, Any]]
+) -> None:
+    expected = [(d["kind"], d["metadata"]["name"]) for d in manifests]
     assert applied["report"]["dry_run"] == expected
     assert applied["report"]["applied"] == expected
 

@@ -1,0 +1,518 @@
+"""The Helm chart (charts/edgefd) with the real helm (the harness's, from helm.sh/helm/v4).
+
+Offline: `helm lint --strict` and `helm template` of every documented value set; the default
+render is the kustomize base's objects, and each option is the matching k8s/overlays component
+(a diff of the objects, normalised only as `normalise` says and justifies); every render is
+valid against the Kubernetes schema and least-privilege; values reach the objects; bad values
+are refused. Real API server: each rendered set passes a strict server-side dry run; `helm
+install` (server-side apply, Helm 4's default), an upgrade to another mode and `helm uninstall`
+work; the admission policy holds for a release in another namespace; the PodMonitor appears
+exactly when the API server serves the Prometheus Operator's kind. The admission-policy tests
+of tests/k8s/test_apiserver.py also run on the chart's default render (its `manifests`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.k8s.test_kustomize import OVERLAYS, keyed, present
+from tests.k8s.test_manifests import (
+    K8S,
+    NAMESPACE,
+    container,
+    daemonset,
+    pod_spec,
+    privilege_violations,
+    schema_errors,
+)
+from tests.peers.processes import REPO_ROOT, harness_binary
+
+CHART = REPO_ROOT / "charts" / "edgefd"
+RELEASE = "edgefd"
+PODMONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
+
+
+def s(*pairs: str) -> list[str]:
+    return [a for p in pairs for a in ("--set", p)]
+
+
+# Every documented value combination (charts/edgefd/values.yaml, README.md), and the
+# k8s/overlays components each one must equal (None: no kustomize counterpart).
+VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
+    "default": ([], ()),
+    "nodefeature": (s("labels.mode=nodefeature"), ("nodefeature",)),
+    "no-devplugin": (s("devicePlugin.enabled=false"), ("no-devplugin",)),
+    "hostnetwork": (s("hostNetwork=true"), ("hostnetwork",)),
+    "dra": (s("devicePlugin.api=dra"), ("dra",)),
+    "nodefeature+no-devplugin": (
+        s("labels.mode=nodefeature", "devicePlugin.enabled=false"),
+        ("nodefeature", "no-devplugin"),
+    ),
+    "hostnetwork+nodefeature+no-devplugin": (
+        s("hostNetwork=true", "labels.mode=nodefeature", "devicePlugin.enabled=false"),
+        ("hostnetwork", "nodefeature", "no-devplugin"),
+    ),
+    "nodefeature+dra": (
+        s("labels.mode=nodefeature", "devicePlugin.api=dra"),
+        ("nodefeature", "dra"),
+    ),
+    "devplugin-only": (s("labels.enabled=false"), None),
+    "devplugin-only+dra": (s("labels.enabled=false", "devicePlugin.api=dra"), None),
+    "hostnetwork+apiserver": (
+        s("hostNetwork=true", "apiServer.host=10.0.0.10", "apiServer.port=6443"),
+        None,
+    ),
+    "hostnetwork+dra+apiserver": (
+        s(
+            "hostNetwork=true",
+            "devicePlugin.api=dra",
+            "apiServer.host=10.0.0.10",
+            "apiServer.port=6443",
+        ),
+        None,
+    ),
+    "namespace": (s("namespace.name=edgefd-helm"), None),
+    "existing-namespace": (s("namespace.create=false"), None),
+    "tuned": (
+        [
+            *s(
+                "image.repository=registry.example.com/edgefd",
+                "image.pullPolicy=Always",
+                f"image.digest=sha256:{'ab' * 32}",
+                "priorityClassName=",
+                "labels.removalGrace=30m",
+                "maxUnavailable=10%",
+                "resources.devplugin.limits.memory=128Mi",
+            ),
+            "--set-json",
+            'tolerations=[{"key":"edge","operator":"Exists","effect":"NoSchedule"}]',
+            "--set-json",
+            'nodeSelector={"kubernetes.io/arch":"arm64"}',
+            "--set-json",
+            'imagePullSecrets=[{"name":"regcred"}]',
+            "--set-json",
+            'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuring'
+            'Execution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"edge",'
+            '"operator":"Exists"}]}]}}}',
+        ],
+        None,
+    ),
+    "podmonitor": (
+        ["--api-versions", PODMONITOR_API, *s("metrics.podMonitor.labels.release=p")],
+        None,
+    ),
+    "podmonitor+hostnetwork": (["--api-versions", PODMONITOR_API, *s("hostNetwork=true")], None),
+    "podmonitor+devplugin-only": (
+        ["--api-versions", PODMONITOR_API, *s("labels.enabled=false")],
+        None,
+    ),
+}
+NEEDS_DRA = {name for name, (args, _) in VALUE_SETS.items() if "devicePlugin.api=dra" in args}
+
+# Helm's conventional labels: they say which release and chart version made an object
+# (`helm ls`, dashboards, `kubectl get -l app.kubernetes.io/instance=...`); no selector or
+# behaviour depends on them, so the diff against kustomize ignores them.
+HELM_LABELS = (
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+)
+# The pod template's checksum of the device plugin's resources file: with it a `helm upgrade`
+# that changes the file rolls the pods (kustomize users run `kubectl rollout restart`, as
+# k8s/configmap.yaml says). The only pod-template difference from the base.
+CHECKSUM = "checksum/devplugin-config"
+
+
+def helm(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    r = subprocess.run(
+        [str(harness_binary("helm")), *args], capture_output=True, text=True, timeout=timeout
+    )
+    if check:
+        assert r.returncode == 0, f"helm {' '.join(args[:3])}: {r.stderr}"
+    return r
+
+
+def template(*args: str) -> list[dict[str, Any]]:
+    out = helm("template", RELEASE, str(CHART), *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def chart_objects() -> list[dict[str, Any]]:
+    """The default render, for tests/k8s/test_apiserver.py (its `manifests` fixture)."""
+    return template()
+
+
+def value_set(name: str) -> list[str]:
+    if name in NEEDS_DRA and not present(("dra",)):
+        pytest.skip("k8s/overlays/dra not there yet")
+    return VALUE_SETS[name][0]
+
+
+def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
+    """The objects by key, without what Helm adds by design (HELM_LABELS, CHECKSUM), and with
+    the containers, volumes and each container's mounts in name order: the dra component's
+    strategic merge puts what it names first, and none of these orders means anything (the
+    init containers' order does, and is kept)."""
+    out = keyed(copy.deepcopy(docs))
+    for d in out.values():
+        labels = d["metadata"].get("labels", {})
+        for k in HELM_LABELS:
+            labels.pop(k, None)
+        if d["kind"] == "DaemonSet":
+            meta = d["spec"]["template"]["metadata"]
+            meta.get("annotations", {}).pop(CHECKSUM, None)
+            if meta.get("annotations") == {}:
+                del meta["annotations"]
+            spec = pod_spec(d)
+            spec["containers"].sort(key=lambda c: c["name"])
+            spec["volumes"].sort(key=lambda v: v["name"])
+            for c in [*spec.get("initContainers", []), *spec["containers"]]:
+                c.get("volumeMounts", []).sort(key=lambda m: m["mountPath"])
+    return out
+
+
+# -- offline -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_lint(name: str) -> None:
+    args = value_set(name)
+    if "--api-versions" in args:  # a template option only: lint renders without a cluster
+        i = args.index("--api-versions")
+        args = args[:i] + args[i + 2 :]
+    r = helm("lint", "--strict", str(CHART), *args, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_default_render_is_the_kustomize_base() -> None:
+    from tests.k8s.test_dra_manifests import render
+
+    assert normalise(template()) == normalise(render([K8S], []))
+    # and the normalisation hides only what it says: the labels are there, the checksum too
+    ds = daemonset(template())
+    assert set(HELM_LABELS) <= set(ds["metadata"]["labels"])
+    assert set(ds["spec"]["template"]["metadata"]["annotations"]) == {CHECKSUM}
+
+
+@pytest.mark.parametrize("name", [n for n, (_, c) in VALUE_SETS.items() if c], ids=str)
+def test_option_is_its_component(name: str) -> None:
+    from tests.k8s.test_dra_manifests import render
+
+    args = value_set(name)
+    components = VALUE_SETS[name][1] or ()
+    kustomized = render([K8S], [OVERLAYS / c for c in components])
+    assert normalise(template(*args)) == normalise(kustomized)
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_render_is_valid_and_least_privilege(name: str) -> None:
+    docs = template(*value_set(name))
+    for d in docs:
+        if d["kind"] not in ("DeviceClass", "PodMonitor"):  # not in the client's models
+            assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
+    spec = pod_spec(daemonset(docs))
+    violations = set(privilege_violations(daemonset(docs)))
+    if "dra" in name:  # its host paths: tests/k8s/test_dra_manifests.py
+        violations = {v for v in violations if "/var/lib/kubelet/plugins" not in v
+                      and "/var/run/cdi" not in v}  # fmt: skip
+    assert violations == ({"pod uses hostNetwork"} if "hostnetwork" in name else set())
+    tokens = {c["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])
+              if m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"}  # fmt: skip
+    want = {"feature-sink"} if "only" not in name else set()
+    assert tokens == want | ({"devplugin"} if "dra" in name else set())
+
+
+def test_values_reach_the_objects() -> None:
+    docs = template(*value_set("tuned"))
+    ds = daemonset(docs)
+    spec = pod_spec(ds)
+    images = {c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
+    assert images == {f"registry.example.com/edgefd@sha256:{'ab' * 32}"}
+    assert {c["imagePullPolicy"] for c in spec["containers"]} == {"Always"}
+    assert "priorityClassName" not in spec
+    assert spec["tolerations"] == [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}]
+    # Helm merges maps into the defaults: the linux selector stays unless set to null
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert "nodeAffinity" in spec["affinity"]
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    assert "--removal-grace=30m" in container(spec, "feature-sink")["command"]
+    plugin = container(spec, "devplugin")["resources"]
+    assert plugin == {"requests": {"cpu": "10m", "memory": "64Mi"},
+                      "limits": {"cpu": "200m", "memory": "128Mi"}}  # fmt: skip
+
+
+def test_api_server_goes_to_the_containers_with_a_token() -> None:
+    want = [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "10.0.0.10"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
+    ]
+    spec = pod_spec(daemonset(template(*value_set("hostnetwork+apiserver"))))
+    assert container(spec, "feature-sink")["env"][-2:] == want
+    assert not [e for e in container(spec, "devplugin")["env"] if e["name"].startswith("KUBER")]
+    spec = pod_spec(daemonset(template(*value_set("hostnetwork+dra+apiserver"))))
+    assert container(spec, "devplugin")["env"][-2:] == want
+
+
+def test_namespace_is_the_release_setting_everywhere() -> None:
+    docs = template(*value_set("namespace"))
+    text = yaml.safe_dump_all(docs)
+    assert "edgefd:edgefd" not in text and "system:serviceaccount:edgefd-helm:edgefd" in text
+    for d in docs:
+        ns = d["metadata"].get("namespace")
+        assert ns in (None, "edgefd-helm") or d["metadata"]["name"] == "edgefd-node-events", d
+        for subject in d.get("subjects", []):
+            assert subject["namespace"] == "edgefd-helm"
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["edgefd-helm"]
+    assert not [d for d in template(*value_set("existing-namespace")) if d["kind"] == "Namespace"]
+
+
+def test_resources_file_and_its_checksum(tmp_path: Path) -> None:
+    config = tmp_path / "resources.yaml"
+    config.write_text("resources:\n  - name: example.com/tpu\n    accelerator: coral-usb\n")
+    docs = template("--set-file", f"devicePlugin.config={config}")
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert cm["data"]["resources.yaml"] == config.read_text()
+
+    def checksum(docs: list[dict[str, Any]]) -> str:
+        return daemonset(docs)["spec"]["template"]["metadata"]["annotations"][CHECKSUM]
+
+    assert checksum(docs) != checksum(template())
+    assert CHECKSUM not in json.dumps(daemonset(template(*value_set("no-devplugin"))))
+
+
+def test_podmonitor_only_when_the_kind_is_served() -> None:
+    for name in ("default", "podmonitor+hostnetwork"):
+        assert not [d for d in template(*value_set(name)) if d["kind"] == "PodMonitor"], name
+    docs = template(*value_set("podmonitor"))
+    (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert pm["metadata"]["namespace"] == NAMESPACE and pm["metadata"]["labels"]["release"] == "p"
+    pod = daemonset(docs)["spec"]["template"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"] for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
+             for p in c.get("ports", [])}  # fmt: skip
+    scraped = [e["port"] for e in pm["spec"]["podMetricsEndpoints"]]
+    assert sorted(scraped) == sorted(ports) and all(
+        e["path"] == "/metrics" for e in pm["spec"]["podMetricsEndpoints"]
+    )
+    docs = template(*value_set("podmonitor+devplugin-only"))
+    (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["plugin-http"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (s("labels.mode=patch"), "labels/mode"),
+        (s("devicePlugin.api=both"), "devicePlugin/api"),
+        (s("labels.removalGrace=10 minutes"), "removalGrace"),
+        (s("hostNetwrok=true"), "hostNetwrok"),
+        (s("labels.enabled=false", "devicePlugin.enabled=false"), "nothing would run"),
+        (s("apiServer.host=10.0.0.1"), "apiServer.port"),
+        (s("image.digest=latest"), "digest"),
+    ],
+    ids=["mode", "api", "grace", "typo", "nothing", "host-without-port", "digest"],
+)
+def test_bad_values_are_refused(args: list[str], message: str) -> None:
+    r = helm("template", RELEASE, str(CHART), *args, check=False)
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+# -- the real API server -----------------------------------------------------------------------
+
+
+def kubectl(kube_apiserver: Any, *args: str, stdin: str | None = None) -> Any:
+    return subprocess.run(
+        [str(harness_binary("kubectl")), f"--kubeconfig={kube_apiserver.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# A stand-in for the Prometheus Operator's CRD: the real group, version, kind and scope, so
+# the API server serves the kind (what the chart's Capabilities check looks for) and accepts
+# the object; its spec is not validated (the harness builds no Prometheus Operator).
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podmonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {"kind": "PodMonitor", "listKind": "PodMonitorList", "plural": "podmonitors",
+                  "singular": "podmonitor"},
+        "scope": "Namespaced",
+        "versions": [{
+            "name": "v1", "served": True, "storage": True,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+        }],
+    },
+}  # fmt: skip
+
+
+def wait_served(kube_apiserver: Any, api: str, served: bool = True) -> None:
+    group_version, kind = api.rsplit("/", 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = kubectl(kube_apiserver, "api-resources", f"--api-group={group_version.split('/')[0]}",
+                    "-o", "name")  # fmt: skip
+        if (f"{kind.lower()}s." in r.stdout) == served:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{api} {'not ' if served else ''}served after 30 s")
+
+
+@pytest.fixture(scope="module")
+def podmonitor_crd(kube_apiserver: Any) -> Iterator[None]:
+    r = kubectl(kube_apiserver, "apply", "--server-side", "-f", "-", stdin=json.dumps(CRD))
+    assert r.returncode == 0, r.stderr
+    wait_served(kube_apiserver, PODMONITOR_API)
+    yield
+    kubectl(kube_apiserver, "delete", "crd", CRD["metadata"]["name"])
+    wait_served(kube_apiserver, PODMONITOR_API, served=False)
+
+
+@pytest.mark.realpeer
+def test_podmonitor_follows_the_served_kinds(kube_apiserver: Any) -> None:
+    """`.Capabilities.APIVersions` from the live API server (`--dry-run=server`): the
+    PodMonitor is rendered once, and only once, the kind is served."""
+    # the device plugin alone, in a namespace of its own: no object of this release exists yet
+    # (Helm checks that too), so the answer depends on the served kinds only
+    args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--dry-run=server",
+            *s("labels.enabled=false", "namespace.name=edgefd-pm")]  # fmt: skip
+
+    def rendered_kinds() -> str:
+        return helm("template", "edgefd-pm", str(CHART), *args).stdout
+
+    kubectl(kube_apiserver, "delete", "crd", CRD["metadata"]["name"], "--ignore-not-found")
+    wait_served(kube_apiserver, PODMONITOR_API, served=False)
+    assert "kind: PodMonitor" not in rendered_kinds()
+    r = kubectl(kube_apiserver, "apply", "--server-side", "-f", "-", stdin=json.dumps(CRD))
+    assert r.returncode == 0, r.stderr
+    wait_served(kube_apiserver, PODMONITOR_API)
+    assert "kind: PodMonitor" in rendered_kinds()
+
+
+@pytest.mark.realpeer
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_server_side_dry_run(kube_apiserver: Any, podmonitor_crd: None, name: str) -> None:
+    docs = template(*value_set(name))
+    # namespaced objects cannot even be dry-run without their namespace
+    namespaces = {d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")}
+    for ns in namespaces:
+        kube_apiserver.ensure_namespace(ns)
+    # --force-conflicts: earlier tests applied these names with other field managers
+    r = kubectl(kube_apiserver, "apply", "--server-side", "--dry-run=server", "--force-conflicts",
+                "--field-manager=edgefd-helm-test", "--validate=strict", "-f", "-",
+                stdin=yaml.safe_dump_all(docs))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("serverside-applied (server dry run)") == len(docs), r.stdout
+
+
+# What a release in its own namespace has in common with the base and the other tests' objects
+# of the shared API server: these cluster-wide names and the Role for Node Events in `default`.
+SHARED = [
+    ("clusterrolebinding", None, "edgefd-nodes"),
+    ("clusterrole", None, "edgefd-nodes"),
+    ("validatingadmissionpolicybinding", None, "edgefd-node-restriction"),
+    ("validatingadmissionpolicy", None, "edgefd-node-restriction"),
+    ("rolebinding", "default", "edgefd-node-events"),
+    ("role", "default", "edgefd-node-events"),
+]
+# the release's own namespace (the API server runs no namespace controller: deleted, it stays)
+HELM_NS = "edgefd-release"
+
+
+@pytest.fixture(scope="module")
+def release(kube_apiserver: Any) -> Iterator[list[str]]:
+    """A fresh `helm install` (what was there from other tests' applies is deleted first: a
+    user's cluster has none of it), removed with `helm uninstall` at the end."""
+    for kind, ns, name in SHARED:
+        kubectl(kube_apiserver, "delete", kind, name, "--ignore-not-found",
+                *(["-n", ns] if ns else []))  # fmt: skip
+    args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--namespace=default"]
+    helm("install", RELEASE, str(CHART), *args, *s(f"namespace.name={HELM_NS}"))
+    yield args
+    helm("uninstall", RELEASE, *args, check=False)
+
+
+@pytest.mark.realpeer
+def test_helm_install_applies_server_side(kube_apiserver: Any, release: list[str]) -> None:
+    ds = json.loads(kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS,
+                            "-o", "json", "--show-managed-fields").stdout)  # fmt: skip
+    assert ds["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert ds["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+    managers = {(m["manager"], m["operation"]) for m in ds["metadata"]["managedFields"]}
+    assert ("helm", "Apply") in managers, managers
+    status = json.loads(helm("status", RELEASE, *release, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    for kind, ns, name in [("namespace", None, HELM_NS), *SHARED]:
+        r = kubectl(kube_apiserver, "get", kind, name, *(["-n", ns] if ns else []))
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.realpeer
+def test_policy_binds_the_releases_service_account(kube_apiserver: Any, release: list[str]) -> None:
+    """The policy's user name follows namespace.name: the release's pod-bound token may
+    label its own node and nothing else."""
+    import kubernetes
+
+    policy = json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy",
+                                "edgefd-node-restriction", "-o", "json").stdout)  # fmt: skip
+    assert f"system:serviceaccount:{HELM_NS}:edgefd" in json.dumps(policy["spec"])
+    own, other = "edgefd-release-node-a", "edgefd-release-node-b"
+    for n in (own, other):
+        kube_apiserver.create_node(n, {"kubernetes.io/hostname": n})
+    token = kube_apiserver.mint_pod_token(HELM_NS, "edgefd", "edgefd-release-pod", own)
+    core = kubernetes.client.CoreV1Api(kube_apiserver.api_for_token(token))
+    patch = [{"op": "add", "path": "/metadata/labels/feature.node.kubernetes.io~1x", "value": "1"}]
+    deadline = time.monotonic() + 60
+    while True:  # the policy becomes active asynchronously
+        try:
+            core.patch_node(other, patch, _content_type="application/json-patch+json")
+        except kubernetes.client.exceptions.ApiException as e:
+            assert e.status == 403, e
+            if "edgefd-node-restriction" in (e.body or ""):
+                break
+        else:
+            undo = {"metadata": {"labels": {"feature.node.kubernetes.io/x": None}}}
+            kubernetes.client.CoreV1Api(kube_apiserver.admin_api()).patch_node(other, undo)
+        assert time.monotonic() < deadline, "the policy never refused the other node"
+        time.sleep(0.5)
+    core.patch_node(own, patch, _content_type="application/json-patch+json")
+
+
+@pytest.mark.realpeer
+def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
+    kube_apiserver: Any, release: list[str]
+) -> None:
+    helm("upgrade", RELEASE, str(CHART), *release,
+         *s(f"namespace.name={HELM_NS}", "labels.mode=nodefeature"))  # fmt: skip
+    for kind in ("clusterrole", "clusterrolebinding"):
+        r = kubectl(kube_apiserver, "get", kind, "edgefd-nodes")
+        assert r.returncode != 0 and "NotFound" in r.stderr, (kind, r.stdout)
+    ds = json.loads(kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS,
+                            "-o", "json").stdout)  # fmt: skip
+    assert "--mode=nodefeature" in container(pod_spec(ds), "feature-sink")["command"]
+
+
+@pytest.mark.realpeer
+def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[str]) -> None:
+    helm("uninstall", RELEASE, *release)
+    for kind, ns, name in SHARED:
+        r = kubectl(kube_apiserver, "get", kind, name, *(["-n", ns] if ns else []))
+        assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name)
+    r = kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS)
+    assert "NotFound" in r.stderr
