@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError
+from .core.escape import printable
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
@@ -187,11 +188,12 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
     try:
         code = fn()
     except EdgefdError as e:
-        click.echo(f"{tool}: error: {e}", err=True)
+        # messages quote paths, device strings and file content: one printable line each
+        click.echo(f"{tool}: error: {printable(str(e))}", err=True)
         sys.exit(e.exit_code)
     except click.ClickException as e:
         # a usage error found inside the body (click.BadParameter ...) is not a bug
-        click.echo(f"{tool}: error: {e.format_message()}", err=True)
+        click.echo(f"{tool}: error: {printable(e.format_message())}", err=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -201,13 +203,15 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
         sys.exit(EXIT_OK)
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
-        click.echo(f"{tool}: error: {e.strerror or e}{where}", err=True)
+        click.echo(f"{tool}: error: {printable(f'{e.strerror or e}{where}')}", err=True)
         sys.exit(EXIT_FAILED)
     except Exception as e:  # last line of defence: a bug, not an expected failure
         if verbosity > 0:
             raise
         click.echo(
-            f"{tool}: internal error: {type(e).__name__}: {e} (run with -v for details)", err=True
+            f"{tool}: internal error: {type(e).__name__}: {printable(str(e))} "
+            "(run with -v for details)",
+            err=True,
         )
         sys.exit(EXIT_INTERNAL)
     sys.exit(code or EXIT_OK)

@@ -717,3 +717,49 @@ def test_non_finite_forget_after_is_exit_3_in_one_line(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3
     assert err == f"devplugin: error: {cfg}: forget_after: must be a finite number, not nan\n"
+
+
+# --------------------------------------------------------------------------- hostile strings
+
+
+def test_dry_run_shows_hostile_device_strings_escaped_and_json_strict(tmp_path: Path) -> None:
+    """A Coral whose serial forges lines (and is its ID source) and an NCS2 whose sysfs name is
+    not UTF-8: the text is one printable line per entry, the JSON strict UTF-8."""
+    import json
+
+    root = tmp_path / "host"
+    b = HostBuilder(root)
+    b.add_usb({"port": "usb1", "vendor": "1d6b", "product": "0002", "class": "09"})
+    coral = b.add_usb({"port": "1-1", "vendor": "1a6e", "product": "089a", "class": "fe"})
+    (coral / "serial").write_bytes(b"AB\ndevplugin: ERROR: forged\x1b[2J\xff\n")
+    ncs2 = b.add_usb({"port": "1-2", "vendor": "03e7", "product": "2485", "class": "ff"})
+    bus = root / "sys/bus/usb/devices"
+    weird = os.fsencode(ncs2.parent) + b"/1-\xff"
+    os.rename(os.fsencode(ncs2), weird)
+    os.unlink(bus / "1-2")
+    os.symlink(os.path.relpath(weird, os.fsencode(bus)), os.fsencode(bus) + b"/1-\xff")
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, id_from: serial}\n"
+        "  - {name: edgefd.io/ncs2, accelerator: ncs2}\n"
+    )
+    argv = ["--host-root", str(root), "--plugin-dir", str(tmp_path / "dp"), "--config", str(cfg)]
+    for output in ("text", "json"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "edgefd.devplugin", *argv, "--dry-run", "-o", output],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr  # a name that is not UTF-8 was exit 70
+        out = proc.stdout.decode("utf-8", "strict")
+        if output == "json":
+            doc = json.loads(out)
+            json.dumps(doc, ensure_ascii=False).encode("utf-8", "strict")
+            ncs2_dev = next(r for r in doc["resources"] if r["resource"] == "edgefd.io/ncs2")
+            assert ncs2_dev["devices"][0]["location"] == "1-\\xff"
+        else:
+            assert "\x1b" not in out and "\r" not in out
+            assert not any(line.startswith("devplugin: ") for line in out.splitlines())
+            assert "usb 1-\\xff" in out

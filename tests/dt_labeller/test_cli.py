@@ -445,3 +445,25 @@ def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
     if kind == "symlink":
         assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
     assert sorted(x.name for x in fd.iterdir()) == ["dt-labeller"]
+
+
+def test_node_names_cannot_forge_lines_and_json_is_strict_utf8(
+    rpi4_blob: bytes, tmp_path: Path
+) -> None:
+    """Issue 11 item 10: names come from the devicetree; a newline in one must not start a
+    line of our own, and a byte that is not UTF-8 must not break the JSON."""
+    root = tmp_path / "root"
+    base = root / "sys" / "firmware" / "devicetree" / "base"
+    expand_dtb(rpi4_blob, base)
+    cpus = os.fsencode(base / "cpus")
+    os.rename(cpus + b"/cpu@0", cpus + b"/cpu@0\ndt-labeller: ERROR: forged\x1b[2J")
+    os.rename(cpus + b"/cpu@1", cpus + b"/cpu@1\xff")
+    p = run_bytes("--host-root", str(root), "--dry-run", "--explain", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.decode("utf-8", "strict"))
+    json.dumps(doc, ensure_ascii=False).encode("utf-8", "strict")
+    assert doc["labels"]["beta.devicetree.org/arm-cortex-a72"] == "4"
+    err = p.stderr.decode("utf-8", "strict")
+    assert not any(line.startswith("dt-labeller: ERROR: forged") for line in err.splitlines())
+    assert "/cpus/cpu@0\\ndt-labeller: ERROR: forged\\x1b[2J" in err
+    assert "/cpus/cpu@1\\xff" in err

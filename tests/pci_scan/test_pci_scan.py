@@ -220,3 +220,36 @@ def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
     if kind == "symlink":
         assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
     assert [x.name for x in out_dir.iterdir()] == ["pci-scan"]
+
+
+def test_json_inventory_is_strict_utf8_whatever_sysfs_says(tmp_path: Path) -> None:
+    """A driver name and a function address that are not UTF-8 reach the inventory as `\\xNN`
+    text, never as lone surrogates that strict parsers refuse."""
+    import json
+
+    b = HostBuilder(tmp_path)
+    (tmp_path / "sys/bus/usb/devices").mkdir(parents=True)
+    real = b.add_pci(
+        {"address": "0000:01:00.0", "class": "030200", "vendor": "10de", "device": "1eb8"}
+    )
+    drivers = os.fsencode(tmp_path / "sys/bus/pci/drivers")
+    os.makedirs(drivers + b"/nv\xffidia\n")
+    os.symlink(os.path.relpath(drivers + b"/nv\xffidia\n", os.fsencode(real)), real / "driver")
+    other = b.add_pci(
+        {"address": "0000:02:00.0", "class": "030000", "vendor": "8086", "device": "3e92"}
+    )
+    bus = tmp_path / "sys/bus/pci/devices"
+    weird = os.fsencode(other.parent) + b"/0000:02:00.\xfe"
+    os.rename(os.fsencode(other), weird)
+    os.unlink(bus / "0000:02:00.0")
+    os.symlink(os.path.relpath(weird, os.fsencode(bus)), os.fsencode(bus) + b"/0000:02:00.\xfe")
+    res = CliRunner().invoke(main, ["--host-root", str(tmp_path), "--dry-run", "-o", "json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout_bytes.decode("utf-8", "strict"))
+    json.dumps(doc, ensure_ascii=False).encode("utf-8", "strict")  # no lone surrogate inside
+    devs = {d["address"]: d for d in doc["devices"]}
+    assert set(devs) == {"0000:01:00.0", "0000:02:00.\\xfe"}
+    assert devs["0000:01:00.0"]["driver"] == "nv\\xffidia\n"
+    code, out, err = run("--host-root", tmp_path, "--explain")
+    assert code == 0, err
+    assert "0000:02:00.\\xfe" in out and "nv\\xffidia\\n" in out

@@ -496,3 +496,83 @@ def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
     else:
         assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
     assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
+
+
+# --------------------------------------------------------------------------- hostile strings
+
+FORGED = b"AB12\nusb-scan: ERROR: forged line\r\x1b[2J\xe2\x80\xae\xff"
+
+
+def hostile_host(root: Path) -> Path:
+    """A Coral whose serial and manufacturer forge log lines and carry undecodable bytes, and
+    an NCS2 whose very sysfs name is not UTF-8."""
+    b = HostBuilder(root)
+    b.add_usb({"port": "usb1", "vendor": "1d6b", "product": "0002", "class": "09"})
+    coral = b.add_usb({"port": "1-1", "vendor": "1a6e", "product": "089a", "class": "fe"})
+    (coral / "serial").write_bytes(FORGED + b"\n")
+    (coral / "manufacturer").write_bytes(b"Evil\nusb-scan: WARNING: also forged \xfe\n")
+    ncs2 = b.add_usb({"port": "1-2", "vendor": "03e7", "product": "2485", "class": "ff"})
+    bus = root / "sys/bus/usb/devices"
+    bytes_real = os.fsencode(ncs2.parent) + b"/1-\xff"
+    os.rename(os.fsencode(ncs2), bytes_real)
+    os.unlink(bus / "1-2")
+    os.symlink(os.path.relpath(bytes_real, os.fsencode(bus)), os.fsencode(bus) + b"/1-\xff")
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    return root
+
+
+def _strict_json(data: bytes) -> object:
+    doc = json.loads(data.decode("utf-8", "strict"))
+
+    def walk(x: object) -> None:
+        if isinstance(x, str):
+            x.encode("utf-8", "strict")  # a lone surrogate would fail here
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(k)
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return doc
+
+
+def test_device_strings_cannot_forge_log_or_explain_lines(tmp_path: Path) -> None:
+    """Issue 11 item 10: a USB serial with a newline forged log lines."""
+    root = hostile_host(tmp_path)
+    fields = ["--label-fields", "class,vendor,device,serial"]  # the serial is in a label name
+    argv = [sys.executable, "-m", "edgefd.usb_scan", "--host-root", str(root)]
+    p = subprocess.run(
+        [*argv, "--dry-run", "-vv", *fields],
+        capture_output=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    err = p.stderr.decode("utf-8", "strict")
+    assert err and all(line.startswith("usb-scan: ") for line in err.splitlines()), err
+    assert "forged line" in err and "\\nusb-scan: ERROR: forged line\\r\\x1b[2J\\u202e" in err
+    p = subprocess.run(
+        [*argv, "--explain", *fields],
+        capture_output=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr  # an undecodable name once made this an exit 70
+    out = p.stdout.decode("utf-8", "strict")
+    assert not any(
+        line.startswith(("usb-scan: ERROR", "usb-scan: WARNING")) for line in out.splitlines()
+    )
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+    assert "usb 1-\\xff" in out  # the undecodable byte, shown as itself
+
+
+def test_json_inventory_is_strict_utf8_whatever_the_device_says(tmp_path: Path) -> None:
+    root = hostile_host(tmp_path)
+    res = CliRunner().invoke(main, ["--host-root", str(root), "--dry-run", "-o", "json"])
+    assert res.exit_code == 0, res.stderr
+    doc = _strict_json(res.stdout_bytes)
+    assert isinstance(doc, dict)
+    by_name = {d["name"]: d for d in doc["devices"]}
+    assert set(by_name) == {"usb1", "1-1", "1-\\xff"}
+    assert by_name["1-1"]["serial"].startswith("AB12\nusb-scan: ERROR")  # JSON escapes it

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .escape import escaping_formatter
+
 DEBUG, INFO, WARNING = 10, 20, 30
 
 _verbosity = 0
@@ -40,7 +42,8 @@ def _apply() -> Any:
 
     if _configured and not _applied:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"{_tool}: %(levelname)s: %(message)s"))
+        # device strings reach log messages: each message stays one printable line
+        handler.setFormatter(escaping_formatter(f"{_tool}: %(levelname)s: %(message)s"))
         root = logging.getLogger()
         root.handlers[:] = [handler]
         root.setLevel(threshold())

@@ -11,6 +11,7 @@ from typing import Any
 import click
 from google.protobuf import json_format
 
+from edgefd.core.escape import printable
 from edgefd.core.output import emit_json
 
 from .allocate import LinkLayout, container_response
@@ -19,6 +20,11 @@ from .devices import Advertised, Inventory, match_devices
 from .discovery import host_exists, scan_host
 from .plugin import Options
 from .resource import socket_name
+
+
+def _echo(line: str) -> None:
+    # locations, IDs and reasons come from the host: one printable line each
+    click.echo(printable(line))
 
 
 def show(config: Config, opts: Options, output: str) -> int:
@@ -54,15 +60,15 @@ def show(config: Config, opts: Options, output: str) -> int:
     if output == "json":
         emit_json({"config": config.source, "resources": doc})
         return 0
-    click.echo(f"# configuration: {config.source}")
+    _echo(f"# configuration: {config.source}")
     for r in doc:
-        click.echo(f"{r['resource']} ({len(r['devices'])} device(s), socket {r['socket']})")
+        _echo(f"{r['resource']} ({len(r['devices'])} device(s), socket {r['socket']})")
         for d in r["devices"]:
             where = f"{d['bus']} {d['location']}"
             state = f" {d['state']}" if d["state"] else ""
             why = f" ({d['reason']})" if d["reason"] else ""
-            click.echo(f"  {d['id']}: {d['health']}{why}, {where}, {d['ids']}{state}")
+            _echo(f"  {d['id']}: {d['health']}{why}, {where}, {d['ids']}{state}")
             if d["kubelet_ids"] != [d["id"]]:
-                click.echo(f"    kubelet IDs: {', '.join(d['kubelet_ids'])}")
-            click.echo("    allocate: " + json.dumps(d["allocate"], sort_keys=True))
+                _echo(f"    kubelet IDs: {', '.join(d['kubelet_ids'])}")
+            _echo("    allocate: " + json.dumps(d["allocate"], sort_keys=True))
     return 0

@@ -126,11 +126,14 @@ def main(
 
 
 def _explain(result: Derivation[Visit]) -> None:
+    from edgefd.core.escape import printable
+
     from .labels import origins
 
-    # stderr, because with --dry-run stdout must be exactly the file's bytes
+    # stderr, because with --dry-run stdout must be exactly the file's bytes; node names and
+    # notes come from the blob, so each line is escaped into one printable line
     for key, paths in origins(result).items():
-        click.echo(f"{key}={result.labels[key]} <- {', '.join(paths)}", err=True)
+        click.echo(printable(f"{key}={result.labels[key]} <- {', '.join(paths)}"), err=True)
     for v in result.reports:
         if not v.counted:
-            click.echo(f"not counted: {v.path}: {v.note}", err=True)
+            click.echo(printable(f"not counted: {v.path}: {v.note}"), err=True)

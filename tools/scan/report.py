@@ -8,6 +8,7 @@ from typing import Any
 
 from edgefd.bus.catalogue import AccelMatch
 from edgefd.bus.enumerate import rehost
+from edgefd.core.escape import printable
 from edgefd.core.hostroot import HostRoot
 
 from .derive import CAPABILITY_DOMAIN, Evaluation, describe_match
@@ -56,7 +57,9 @@ def explain_text(ev: Evaluation, host: HostRoot) -> str:
     out.append("")
     out.append(f"labels ({len(ev.labels)}):")
     out.extend(f"  {k}={ev.labels[k]}" for k in sorted(ev.labels))
-    return "\n".join(out) + "\n"
+    # device strings (names, descriptors, sysfs paths) are chosen by the device: escaped, so
+    # none can forge a line of this report or break the write
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 def inventory(ev: Evaluation, host: HostRoot) -> dict[str, Any]:
