@@ -86,7 +86,7 @@ def test_features_from_a_closed_stdin_is_bad_input():
         (b"[]\n", "a YAML list, not a kubeconfig (a YAML mapping)"),
         (b"just text\n", "a YAML str, not a kubeconfig"),
         (b"", "empty, not a kubeconfig"),
-        (b"foo: [\n", "not YAML ("),
+        (b"foo: [\n", "not valid YAML: "),
         (b"current-context: x\ncontexts: [1]\n", "not a usable kubeconfig ("),
     ],
 )

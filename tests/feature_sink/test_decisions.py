@@ -373,3 +373,30 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     assert text.count("huge: 70000 bytes") == 1
     assert metrics.value("edgefd_sink_feature_file_problems") == 3
     assert desired.labels == {f"{F}/ok": "1", "a.io/good": "1"}
+
+
+def test_each_problem_is_logged_once_across_syncs(caplog):
+    """A sync reports the files' problems before reading the object, then everything: a
+    conflict (known only after the read) must not be logged again at every resync."""
+    import logging
+
+    from edgefd.feature_sink.metrics import SinkMetrics
+    from edgefd.feature_sink.ownership import Conflict
+    from edgefd.feature_sink.report import Reporter, conflict_problems, desired_problems
+
+    d = desired_of({"usb": f"{F}/a=1\nbad key\n"})
+    files = desired_problems(d)
+    conflicts = conflict_problems([Conflict(f"{F}/a", "1", "2", "usb")])
+    metrics = SinkMetrics()
+    reporter = Reporter(metrics, events=False)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):  # three syncs
+            reporter.observe(files, complete=False)
+            reporter.observe(files + conflicts)
+    assert caplog.text.count("not applied: the node has '2'") == 1
+    assert caplog.text.count("usb:2: label refused") == 1
+    assert metrics.value("edgefd_sink_label_conflicts") == 1
+    reporter.observe(files)  # the conflict went away: forgotten, so a recurrence is reported
+    with caplog.at_level(logging.WARNING):
+        reporter.observe(files + conflicts)
+    assert caplog.text.count("not applied: the node has '2'") == 2

@@ -280,22 +280,12 @@ class NodeAPI:
 def _kubeconfig_dict(path: str) -> dict[str, Any]:
     """The kubeconfig file as a mapping, or BadInput with one line saying why not. Checked here
     because the client's loader fails on a non-mapping with a TypeError deep inside."""
-    import yaml
+    from edgefd.core.schema import parse_yaml, read_text
 
     try:
-        with open(path, "rb") as f:
-            text = f.read(4 * 1024 * 1024 + 1)
-    except OSError as e:
-        raise BadInput(f"--kubeconfig {path}: cannot read ({e.strerror or e})") from None
-    if len(text) > 4 * 1024 * 1024:
-        raise BadInput(f"--kubeconfig {path}: over 4 MiB; not a kubeconfig")
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise BadInput(f"--kubeconfig {path}: not YAML ({problem}{where})") from None
+        doc = parse_yaml(read_text(path, "--kubeconfig"), f"--kubeconfig {path}")
+    except BadInput as e:  # YAML's own messages span lines
+        raise BadInput(" ".join(str(e).split())) from None
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a YAML {type(doc).__name__}"
         raise BadInput(f"--kubeconfig {path}: {kind}, not a kubeconfig (a YAML mapping)")

@@ -96,22 +96,30 @@ class Reporter:
         self._logged: set[str] = set()
         self._posted: set[str] = set()
 
-    def observe(self, problems: Sequence[Problem]) -> None:
-        """Log new problems (no API needed, so this happens even when the API is down)."""
+    def observe(self, problems: Sequence[Problem], complete: bool = True) -> None:
+        """Log new problems (no API needed, so this happens even when the API is down).
+
+        `complete=False` for what is known before the object is read (the files' problems):
+        new ones are logged, and nothing seen so far is forgotten, so the object's own
+        problems (conflicts, dropped claims) are not logged again when the full list follows.
+        """
         keys = {p.key for p in problems}
         for p in problems:
             if p.key not in self._logged:
                 log.warning("%s", p.message)
                 if p.detail:
                     log.debug("%s", p.detail)
-        self._logged = keys
-        self._posted &= keys
-        m = self._metrics
         counts: dict[str, int] = {}
         for p in problems:
             counts[p.reason] = counts.get(p.reason, 0) + 1
+        m = self._metrics
         m.rejected.set(counts.get("LabelRejected", 0))
         m.file_problems.set(counts.get("FeatureFileProblem", 0))
+        if not complete:
+            self._logged |= keys
+            return
+        self._logged = keys
+        self._posted &= keys
         m.conflicts.set(counts.get("LabelConflict", 0))
         m.ownership_problems.set(
             counts.get("OwnershipClaimDropped", 0) + counts.get("OwnershipUntrusted", 0)
@@ -133,8 +141,8 @@ class Reporter:
             try:
                 if api.create_node_event(node, p.reason, p.message, dedup, COMPONENT):
                     self._metrics.events.labels(reason=p.reason).inc()
+                    posted += 1  # one that already existed (a restart) costs nothing
             except Exception as e:  # an Event is best effort; the sync itself succeeded
                 log.info("could not post %s event (will retry): %s", p.reason, e)
                 return
-            posted += 1
             self._posted.add(p.key)

@@ -188,7 +188,7 @@ class Syncer:
     def sync(self, desired: Desired, now: datetime) -> SyncResult:
         """Converge once. Raises the nodeapi errors, and OwnershipUntrusted; the caller
         decides about retrying."""
-        self.reporter.observe(desired_problems(desired))
+        self.reporter.observe(desired_problems(desired), complete=False)
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
             current = self.read()
             plan = self.plan(current, desired, now)
