@@ -229,6 +229,17 @@ def test_rpi4_coral_and_ncs2_in_boot_state(rpi4: Path) -> None:
     assert _devices(rpi4, by["edgefd.io/coral-pcie"]) == []
 
 
+def test_a_device_behind_two_bus_entries_is_one_device(rpi4: Path) -> None:
+    """Issue 11 item 10: a second sysfs name for the Coral (here one that sorts first) must
+    neither advertise it twice nor give it an ID from the wrong name."""
+    import os
+
+    bus = rpi4 / "sys/bus/usb/devices"
+    os.symlink("2-1", bus / "1-0")
+    res = default_config().by_name()["edgefd.io/coral-usb"]
+    assert [d.id for d in _devices(rpi4, res)] == ["usb-2-1"]
+
+
 def test_reenumeration_keeps_the_id(rpi4: Path) -> None:
     """Coral 1a6e:089a -> 18d1:9302 on the same port with a new devnum: same device ID."""
     res = default_config().by_name()["edgefd.io/coral-usb"]
