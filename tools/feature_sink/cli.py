@@ -176,6 +176,13 @@ def check_namespace(name: str) -> str:
     help="Print the JSON Patch that would be sent (against the live Node when reachable, "
     "else against a Node with no labels); write nothing.",
 )
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="After uninstalling edgefd: remove the labels its ownership annotation lists, and the "
+    "annotation, under the same rules as a sync (--allow/--deny-namespace); with --dry-run, "
+    "only print them. Exit 0 done, 5 API unreachable, 1 refused or annotation untrusted.",
+)
 @output_option
 @verbose_option
 @guarded(TOOL)
@@ -203,6 +210,7 @@ def main(
     no_events: bool,
     once: bool,
     dry_run: bool,
+    prune: bool,
     output: str,
     verbose: int,
 ) -> int:
@@ -227,7 +235,7 @@ def main(
     if mode == "nodefeature":
         check_namespace(namespace)
     directory = None if features_stream is not None else Path(features_dir)
-    if directory is not None and not directory.is_dir():
+    if directory is not None and not prune and not directory.is_dir():
         raise UsageError(
             f"--features-dir {features_dir}: not an existing directory (a missing directory "
             "would look like every producer's file had gone)"
@@ -253,6 +261,10 @@ def main(
         label_budget=label_budget,
         settle=settle,
     )
+    if prune:  # reads no features: everything the annotation names goes
+        from . import prune as pruning
+
+        return pruning.run(settings, dry_run, output)
     if dry_run:
         return service.run_dry(settings, output)
     if once:
