@@ -74,7 +74,7 @@ def messages(cluster: Cluster, node: str, reason: str | None = None) -> list[str
 # -- item 3: the node name never leaves its URL segment ---------------------------------------
 
 
-def test_node_name_cannot_reach_another_object(cluster, fdir):
+def test_node_name_cannot_reach_another_object(cluster, fdir, monkeypatch):
     core = cluster.core
     victim = f"victim-{uuid.uuid4().hex[:8]}"
     core.create_namespaced_config_map("default", {"metadata": {"name": victim}, "data": {}})
@@ -105,6 +105,12 @@ def test_node_name_cannot_reach_another_object(cluster, fdir):
     body = {"metadata": {"name": victim}, "data": {"hijacked": "1"}}
     with pytest.raises(nodeapi.EdgefdError):  # a PUT that, unescaped, lands on the ConfigMap
         api.replace_nodefeature("../../../../api/v1/namespaces/default/configmaps", body)
+    assert versions() == before
+    # and were the escaping ever lost, what is read back must still be that Node: the sync
+    # reads before it writes, so it stops there
+    monkeypatch.setattr(nodeapi, "quote", lambda segment: segment)
+    with pytest.raises(nodeapi.ApiRefused, match="not Node"):
+        api.get_node(f"../namespaces/default/configmaps/{victim}")
     assert versions() == before
     assert f"{F}/usb" not in (core.read_namespace("kube-system").metadata.labels or {})
 
