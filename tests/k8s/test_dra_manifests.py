@@ -317,3 +317,25 @@ def test_namespace_and_service_account_are_the_base_s() -> None:
         assert d["metadata"].get("namespace") in (None, NAMESPACE)
         for s in d.get("subjects", []):
             assert (s["name"], s["namespace"]) == (SERVICE_ACCOUNT, NAMESPACE)
+
+
+def test_the_e2e_dra_overlay_gives_devplugin_the_sinks_api_address() -> None:
+    """tests/system/overlay-dra (scripts/e2e --api dra): the component over the e2e overlay,
+    devplugin on loopback and told the same API server as feature-sink."""
+    kubectl = harness_binary("kubectl")
+    out = subprocess.run(
+        [str(kubectl), "kustomize", str(ROOT / "tests" / "system" / "overlay-dra")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    spec = pod_spec(find([d for d in yaml.safe_load_all(out.stdout) if d], "DaemonSet"))
+    dp, sink = container(spec, "devplugin"), container(spec, "feature-sink")
+
+    def api_env(c: dict[str, Any]) -> dict[str, str]:
+        return {e["name"]: e.get("value") for e in c["env"] if e["name"].startswith("KUBERNETES_")}
+
+    assert api_env(dp) == api_env(sink) and api_env(dp)
+    assert flag_value(dp["command"], "--listen") == "127.0.0.1:8082"
+    assert flag_value(dp["command"], "--api") == "dra"
