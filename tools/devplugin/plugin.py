@@ -33,6 +33,7 @@ from .metrics import PluginMetrics
 from .registration import KUBELET_SOCKET, file_identity
 from .resource import ResourcePlugin
 from .server import ResourceState
+from .server import shutdown as shutdown_servers
 
 log = logging.getLogger(__name__)
 
@@ -264,3 +265,4 @@ class Plugin:
             rp.stop()
         if self._health is not None:
             self._health.stop()
+        shutdown_servers()

@@ -58,22 +58,52 @@ class _Loop:
 
     _lock = threading.Lock()
     _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _anchor: Any = None  # keeps gRPC's asyncio machinery up while the loop runs, see shutdown
+    servers = 0  # started and not yet stopped, in this process
 
     @classmethod
     def get(cls) -> asyncio.AbstractEventLoop:
         with cls._lock:
             if cls._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(
+                thread = threading.Thread(
                     target=loop.run_forever, name="devplugin-grpc", daemon=True
-                ).start()
-                cls._loop = loop
+                )
+                thread.start()
+                cls._loop, cls._thread = loop, thread
+                # gRPC tears its asyncio poller down when its last server or channel goes,
+                # closing a descriptor the loop still reads (a later callback fails with
+                # EBADF). An idle channel that never connects keeps it up until the loop is
+                # stopped; it is never closed: the process is ending when the loop stops.
+                cls._anchor = asyncio.run_coroutine_threadsafe(_anchor(), loop).result(
+                    START_TIMEOUT
+                )
             return cls._loop
+
+    @classmethod
+    def shutdown(cls, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop the loop once every server on it has stopped (process shutdown). Left running
+        into interpreter exit, it would still dispatch gRPC's poller callbacks after gRPC
+        has closed their file descriptors (an "EBADF" traceback on every SIGTERM)."""
+        with cls._lock:
+            if cls.servers:
+                return  # another plugin in this process still serves on it
+            loop, thread = cls._loop, cls._thread
+            cls._loop = cls._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
 
     @classmethod
     def run(cls, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run `coro` on the loop and wait for its result (from any other thread)."""
         return asyncio.run_coroutine_threadsafe(coro, cls.get()).result(timeout)
+
+
+async def _anchor() -> Any:
+    return grpc.aio.insecure_channel("unix:///nonexistent/edgefd-anchor.sock")
 
 
 class ResourceState:
@@ -269,6 +299,8 @@ class PluginServer:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         _Loop.run(self._start(), START_TIMEOUT)
+        with _Loop._lock:
+            _Loop.servers += 1
         self.identity = file_identity(self.socket_path)
         return self
 
@@ -288,6 +320,15 @@ class PluginServer:
             _Loop.run(self._stop(), STOP_TIMEOUT)
         except Exception as e:  # a stop that times out must not keep the socket around
             log.warning("%s: stopping the server: %s", self.state.resource.name, e)
+        with _Loop._lock:
+            if self._server is not None:
+                _Loop.servers -= 1
+                self._server = None
         if remove_socket and ours:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
+
+
+def shutdown() -> None:
+    """Stop the loop every server ran on (call once all servers have stopped)."""
+    _Loop.shutdown()
