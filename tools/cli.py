@@ -183,6 +183,31 @@ def common_options(f: F) -> F:
 # --------------------------------------------------------------------------- running
 
 
+class Command(click.Command):
+    """A click command whose usage errors are one line on stderr (exit 2), like every other
+    expected failure (`usb-scan: error: Invalid value for '--hold': ...`); `--help` still
+    shows the whole usage."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        name = self.name or "edgefd"
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as e:
+            click.echo(f"{name}: error: {e.format_message()} (see {name} --help)", err=True)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def command(name: str, **kwargs: Any) -> Callable[[F], click.Command]:
+    """`click.command` for an edgefd tool: one-line usage errors, `-h` as well as `--help`."""
+    settings = {"help_option_names": ["-h", "--help"], **kwargs.pop("context_settings", {})}
+    return click.command(name=name, cls=Command, context_settings=settings, **kwargs)
+
+
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:
     """Run a command body, turning expected failures into one stderr line and an exit code."""
     try:

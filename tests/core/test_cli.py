@@ -109,3 +109,28 @@ def test_logging_goes_to_stderr_with_tool_name() -> None:
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert p.stdout == ""
     assert p.stderr == "tool: WARNING: careful\n"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("dt_labeller", ["--no-such-option"]),
+        ("usb_scan", ["--hold", "inf"]),
+        ("pci_scan", ["--poll-interval", "nan"]),
+        ("feature_sink", ["--api-timeout", "0"]),
+        ("devplugin", ["--rescan-interval", "-1"]),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(tool: str, args: list[str]) -> None:
+    """Click's own usage errors too: one line naming the tool, no usage block, exit 2."""
+    p = subprocess.run(
+        [sys.executable, "-m", f"edgefd.{tool}", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    name = tool.replace("_", "-")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"{name}: error: "), p.stderr
+    assert f"(see {name} --help)" in p.stderr and p.stdout == ""

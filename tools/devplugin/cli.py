@@ -13,6 +13,7 @@ import click
 from edgefd.cli import (
     Duration,
     Listen,
+    command,
     dry_run_option,
     guarded,
     host_root_option,
@@ -59,7 +60,7 @@ def _serve(plugin: Plugin, dra: DraDriver | None = None) -> int:
     return 0
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command(TOOL)
 @click.option(
     "--config",
     "config_path",

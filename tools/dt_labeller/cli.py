@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from edgefd.cli import common_options, guarded
+from edgefd.cli import command, common_options, guarded
 from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,9 +22,8 @@ if TYPE_CHECKING:
 TOOL = "dt-labeller"
 
 
-@click.command(
-    name=TOOL,
-    context_settings={"help_option_names": ["-h", "--help"]},
+@command(
+    TOOL,
     epilog="Exit codes: 0 ok (also: no devicetree on this host), 2 usage, 3 malformed or "
     "unreadable devicetree (the previous file is kept), 4 cannot write the feature file, "
     "70 internal error.",

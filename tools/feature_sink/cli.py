@@ -19,6 +19,7 @@ import click
 from edgefd.cli import (
     Duration,
     Listen,
+    command,
     features_dir_option,
     guarded,
     listen_option,
@@ -53,7 +54,7 @@ def check_namespace(name: str) -> str:
     return name
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@command(TOOL, context_settings={"max_content_width": 100})
 @features_dir_option
 @click.option(
     "--features",

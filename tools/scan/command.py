@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from edgefd.cli import Duration, common_options, guarded, listen_option
+from edgefd.cli import Duration, command, common_options, guarded, listen_option
 
 
 def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -101,15 +101,13 @@ def make_command(
     """Build the command; `spec` and `capability_buses` are called only when it runs, so
     `--help` and usage errors import nothing but click."""
 
-    @click.command(
-        name=tool, help=help_text, context_settings={"help_option_names": ["-h", "--help"]}
-    )
+    @command(tool, help=help_text)
     @common_options
     @bus_options
     @guarded(tool)
-    def command(**kwargs: Any) -> int:
+    def scanner(**kwargs: Any) -> int:
         from .producer import run_producer
 
         return run_producer(spec(), capability_buses(), **kwargs)
 
-    return command
+    return scanner
