@@ -123,3 +123,14 @@ def test_readable_is_nfds_test_for_an_optional_attribute(tmp_path: Path) -> None
     with open_dir(tmp_path) as d:
         assert d.readable("empty") and d.readable("garbage") and d.readable("link")
         assert not d.readable("dir") and not d.readable("fifo")
+
+
+def test_devname_outside_dev_is_refused(tmp_path: Path) -> None:
+    """A uevent DEVNAME becomes a host path the device plugin gives the runtime."""
+    (tmp_path / "uevent").write_text("DEVNAME=../etc/shadow\n")
+    (tmp_path / "ok").write_text("DEVTYPE=usb_device\nDEVNAME=bus/usb/001/004\n")
+    w: list[str] = []
+    with open_dir(tmp_path) as d:
+        assert d.devname("ok", w) == "/dev/bus/usb/001/004" and w == []
+        assert d.devname("uevent", w) is None and "outside /dev" in w[0]
+    assert sysfs.dev_path("a/../../x") is None and sysfs.dev_path("apex_0") == "/dev/apex_0"

@@ -587,6 +587,29 @@ def test_known_devices_file_with_bad_numbers_is_not_trusted(tmp_path: Path) -> N
         assert keeper.load_known("edgefd.io/a") == []
 
 
+def test_known_devices_file_cannot_point_outside_its_directories(tmp_path: Path) -> None:
+    """An ID becomes a directory under the links dir and a node a link target: `../x` or
+    `/etc/shadow` in a tampered `.known.json` is dropped, not followed."""
+    import json
+
+    from edgefd.devplugin.links import KNOWN_FILE, LinkKeeper
+
+    rdir = tmp_path / "edgefd.io_a"
+    rdir.mkdir()
+    good = {"id": "usb-1-1", "bus": "usb", "location": "1-1", "devnodes": ["/dev/bus/usb/001/002"]}
+    devices = [
+        good,
+        {**good, "id": "../../etc"},
+        {**good, "id": ".."},
+        {**good, "id": "usb-1-2", "devnodes": ["/etc/shadow"]},
+        {**good, "id": "usb-1-3", "devnodes": ["/dev/../etc/shadow"]},
+        {**good, "id": "usb-1-4", "devnodes": "/dev/x"},
+    ]
+    (rdir / KNOWN_FILE).write_text(json.dumps({"devices": devices}))
+    known = LinkKeeper(LinkLayout(str(tmp_path))).load_known("edgefd.io/a")
+    assert [(d.id, d.devnodes) for d in known] == [("usb-1-1", ("/dev/bus/usb/001/002",))]
+
+
 # Hypothesis: any document the YAML loader can produce is either a valid configuration or
 # one BadInput naming the file; nothing else escapes (a TypeError would be exit 70).
 _SCALARS = st.one_of(

@@ -72,9 +72,9 @@ def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[str, 
             continue
         children = scandir_names(d.prefix + cdir, warnings)
         for child in sorted(children or ()):
-            devname = d.devname(f"{cdir}/{child}/uevent", warnings)
-            if devname:
-                nodes.append("/dev/" + devname.lstrip("/"))
+            devnode = d.devname(f"{cdir}/{child}/uevent", warnings)
+            if devnode:
+                nodes.append(devnode)
     return tuple(nodes)
 
 

@@ -164,6 +164,16 @@ def uevent_devname(text: str) -> str | None:
     return value
 
 
+def dev_path(devname: str) -> str | None:
+    """The /dev path a uevent's DEVNAME names (`bus/usb/001/004` -> `/dev/bus/usb/001/004`),
+    or None when it would lie outside /dev (`../etc/shadow`): it becomes a host path the
+    device plugin hands the runtime, so it must never escape /dev."""
+    if "\x00" in devname:
+        return None
+    path = os.path.normpath("/dev/" + devname.lstrip("/"))
+    return path if path.startswith("/dev/") and path != "/dev/" else None
+
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -273,6 +283,12 @@ class AttrDir:
         return None if text is None else parse_uevent(text)
 
     def devname(self, name: str, warnings: Warnings | None) -> str | None:
-        """DEVNAME of a uevent file (read_uevent(...).get("DEVNAME")), or None."""
+        """The /dev path the DEVNAME of a uevent file names, or None (none, or outside /dev)."""
         text = self.text(name, warnings)
-        return None if text is None else uevent_devname(text)
+        devname = None if text is None else uevent_devname(text)
+        if not devname:
+            return None
+        path = dev_path(devname)
+        if path is None:
+            _note(warnings, f"{self.prefix}{name}: DEVNAME {devname!r} is outside /dev; ignored")
+        return path

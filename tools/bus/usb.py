@@ -110,9 +110,7 @@ def scan_device(
         driver = d.link_name("driver", dev_warn) if "driver" in entries else None
         devnode = None
         if "uevent" in entries:
-            devname = d.devname("uevent", dev_warn)
-            if devname:
-                devnode = "/dev/" + devname.lstrip("/")
+            devnode = d.devname("uevent", dev_warn)
         if devnode is None and busnum is not None and devnum is not None:
             devnode = f"/dev/bus/usb/{busnum:03d}/{devnum:03d}"
         interfaces = []

@@ -11,8 +11,10 @@ import math
 import os
 from typing import Any
 
+from edgefd.bus.sysfs import dev_path
+
 from .allocate import LinkLayout
-from .devices import Device
+from .devices import Device, make_id
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +32,21 @@ def _device_from_json(obj: dict[str, Any]) -> Device | None:
     numa = obj.get("numa_node")
     if isinstance(numa, bool) or not isinstance(numa, int):
         numa = None
+    # the ID becomes a directory under the links dir and each node a link target: an entry
+    # that is not an ID the plugin would make, or a node outside /dev, is not ours
+    dev_id, nodes = obj.get("id"), obj.get("devnodes", ())
+    if not isinstance(dev_id, str) or make_id(dev_id) != dev_id or dev_id in (".", ".."):
+        return None
+    if not isinstance(nodes, list | tuple) or not all(
+        isinstance(n, str) and dev_path(n.removeprefix("/dev/")) == n for n in nodes
+    ):
+        return None
     try:
         return Device(
-            id=str(obj["id"]),
+            id=dev_id,
             bus=str(obj["bus"]),
             location=str(obj["location"]),
-            devnodes=tuple(str(n) for n in obj.get("devnodes", ())),
+            devnodes=tuple(nodes),
             state=str(obj.get("state", "")),
             ids=str(obj.get("ids", "")),
             numa_node=numa,
