@@ -130,8 +130,12 @@ def test_shipped_components_hold_no_test_settings() -> None:
 def test_nodefeature(base: list[dict[str, Any]]) -> None:
     b, o = keyed(base), keyed(combo(("nodefeature",)))
     gone = {("ClusterRole", None, "edgefd-nodes"), ("ClusterRoleBinding", None, "edgefd-nodes")}
-    assert set(b) - set(o) == gone and set(o) <= set(b)
-    for key in o:
+    added = {
+        ("Role", NAMESPACE, "edgefd-nodefeatures"),
+        ("RoleBinding", NAMESPACE, "edgefd-nodefeatures"),
+    }
+    assert set(b) - set(o) == gone and set(o) - set(b) == added
+    for key in set(o) - added:
         if key[0] != "DaemonSet":
             assert o[key] == b[key], key
     ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]

@@ -520,15 +520,15 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
                     granted.add((ns, g, r, v))
     from edgefd.feature_sink import nodeapi
 
+    # node mode (the base): the Node and its Events; NodeFeature rights come only with the
+    # nodefeature option (k8s/overlays/nodefeature, tested in test_kustomize.py)
     expected = {
         (None, "", "nodes", "get"),
         (None, "", "nodes", "patch"),
         (nodeapi.EVENT_NAMESPACE, "", "events", "create"),
-        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "get"),
-        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "create"),
-        (NAMESPACE, nodeapi.NFD_GROUP, nodeapi.NFD_PLURAL, "update"),
     }
     assert granted == expected
+    assert not any(r == nodeapi.NFD_PLURAL for _, _, r, _ in granted)
 
 
 # -- ValidatingAdmissionPolicy -------------------------------------------------------------------
