@@ -5,6 +5,7 @@ figures of the run."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -12,15 +13,8 @@ from .context import NAMESPACE, OWNERSHIP, RESOURCES, Run
 from .kube import Sample, wait_for
 
 # How a user removes edgefd's labels once edgefd is gone (they stay on purpose: a deleted
-# DaemonSet must not make every workload unschedulable at once). NODE is substituted.
-REMOVE_LABELS = """\
-kubectl label node NODE $(kubectl get node NODE \\
-  -o jsonpath='{.metadata.annotations.edgefd\\.io/owned-labels}' | python3 -c '
-import json, sys
-for keys in json.load(sys.stdin)["producers"].values():
-    print(*(k + "-" for k in keys))')
-kubectl annotate node NODE edgefd.io/owned-labels-
-"""
+# DaemonSet must not make every workload unschedulable at once): the README's command.
+REMOVE_LABELS = ("feature-sink", "--prune", "--kubeconfig", "KUBECONFIG", "--node-name", "NODE")
 SLACK_S = 2.0  # the kubelet's status update period (1 s) plus sampling
 
 
@@ -106,15 +100,13 @@ def check_delete(run: Run) -> dict[str, Any]:
     sockets = run.node.plugin_sockets()
     if sockets != ["kubelet.sock"]:
         problems.append(f"sockets left in the device-plugins dir: {sockets}")
-    script = REMOVE_LABELS.replace("NODE", run.node_name)
-    env_path = f"{run.kubectl.argv[0].rsplit('/', 1)[0]}:/usr/bin:/bin"
     kubeconfig = run.kubectl.argv[1].split("=", 1)[1]
+    argv = [{"NODE": run.node_name, "KUBECONFIG": kubeconfig}.get(a, a) for a in REMOVE_LABELS[1:]]
     r = subprocess.run(
-        ["sh", "-euc", script],
+        [sys.executable, "-m", "edgefd.feature_sink", *argv],
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": env_path, "KUBECONFIG": kubeconfig},
     )
     meta = run.get_node()["metadata"]
     left = sorted(k for k in run.expected if k in meta.get("labels", {}))
