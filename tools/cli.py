@@ -105,6 +105,39 @@ class ListenAddress(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+
+
+class DnsName(click.ParamType):
+    """A Kubernetes object name: a DNS-1123 subdomain (Node names) or label (namespaces).
+
+    Names go into URL paths; they are checked here as the API server would check them (and
+    the API client escapes every path segment anyway), so `../namespaces/x` is a usage error.
+    """
+
+    def __init__(self, what: str, label: bool = False) -> None:
+        self.name = what
+        self.label = label
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        limit, pattern = (63, _DNS_LABEL) if self.label else (253, _DNS_SUBDOMAIN)
+        if len(text) > limit or not re.fullmatch(pattern, text):
+            kind, chars = ("label", "'-'") if self.label else ("subdomain", "'-' and '.'")
+            self.fail(
+                f"{text!a} is not a valid {self.name} (a DNS-1123 {kind}: lower-case letters, "
+                f"digits, {chars}, at most {limit} characters)",
+                param,
+                ctx,
+            )
+        return text
+
+
+NODE_NAME = DnsName("Node name")
+NAMESPACE_NAME = DnsName("namespace name", label=True)
+
+
 # --------------------------------------------------------------------------- options
 
 
@@ -165,6 +198,42 @@ def listen_option(default: str) -> Callable[[F], F]:
         help="Address for /healthz, /readyz and /metrics: HOST:PORT or :PORT; '' disables the "
         "server; port 0 picks a free port (logged at start-up).",
     )
+
+
+def api_options(purpose: str = "") -> Callable[[F], F]:
+    """--node-name, --kubeconfig and --api-timeout, for the tools that talk to the API server
+    (`purpose` prefixes each help text, e.g. "DRA: ")."""
+
+    def deco(f: F) -> F:
+        for opt in reversed(
+            (
+                click.option(
+                    "--node-name",
+                    envvar="NODE_NAME",
+                    type=NODE_NAME,
+                    metavar="NODE",
+                    help=f"{purpose}this node [env NODE_NAME].",
+                ),
+                click.option(
+                    "--kubeconfig",
+                    type=click.Path(dir_okay=False),
+                    help=f"{purpose}kubeconfig file; default: the pod's in-cluster service "
+                    "account.",
+                ),
+                click.option(
+                    "--api-timeout",
+                    type=Duration(minimum=0.1, maximum=600.0),
+                    default="10s",
+                    show_default=True,
+                    help=f"{purpose}timeout of each API request (a hung connection never "
+                    "blocks longer).",
+                ),
+            )
+        ):
+            f = opt(f)
+        return f
+
+    return deco
 
 
 def common_options(f: F) -> F:

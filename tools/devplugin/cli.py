@@ -13,6 +13,7 @@ import click
 from edgefd.cli import (
     Duration,
     Listen,
+    api_options,
     command,
     dry_run_option,
     guarded,
@@ -112,19 +113,7 @@ def _serve(plugin: Plugin, dra: DraDriver | None = None) -> int:
     type=click.Path(file_okay=False),
     help="DRA: where each prepared claim's CDI spec is written.",
 )
-@click.option("--node-name", envvar="NODE_NAME", help="DRA: this node [env NODE_NAME].")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="DRA: kubeconfig file; default: the pod's in-cluster service account.",
-)
-@click.option(
-    "--api-timeout",
-    type=Duration(minimum=0.1, maximum=600.0),
-    default="10s",
-    show_default=True,
-    help="DRA: timeout of each API request.",
-)
+@api_options("DRA: ")
 @listen_option(":8082")
 @click.option(
     "--rescan-interval",

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from datetime import timedelta
 from pathlib import Path
 
 import click
 
 from edgefd.cli import (
+    NAMESPACE_NAME,
+    NODE_NAME,
     Duration,
     Listen,
+    api_options,
     command,
     features_dir_option,
     guarded,
@@ -31,27 +33,12 @@ from edgefd.core.errors import UsageError
 TOOL = "feature-sink"
 log = logging.getLogger("edgefd.feature_sink")
 
-# names that end up in URL paths are checked as the API server would (and escaped anyway)
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
-
-def check_node_name(name: str) -> str:
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise UsageError(
-            f"--node-name {name!a} is not a valid Node name (a DNS-1123 subdomain: "
-            "lower-case letters, digits, '-' and '.', at most 253 characters)"
-        )
-    return name
-
-
-def check_namespace(name: str) -> str:
-    if len(name) > 63 or not re.fullmatch(_DNS_LABEL, name):
-        raise UsageError(
-            f"--namespace {name!a} is not a valid namespace name (a DNS-1123 label: "
-            "lower-case letters, digits and '-', at most 63 characters)"
-        )
-    return name
+def _checked(kind: click.ParamType, value: str, option: str) -> str:
+    try:
+        return str(kind.convert(value, None, None))
+    except click.BadParameter as e:
+        raise click.BadParameter(e.message, param_hint=f"'{option}'") from None
 
 
 @command(TOOL, context_settings={"max_content_width": 100})
@@ -63,12 +50,7 @@ def check_namespace(name: str) -> str:
     help="Read one features stream from stdin ('-') instead of --features-dir; it counts as "
     "one producer named 'stdin' and never removes other producers' labels.",
 )
-@click.option("--node-name", envvar="NODE_NAME", help="The Node to label [env NODE_NAME].")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="Kubeconfig file; default: the pod's in-cluster service account.",
-)
+@api_options()
 @click.option(
     "--mode",
     type=click.Choice(["node", "nodefeature"]),
@@ -144,13 +126,6 @@ def check_namespace(name: str) -> str:
     show_default=True,
     help="A file changed less than this ago may be mid-rewrite: its labels are added at "
     "once, but none is removed until it has been quiet this long.",
-)
-@click.option(
-    "--api-timeout",
-    type=Duration(minimum=0.1, maximum=600.0),
-    default="10s",
-    show_default=True,
-    help="Timeout of each API request (a hung connection never blocks longer).",
 )
 @listen_option(":8081")
 @click.option(
@@ -230,11 +205,10 @@ def main(
     if not node_name:
         if not dry_run:
             raise UsageError("--node-name (or env NODE_NAME) is required")
-        node_name = os.uname().nodename
+        node_name = _checked(NODE_NAME, os.uname().nodename, "--node-name")
         log.warning("no --node-name; the dry-run uses this host's name %r", node_name)
-    check_node_name(node_name)
-    if mode == "nodefeature":
-        check_namespace(namespace)
+    if mode == "nodefeature":  # only then is it used (it comes from POD_NAMESPACE otherwise)
+        namespace = _checked(NAMESPACE_NAME, namespace, "--namespace")
     directory = None if features_stream is not None else Path(features_dir)
     if directory is not None and not prune and not directory.is_dir():
         raise UsageError(
