@@ -90,3 +90,41 @@ def test_a_vanished_directory_is_a_fault_not_an_empty_directory(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(FeaturesDirGone, match="no longer a directory"):
         read_directory(tmp_path / "file")
+
+
+def test_a_one_shot_run_waits_for_a_fresh_file_to_settle(tmp_path):
+    """`--once` and `--dry-run` have no later sync: a file written just now is read again once
+    quiet, so what it no longer lists is removed by this very run."""
+    import time
+
+    from edgefd.feature_sink.service import read_settled
+
+    f = tmp_path / "usb-scan"
+    f.write_text(f"{F}/a=true\n")
+    reads = []
+
+    def read():
+        reads.append(read_directory(tmp_path, settle=0.3))
+        return reads[-1]
+
+    start = time.monotonic()
+    d = read_settled(read)
+    assert reads[0].settling == {"usb-scan"} and not d.settling
+    assert 0.25 <= time.monotonic() - start < 2
+    assert d.producers["usb-scan"] == {f"{F}/a": "true"}
+
+
+def test_a_file_rewritten_on_every_look_is_taken_as_it_stands(tmp_path):
+    from edgefd.feature_sink.service import SETTLE_ROUNDS, read_settled
+
+    f = tmp_path / "usb-scan"
+    reads = 0
+
+    def read():
+        nonlocal reads
+        reads += 1
+        f.write_text(f"{F}/a={reads}\n")
+        return read_directory(tmp_path, settle=0.05)
+
+    d = read_settled(read)
+    assert reads == SETTLE_ROUNDS + 1 and d.settling == {"usb-scan"}

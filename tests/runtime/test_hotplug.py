@@ -49,7 +49,7 @@ def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
     out = tmp_path / "features.d"
     proc = subprocess.Popen(
         [sys.executable, "-m", "edgefd.usb_scan", "--watch", "--host-root", str(root),
-         "--features-dir", str(out), "--poll-interval", "0.1"],
+         "--features-dir", str(out), "--poll-interval", "0.1", "--hold", "0"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     f = out / "usb-scan"

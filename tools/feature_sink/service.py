@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -100,12 +101,29 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
     )
 
 
+SETTLE_ROUNDS = 3
+
+
+def read_settled(read_desired: ReadDesired) -> Desired:
+    """What a one-shot run acts on: a file written moments ago is read again once quiet, so
+    `--once` and `--dry-run` remove what it no longer lists instead of deferring that to a
+    next sync that never comes. A file rewritten on every look is taken as it stands after a
+    few rounds (its removals then stay deferred, as the service would defer them)."""
+    desired = read_desired()
+    for _ in range(SETTLE_ROUNDS):
+        if not desired.settling or desired.recheck_at is None:
+            break
+        time.sleep(max(0.0, (desired.recheck_at - datetime.now(UTC)).total_seconds()) + 0.01)
+        desired = read_desired()
+    return desired
+
+
 def run_once(settings: Settings) -> int:
     """One sync; its exceptions carry the exit code (5 unreachable, 1 anything else)."""
     read_desired = desired_source(settings)
     metrics = SinkMetrics()
     syncer = make_syncer(settings, connect(settings, metrics), metrics)
-    result = syncer.sync(read_desired(), datetime.now(UTC))
+    result = syncer.sync(read_settled(read_desired), datetime.now(UTC))
     log.info(
         "sync done: %d change(s)%s, %d owned label(s)",
         len(result.changes),
@@ -118,8 +136,7 @@ def run_once(settings: Settings) -> int:
 def run_dry(settings: Settings, output: str) -> int:
     """Plan exactly as a sync would, against the live object when it can be read, and print
     the write instead of sending it."""
-    read_desired = desired_source(settings)
-    desired = read_desired()
+    desired = read_settled(desired_source(settings))
     metrics = SinkMetrics()
     api = None
     try:
