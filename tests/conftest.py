@@ -1,3 +1,22 @@
-"""Test-suite wiring: the real-peer fixtures, one plugin module per peer (tests/peers/)."""
+"""Test-suite wiring: the real-peer fixtures, one plugin module per peer (tests/peers/), and
+the isolation of the one piece of process-wide state the tools keep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
 
 pytest_plugins = ["tests.peers.apiserver", "tests.peers.kubelet", "tests.peers.nfd"]
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_before() -> Iterator[None]:
+    """A command run in process (click's CliRunner) configures edgefd's logging for the whole
+    process, e.g. to warnings only; without this, a later test's `caplog` would see nothing
+    depending on the order the tests ran in."""
+    from edgefd.core import log
+
+    saved = (log._verbosity, log._tool, log._configured, log._applied)
+    yield
+    log._verbosity, log._tool, log._configured, log._applied = saved
