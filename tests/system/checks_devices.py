@@ -105,6 +105,29 @@ def _device_ok(p: dict[str, Any], node: tuple[int, int]) -> list[str]:
     return problems
 
 
+def restart_and_probe(run: Run, pod: str, container: str, old: Any, new: Any) -> dict[str, Any]:
+    """After a re-plug (`old` node gone, `new` there): stop the pod's Coral container, probe the
+    one the kubelet starts instead, and record the node's new device node."""
+    run.node.runtime.crictl("stop", "--timeout", "1", container)
+    restarted = wait_for(
+        "workload container restarted",
+        lambda: next(
+            (
+                c
+                for c in run.node.runtime.containers(**{"io.kubernetes.pod.name": pod})
+                if c["state"] == "CONTAINER_RUNNING" and c["id"] != container
+            ),
+            None,
+        ),
+        timeout=60,
+        interval=0.2,
+    )[0]
+    p = probe(run, restarted["id"], CORAL, "/dev/null")
+    run.facts["coral_devname"] = new.devname
+    run.node.device_nodes = [n for n in run.node.device_nodes if n != old] + [new]
+    return p
+
+
 def check_workload(run: Run) -> dict[str, Any]:
     """4. The kube-scheduler places a Coral workload; it gets the device, the env var and the
     read-only /dev/bus/usb; a second Coral workload stays Pending."""
@@ -238,27 +261,10 @@ def check_replug(run: Run) -> dict[str, Any]:
     if target != new.path:
         problems.append(f"device link {link.name}/… points to {target}, want {new.path}")
 
-    w = run.facts["workload"]
-    run.node.runtime.crictl("stop", "--timeout", "1", w["container"])
-    restarted = wait_for(
-        "workload container restarted",
-        lambda: next(
-            (
-                c
-                for c in run.node.runtime.containers(**{"io.kubernetes.pod.name": "coral-workload"})
-                if c["state"] == "CONTAINER_RUNNING" and c["id"] != w["container"]
-            ),
-            None,
-        ),
-        timeout=60,
-        interval=0.2,
-    )[0]
-    p = probe(run, restarted["id"], CORAL, "/dev/null")
+    p = restart_and_probe(run, "coral-workload", run.facts["workload"]["container"], old, new)
     if p["env"] != dev_id:
         problems.append(f"the device ID changed: {dev_id} -> {p['env']}")
     problems += _device_ok(p, (new.major, new.minor))
-    run.facts["coral_devname"] = new.devname
-    run.node.device_nodes = [n for n in run.node.device_nodes if n != old] + [new]
     figures = {
         "unplug_to_unhealthy_s": round(t_unhealthy, 2),
         "plug_to_healthy_s": round(t_healthy, 2),

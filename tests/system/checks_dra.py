@@ -30,7 +30,7 @@ from typing import Any
 from tests.peers.processes import REPO_ROOT
 
 from . import checks_pod
-from .checks_devices import NCS2, _device_ok, probe
+from .checks_devices import NCS2, _device_ok, probe, restart_and_probe
 from .context import NAMESPACE, RESOURCES, Run, metric, plugin_metrics
 from .kube import KubeError, wait_for
 
@@ -259,24 +259,8 @@ def check_hotplug(run: Run) -> dict[str, Any]:
         return nodes[0]["hostPath"] == new.path
 
     wait_for("CDI spec names the new node", spec_follows, timeout=10, interval=0.05)
-    run.node.runtime.crictl("stop", "--timeout", "1", w["container"])
-    restarted = wait_for(
-        "workload container restarted",
-        lambda: next(
-            (
-                c
-                for c in run.node.runtime.containers(**{"io.kubernetes.pod.name": "coral-claim"})
-                if c["state"] == "CONTAINER_RUNNING" and c["id"] != w["container"]
-            ),
-            None,
-        ),
-        timeout=60,
-        interval=0.2,
-    )[0]
-    p = probe(run, restarted["id"], CORAL, "/dev/null")
+    p = restart_and_probe(run, "coral-claim", w["container"], old, new)
     problems += _device_ok(p, (new.major, new.minor))
-    run.facts["coral_devname"] = new.devname
-    run.node.device_nodes = [n for n in run.node.device_nodes if n != old] + [new]
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
         "dra_plug_to_slice_s": round(t_back, 3),
