@@ -105,10 +105,6 @@ class ListenAddress(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
-
-
 class DnsName(click.ParamType):
     """A Kubernetes object name: a DNS-1123 subdomain (Node names) or label (namespaces).
 
@@ -121,9 +117,15 @@ class DnsName(click.ParamType):
         self.label = label
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        # the label rules' own checks, imported only when a name is given (start-up floor)
+        from .core.labels import DNS_LABEL_MAX, PREFIX_MAX, is_dns_label, is_dns_subdomain
+
         text = str(value)
-        limit, pattern = (63, _DNS_LABEL) if self.label else (253, _DNS_SUBDOMAIN)
-        if len(text) > limit or not re.fullmatch(pattern, text):
+        if self.label:
+            limit, ok = DNS_LABEL_MAX, is_dns_label(text)
+        else:
+            limit, ok = PREFIX_MAX, is_dns_subdomain(text)
+        if not ok:
             kind, chars = ("label", "'-'") if self.label else ("subdomain", "'-' and '.'")
             self.fail(
                 f"{text!a} is not a valid {self.name} (a DNS-1123 {kind}: lower-case letters, "

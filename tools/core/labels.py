@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 
 NAME_MAX = 63
 PREFIX_MAX = 253
+DNS_LABEL_MAX = 63
 VALUE_MAX = 63
 
 DEFAULT_NAMESPACE = "feature.node.kubernetes.io"
@@ -54,18 +55,28 @@ def check_name(name: str, what: str = "name") -> str | None:
     return f"{what} must start and end with a letter or digit"
 
 
+def is_dns_label(text: str) -> bool:
+    """A DNS-1123 label, as the API server checks a namespace name."""
+    return len(text) <= DNS_LABEL_MAX and _DNS_LABEL_RE.fullmatch(text) is not None
+
+
+def is_dns_subdomain(text: str) -> bool:
+    """A DNS-1123 subdomain (dot-separated labels), as the API server checks a Node name or a
+    label prefix."""
+    return len(text) <= PREFIX_MAX and all(_DNS_LABEL_RE.fullmatch(p) for p in text.split("."))
+
+
 def check_prefix(prefix: str) -> str | None:
     """Return why `prefix` is not a DNS-1123 subdomain, else None."""
     if not prefix:
         return "prefix before '/' is empty"
     if len(prefix) > PREFIX_MAX:
         return f"prefix is {len(prefix)} characters long, the limit is {PREFIX_MAX}"
-    for part in prefix.split("."):
-        if not _DNS_LABEL_RE.fullmatch(part):
-            return (
-                "prefix is not a DNS subdomain: each dot-separated part must be lower-case "
-                "letters, digits and '-', starting and ending with a letter or digit"
-            )
+    if not is_dns_subdomain(prefix):
+        return (
+            "prefix is not a DNS subdomain: each dot-separated part must be lower-case "
+            "letters, digits and '-', starting and ending with a letter or digit"
+        )
     return None
 
 
