@@ -6,50 +6,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode, published_size
-from tests.feature_sink.test_realpeer import Cluster, Sink, run_sink, wait_for, write
+from tests.feature_sink.test_realpeer import Cluster, run_sink, wait_for, write
 
 pytestmark = pytest.mark.realpeer
 
 F = "feature.node.kubernetes.io"
 SECRET = "s3cr3t"
-
-
-@pytest.fixture(scope="module")
-def cluster(kube_apiserver: Any) -> Cluster:
-    return Cluster(kube_apiserver)
-
-
-@pytest.fixture
-def fdir(tmp_path: Path) -> Path:
-    d = tmp_path / "features.d"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
-def sinks(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[..., Sink]]:
-    started: list[Sink] = []
-
-    def start(node: str, features: Path, *extra: str) -> Sink:
-        s = Sink(cluster, node, features, tmp_path, *extra)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        with contextlib.suppress(Exception):
-            s.stop(signal.SIGKILL)
 
 
 def once(cluster: Cluster, node: str, fdir: Path, *extra: str) -> Any:

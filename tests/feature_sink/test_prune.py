@@ -27,15 +27,10 @@ F = "feature.node.kubernetes.io"
 FOREIGN = {"example.com/rack": "r1", "node-role.kubernetes.io/worker": ""}
 
 
-@pytest.fixture(scope="module")
-def cluster(kube_apiserver: Any) -> Cluster:
-    return Cluster(kube_apiserver)
-
-
 @pytest.fixture
-def fdir(tmp_path: Path) -> Path:
-    d = tmp_path / "features.d"
-    d.mkdir()
+def fdir(fdir: Path) -> Path:
+    """The conftest's empty features.d with two producers' files in it."""
+    d = fdir
     write(d, "usb-scan", {f"{F}/usb-fe_1a6e_089a.present": "true", "edgefd.io/edgetpu.count": "1"})
     write(d, "dt-labeller", {"beta.devicetree.org/brcm-bcm2711": "1"})
     return d

@@ -6,7 +6,6 @@ look at the Node through the admin client and at the sink through its /metrics e
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -16,7 +15,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,33 +180,6 @@ class Sink:
             return self.proc.wait(20)
         finally:
             self.log.close()
-
-
-@pytest.fixture(scope="module")
-def cluster(kube_apiserver: Any) -> Cluster:
-    return Cluster(kube_apiserver)
-
-
-@pytest.fixture
-def sinks(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[..., Sink]]:
-    started: list[Sink] = []
-
-    def start(node: str, features: Path, *extra: str) -> Sink:
-        s = Sink(cluster, node, features, tmp_path, *extra)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        with contextlib.suppress(Exception):
-            s.stop(signal.SIGKILL)
-
-
-@pytest.fixture
-def fdir(tmp_path: Path) -> Path:
-    d = tmp_path / "features.d"
-    d.mkdir()
-    return d
 
 
 def write(d: Path, name: str, labels: dict[str, str]) -> None:

@@ -1,0 +1,41 @@
+"""The real-API-server fixtures the sink's test modules share (test_realpeer, test_hardening,
+test_prune): one Cluster per module, sink processes that are always stopped, a features.d."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.feature_sink.test_realpeer import Cluster, Sink
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_apiserver: Any) -> Cluster:
+    return Cluster(kube_apiserver)
+
+
+@pytest.fixture
+def sinks(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[..., Sink]]:
+    started: list[Sink] = []
+
+    def start(node: str, features: Path, *extra: str) -> Sink:
+        s = Sink(cluster, node, features, tmp_path, *extra)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        with contextlib.suppress(Exception):
+            s.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def fdir(tmp_path: Path) -> Path:
+    d = tmp_path / "features.d"
+    d.mkdir()
+    return d
