@@ -7,6 +7,10 @@ demo:
 	@scripts/bootstrap
 	@scripts/demo
 
+# Everything runs with the project's virtualenv (.venv, made by scripts/bootstrap) first on
+# PATH: its python3 and the console scripts (dt-labeller, ..., lint-imports, ruff).
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
 test:
 	@scripts/bootstrap --all
 	python3 -m pytest

@@ -3,9 +3,17 @@ the isolation of the one piece of process-wide state the tools keep."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 
 import pytest
+
+# The console scripts (dt-labeller, ..., lint-imports, ruff) live beside the interpreter running
+# the tests (the project's .venv): subprocesses find them, and `python3`, there first.
+_bin = os.path.dirname(sys.executable)
+if _bin not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 
 pytest_plugins = ["tests.peers.apiserver", "tests.peers.kubelet", "tests.peers.nfd"]
 
