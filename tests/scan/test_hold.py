@@ -3,27 +3,33 @@ found missing; a device at the same place replaces it at once."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgefd.bus.enumerate import BusReader, ScanResult
+from edgefd.bus.key import DeviceKey
 from edgefd.scan.hold import Hold
 
 
+class Rec(NamedTuple):
+    key: DeviceKey
+    id: str
+
+
 def reader(bus: str = "usb") -> BusReader[Any]:
-    return BusReader(bus, lambda host: ScanResult(()), lambda d: d["place"], lambda d, c: [])
+    return BusReader(bus, lambda host: ScanResult(()))
 
 
-def scan(*devices: dict[str, str]) -> dict[str, ScanResult[Any]]:
+def scan(*devices: Rec) -> dict[str, ScanResult[Any]]:
     return {"usb": ScanResult(tuple(devices))}
 
 
-BOOT = {"place": "2-1", "id": "1a6e:089a"}
-RUNTIME = {"place": "2-1", "id": "18d1:9302"}
-OTHER = {"place": "1-1.1", "id": "03e7:2485"}
+BOOT = Rec(DeviceKey("usb", "2-1"), "1a6e:089a")
+RUNTIME = Rec(DeviceKey("usb", "2-1"), "18d1:9302")
+OTHER = Rec(DeviceKey("usb", "1-1.1"), "03e7:2485")
 
 
 def ids(scans: dict[str, ScanResult[Any]]) -> list[str]:
-    return [d["id"] for d in scans["usb"].devices]
+    return [d.id for d in scans["usb"].devices]
 
 
 def test_vanished_device_is_held_from_when_it_was_missed() -> None:
@@ -55,7 +61,7 @@ def test_no_hold_means_no_memory() -> None:
 def test_buses_are_kept_apart() -> None:
     h = Hold(3.0)
     usb, pci = reader("usb"), reader("pci")
-    dev = {"place": "0000:01:00.0", "id": "1ac1:089a"}
+    dev = Rec(DeviceKey("pci", "0000:01:00.0"), "1ac1:089a")
     h.apply({"usb": ScanResult(()), "pci": ScanResult((dev,))}, [usb, pci], 0.0)
     out = h.apply({"usb": ScanResult(()), "pci": ScanResult(())}, [usb, pci], 1.0)
     assert out["usb"].devices == () and out["pci"].devices == (dev,)

@@ -12,10 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgefd.core.labels import check_name, check_prefix
 from edgefd.core.schema import Fields, parse_yaml, read_text
+
+from .key import DeviceKey
+
+if TYPE_CHECKING:
+    from .pci import PciDevice
+    from .usb import UsbDevice
 
 DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
 
@@ -87,15 +93,41 @@ class Catalogue:
     def by_id(self, acc_id: str) -> Accelerator | None:
         return next((a for a in self.accelerators if a.id == acc_id), None)
 
+    def match(self, record: UsbDevice | PciDevice) -> AccelMatch | None:
+        """Which accelerator a bus record is, if any: the one answer to "is this a Coral?"
+        for the capability labels, the device plugin's resources and DRA alike."""
+        key = record.key
+        if key.bus == "usb":
+            vendor, product = getattr(record, "vendor", None), getattr(record, "product", None)
+            if vendor and product:
+                hit = self.match_usb(vendor, product)
+                if hit is not None:
+                    return AccelMatch(key, hit[0], hit[1].state)
+        elif key.bus == "pci":
+            vendor, device = getattr(record, "vendor", None), getattr(record, "device", None)
+            if vendor and device:
+                acc = self.match_pci(vendor, device, getattr(record, "class_code", None) or "")
+                if acc is not None:
+                    return AccelMatch(key, acc)
+        return None
+
 
 @dataclass(frozen=True)
 class AccelMatch:
     """One device the catalogue recognises; one physical accelerator counts once."""
 
-    bus: str
-    device: str  # its place on the bus: "1-1.3", "0000:01:00.0"
+    key: DeviceKey  # where it is
     accelerator: Accelerator
     state: str = ""  # USB life stage its current IDs mean: "boot" | "runtime" | ""
+
+    @property
+    def bus(self) -> str:
+        return self.key.bus
+
+    @property
+    def device(self) -> str:
+        """Its place on the bus: "1-1.3", "0000:01:00.0"."""
+        return self.key.place
 
 
 USB_ID_FIELDS = ("vendor", "product", "state")

@@ -79,6 +79,10 @@ class Evaluation:
     warnings: list[str] = field(default_factory=list)
 
 
+def _matches(devices: Iterable[Any], catalogue: Catalogue) -> list[AccelMatch]:
+    return [m for m in map(catalogue.match, devices) if m is not None]
+
+
 def scan_buses(readers: Sequence[BusReader[Any]], host: HostRoot) -> dict[str, ScanResult[Any]]:
     """Each bus scanned once. HostUnreadable propagates: a bus that cannot be read must not
     become a file saying it is empty."""
@@ -101,11 +105,11 @@ def evaluate(
     own_matches: dict[str, AccelMatch] = {}
     others: list[AccelMatch] = []
     if catalogue is not None:
-        own_matches = {m.device: m for m in spec.reader.matches(own.devices, catalogue)}
+        own_matches = {m.device: m for m in _matches(own.devices, catalogue)}
         for reader in capability_buses:
             if reader.bus != spec.reader.bus:
                 # the other bus's problems belong to its own scanner's report
-                others.extend(reader.matches(scans[reader.bus].devices, catalogue))
+                others.extend(_matches(scans[reader.bus].devices, catalogue))
     caps = capability_labels([*own_matches.values(), *others])
     labels: dict[str, str] = {}
     rejected: list[Rejected] = []

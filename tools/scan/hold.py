@@ -53,7 +53,7 @@ class Hold:
             res = scans.get(reader.bus)
             if res is None:
                 continue
-            present = {reader.key(d): d for d in res.devices}
+            present = {d.key.place: d for d in res.devices}
             held = []
             for (bus, place), dev in list(self._seen.items()):
                 if bus != reader.bus or place in present:
@@ -69,7 +69,7 @@ class Hold:
                 self._seen[(reader.bus, place)] = dev
                 self._missing.pop((reader.bus, place), None)
             if held:
-                devices = sorted((*res.devices, *held), key=reader.key)
+                devices = sorted((*res.devices, *held), key=lambda d: d.key)
                 out[reader.bus] = replace(res, devices=tuple(devices))
         return out
 
