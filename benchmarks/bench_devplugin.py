@@ -44,9 +44,9 @@ from pathlib import Path
 from tests.devplugin.test_grpc import OpenStreams
 streams = OpenStreams(Path(sys.argv[1]), int(sys.argv[2]))
 deadline = time.monotonic() + 10
-while not streams.all_got([("usb-1-1.1", "Healthy")]) and time.monotonic() < deadline:
+while not streams.all_got([("ncs2-1-1-1", "Healthy")]) and time.monotonic() < deadline:
     time.sleep(0.05)
-print("open" if streams.all_got([("usb-1-1.1", "Healthy")]) else "failed", flush=True)
+print("open" if streams.all_got([("ncs2-1-1-1", "Healthy")]) else "failed", flush=True)
 time.sleep(3600)
 """
 
@@ -90,7 +90,7 @@ def main() -> int:
 
         # Allocate latency
         req = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-1-1.1"])]
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["ncs2-1-1-1"])]
         )
         for _ in range(50):
             stub.Allocate(req)

@@ -202,6 +202,28 @@ def listen_option(default: str) -> Callable[[F], F]:
     )
 
 
+def watch_options(f: F) -> F:
+    """--poll-interval and --rescan-interval, with the one set of defaults (WatchSettings)."""
+    from .core.service import WatchSettings
+
+    d = WatchSettings()
+    f = click.option(
+        "--poll-interval",
+        type=Duration(minimum=0.05, maximum=5.0),
+        default=f"{d.poll_interval * 1000:g}ms",
+        show_default=True,
+        help="How often the bus listing is compared when there are no uevents (hostUsers: "
+        "false; a tree inotify cannot see).",
+    )(f)
+    return click.option(
+        "--rescan-interval",
+        type=Duration(minimum=0.5, maximum=86400.0),
+        default=f"{d.rescan_interval:g}s",
+        show_default=True,
+        help="Full rescan period whatever happens: a backstop for changes no event shows.",
+    )(f)
+
+
 def api_options(purpose: str = "") -> Callable[[F], F]:
     """--node-name, --kubeconfig and --api-timeout, for the tools that talk to the API server
     (`purpose` prefixes each help text, e.g. "DRA: ")."""

@@ -48,7 +48,7 @@ def slice_body(name: str, node: str, driver: str = "edgefd.io", pool: str | None
             "driver": driver,
             "nodeName": node,
             "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "usb-2-1", "attributes": {"kind": {"string": "edgetpu"}}}],
+            "devices": [{"name": "coral-usb-2-1", "attributes": {"kind": {"string": "edgetpu"}}}],
         },
     }
 
@@ -311,7 +311,7 @@ def test_devplugin_publishes_its_own_node_and_not_another(
     bad = DraPlugin(host, NODE_B, clean["kubeconfig"]).start()
     try:
         [s] = wait_for(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
-        assert {d["name"] for d in s["spec"]["devices"]} == {"usb-1-1-1", "usb-2-1"}
+        assert {d["name"] for d in s["spec"]["devices"]} == {"ncs2-1-1-1", "coral-usb-2-1"}
         wait_for(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
         assert not admin.list_slices(NODE_B, "edgefd.io")["items"]
         errors = bad.metrics()

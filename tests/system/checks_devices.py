@@ -236,7 +236,7 @@ def check_replug(run: Run) -> dict[str, Any]:
     workload runs: same ID, Unhealthy then Healthy, and the restarted container gets the new
     node through the plugin's link."""
     dev_id = run.facts["workload"]["id"]
-    port = dev_id.removeprefix("usb-")
+    port = run.facts["coral_port"]
     link = (
         run.node.ns.dir
         / "var-lib/kubelet/device-plugins/edgefd-links"
@@ -258,6 +258,8 @@ def check_replug(run: Run) -> dict[str, Any]:
     t_healthy = time.monotonic() - t1
     target = os.readlink(next(link.iterdir())) if link.is_dir() else None
     problems = []
+    if dev_id != "coral-usb-" + port.replace(".", "-"):
+        problems.append(f"the Coral at port {port} is named {dev_id}")
     if target != new.path:
         problems.append(f"device link {link.name}/… points to {target}, want {new.path}")
 

@@ -238,8 +238,8 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     within a second each way; the CDI spec names the new node; a restarted container gets it."""
     w = run.facts["claim"]
     dev_id = w["id"]
-    name = dev_id.replace(".", "-")
-    port = dev_id.removeprefix("usb-")
+    name = dev_id  # the one device name: the env, /dev/edgefd/<name> and the slice say it
+    port = run.facts["coral_port"]
     old = run.node.host.unplug_usb(port)
     t0 = time.monotonic()
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)

@@ -199,6 +199,7 @@ class E2E:
         ncs2 = next((p for p, i in ids.items() if i in NCS2_IDS), None)
         if coral is None or ncs2 is None:
             raise SetupError(f"{tree}: the checks need a Coral USB and an NCS2 in the host tree")
+        run.facts["coral_port"] = coral
         run.facts["coral_devname"] = _devname(tree, coral)
         run.facts["ncs2_path"] = "/dev/" + _devname(tree, ncs2)
         self.result["node"] = name

@@ -40,3 +40,6 @@ class WatchSettings(NamedTuple):
     rescan_interval: float = 10.0
     debounce: float = 0.1
     max_delay: float = 0.3
+
+
+WATCH_DEFAULTS = WatchSettings()

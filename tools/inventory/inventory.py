@@ -29,7 +29,7 @@ from edgefd.bus.devnodes import glob_nodes, node_exists
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.errors import EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
-from edgefd.core.service import WatchSettings
+from edgefd.core.service import WATCH_DEFAULTS, WatchSettings
 from edgefd.runtime.health import Freshness
 from edgefd.runtime.metrics import Metrics
 
@@ -43,7 +43,6 @@ from .snapshot import Diff, Snapshot, diff
 log = logging.getLogger(__name__)
 
 DEFAULT_HOLD = 3.0
-DEFAULT_SETTINGS = WatchSettings()
 
 _KEEP: Any = object()
 
@@ -70,7 +69,7 @@ class Inventory:
         forget_after: float | None = None,
         state_file: str | Path | None = None,
         migrate_from: str | Path | None = None,
-        settings: WatchSettings = DEFAULT_SETTINGS,
+        settings: WatchSettings = WATCH_DEFAULTS,
         metrics: Metrics | None = None,
         use_uevents: bool | None = None,
         clock: Callable[[], float] = time.time,
@@ -157,6 +156,15 @@ class Inventory:
         """Scan every bus now and hand the snapshot to every subscriber. A host that cannot
         be read gives no snapshot (None): "could not look" must never become "everything was
         unplugged"; subscribers' `on_error` hear about it."""
+        return self._scan(strict=False)
+
+    def scan(self) -> Snapshot:
+        """`refresh` for one-shot use: HostUnreadable propagates to the caller."""
+        snap = self._scan(strict=True)
+        assert snap is not None
+        return snap
+
+    def _scan(self, strict: bool) -> Snapshot | None:
         with self._lock:
             self.freshness.touch()
             self.scans += 1
@@ -165,6 +173,8 @@ class Inventory:
             try:
                 scans = {r.bus: r.scan(self.host) for r in self.readers}
             except HostUnreadable as e:
+                if strict:
+                    raise
                 self._failed(e)
                 return None
             if self.last_error:

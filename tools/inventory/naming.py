@@ -32,7 +32,7 @@ def fit_label(raw: str, limit: int = MAX_NAME) -> str:
     label = _NOT_LABEL.sub("-", dashed.lower()).strip("-") or "device"
     if label == dashed and len(label) <= limit:
         return label
-    suffix = hashlib.sha256(raw.encode()).hexdigest()[:8]
+    suffix = hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return label[: limit - len(suffix) - 1].rstrip("-") + "-" + suffix
 
 

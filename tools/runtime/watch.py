@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import inotify as ino
+from .files import filesystem_type
 
 log = logging.getLogger(__name__)
 
@@ -84,28 +85,6 @@ class Debouncer:
 
     def reset(self) -> None:
         self._first = self._last = None
-
-
-def filesystem_type(path: str | os.PathLike[str]) -> str | None:
-    """The type of the filesystem `path` is on (`sysfs`, `ext4` ...), from /proc/self/mountinfo,
-    or None when it cannot be told. Decides whether inotify can see anything there."""
-    try:
-        real = os.path.realpath(path)
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    best, fstype = "", None
-    for line in lines:
-        left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5:
-            continue
-        mount = fields[4].replace("\\040", " ")
-        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= len(best):
-            best, fstype = mount, right.split()[0]
-    return fstype
 
 
 Snapshot = dict[str, tuple[int, ...]]

@@ -175,16 +175,16 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
     host = build_host("rpi4-coral-runtime", tmp_path / "host", devicetree=False)
     HostBuilder(host).add_usb(SECOND_CORAL)
     p = start(plugins, api, host, node)
-    wait_for(lambda: {"usb-2-1", "usb-2-2"} <= set(api.devices(node)), 5)
+    wait_for(lambda: {"coral-usb-2-1", "coral-usb-2-2"} <= set(api.devices(node)), 5)
     tag = uuid.uuid4().hex[:6]
-    # the second Coral by its port, although usb-2-1 sorts first
+    # the second Coral by its port, although coral-usb-2-1 sorts first
     claim(api, f"port-{tag}", port_is("2-2"))
     pod(api, f"port-{tag}", f"port-{tag}", node)
     claim(api, f"none-{tag}", port_is("9-9"))
     pod(api, f"none-{tag}", f"none-{tag}", node)
     results = wait_for(lambda: allocation(api, f"port-{tag}"), 30, 0.1, "the allocation")
     assert [(r["driver"], r["pool"], r["device"], r["request"]) for r in results] == [
-        ("edgefd.io", node, "usb-2-2", "tpu")
+        ("edgefd.io", node, "coral-usb-2-2", "tpu")
     ]
     wait_for(lambda: pod_status(api, f"port-{tag}")["spec"].get("nodeName") == node, 10)
     # the impossible claim stays unallocated and its pod unschedulable
@@ -208,12 +208,12 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
         got = resp.claims[uid]
         assert not got.error, got.error
         [dev] = got.devices
-        assert (dev.pool_name, dev.device_name) == (node, "usb-2-2")
-        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-usb-2-2"]
+        assert (dev.pool_name, dev.device_name) == (node, "coral-usb-2-2")
+        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-coral-usb-2-2"]
         spec = json.loads((p.cdi_dir / f"edgefd.io-{uid}.json").read_text())
         [node_edit] = spec["devices"][0]["containerEdits"]["deviceNodes"]
         assert node_edit == {
-            "path": "/dev/edgefd/usb-2-2",
+            "path": "/dev/edgefd/coral-usb-2-2",
             "hostPath": "/dev/bus/usb/002/009",
             "permissions": "rw",
         }
@@ -244,11 +244,11 @@ def test_an_unplugged_device_is_tainted_and_not_given_out_until_it_returns(
     hb.remove_usb("2-1")
 
     def tainted() -> bool:
-        d = api.devices(node).get("usb-2-1")
+        d = api.devices(node).get("coral-usb-2-1")
         return bool(d and d.get("taints"))
 
     wait_for(tainted, HOTPLUG_S + 1)
-    [taint] = api.devices(node)["usb-2-1"]["taints"]
+    [taint] = api.devices(node)["coral-usb-2-1"]["taints"]
     assert (taint["key"], taint["value"], taint["effect"]) == (
         "edgefd.io/unhealthy",
         "unplugged",
@@ -264,7 +264,7 @@ def test_an_unplugged_device_is_tainted_and_not_given_out_until_it_returns(
     hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 12})
     wait_for(lambda: not tainted(), HOTPLUG_S + 1)
     results = wait_for(lambda: allocation(api, f"back-{tag}"), 30, 0.1, "the allocation")
-    assert [r["device"] for r in results] == ["usb-2-1"]
+    assert [r["device"] for r in results] == ["coral-usb-2-1"]
 
 
 # -- timing and writes
@@ -286,12 +286,12 @@ def test_hotplug_within_a_second_and_no_write_while_idle(
     gen = before["spec"]["pool"]["generation"]
     t0 = time.monotonic()
     HostBuilder(host).add_usb(SECOND_CORAL)
-    wait_for(lambda: "usb-2-2" in api.devices(node), 5, 0.01)
+    wait_for(lambda: "coral-usb-2-2" in api.devices(node), 5, 0.01)
     plug = time.monotonic() - t0
     assert generation(api, node) == gen + 1
     t0 = time.monotonic()
     HostBuilder(host).remove_usb("2-2")
-    wait_for(lambda: api.devices(node)["usb-2-2"].get("taints"), 5, 0.01)
+    wait_for(lambda: api.devices(node)["coral-usb-2-2"].get("taints"), 5, 0.01)
     unplug = time.monotonic() - t0
     assert generation(api, node) == gen + 2
     record_property("dra_plug_to_slice_s", round(plug, 3))
