@@ -31,7 +31,7 @@ from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
 
 from edgefd.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
-from edgefd.devplugin.resource import socket_name  # noqa: E402
+from edgefd.devplugin.v1beta1.resource import socket_name  # noqa: E402
 from tests.devplugin.test_grpc import FakeKubelet  # noqa: E402
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
 

@@ -104,3 +104,11 @@ def test_restored_devices_are_absent_and_never_held() -> None:
     assert p.held(0) == {} and p.next_expiry(0) is None
     p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot", 9))), 9, 9)
     assert p.devices(9)[0].present
+
+
+def test_buses_are_kept_apart() -> None:
+    p = Presence(3.0, None)
+    apex = Rec(DeviceKey("pci", "0000:01:00.0"), "1ac1:089a")
+    p.update(seen((apex, None)), 0, 0)
+    p.update(seen(), 1, 1)
+    assert p.held(1) == {"pci": (apex,)}

@@ -10,9 +10,8 @@ with the public source that confirms its IDs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from edgefd.core.labels import check_name, check_prefix
 from edgefd.core.schema import Fields, parse_yaml, read_text
@@ -30,8 +29,7 @@ _ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
-class UsbId:
+class UsbId(NamedTuple):
     """One USB vendor:product pair, and which life stage of the device it identifies."""
 
     vendor: str
@@ -39,8 +37,7 @@ class UsbId:
     state: str = ""  # "boot" | "runtime" | "" ; lower-case hex IDs
 
 
-@dataclass(frozen=True)
-class PciId:
+class PciId(NamedTuple):
     """A PCI match: vendor, optionally device and/or a class-code prefix (None = any)."""
 
     vendor: str
@@ -55,8 +52,7 @@ class PciId:
         )
 
 
-@dataclass(frozen=True)
-class Accelerator:
+class Accelerator(NamedTuple):
     """One kind of accelerator hardware, however many IDs it shows up under."""
 
     id: str
@@ -69,8 +65,7 @@ class Accelerator:
     env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
 
 
-@dataclass(frozen=True)
-class Catalogue:
+class Catalogue(NamedTuple):
     accelerators: tuple[Accelerator, ...]
 
     def match_usb(self, vendor: str, product: str) -> tuple[Accelerator, UsbId] | None:
@@ -112,8 +107,7 @@ class Catalogue:
         return None
 
 
-@dataclass(frozen=True)
-class AccelMatch:
+class AccelMatch(NamedTuple):
     """One device the catalogue recognises; one physical accelerator counts once."""
 
     key: DeviceKey  # where it is

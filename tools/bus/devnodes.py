@@ -3,7 +3,6 @@ is not a bus. Read like the buses: under an explicit host root, into DevNode rec
 
 from __future__ import annotations
 
-import glob
 import os
 import stat
 from collections.abc import Iterable
@@ -16,6 +15,8 @@ from .key import DevNode
 def glob_nodes(host: HostRoot, globs: Iterable[str]) -> tuple[DevNode, ...]:
     """Every /dev path matching one of `globs`, sorted, with its char major:minor when it is a
     character device (a fixture tree's plain files have none)."""
+    import glob  # lazy: only a resource made of globs needs it
+
     out: dict[str, DevNode] = {}
     for g in globs:
         for path in glob.glob(str(host.path(g))):

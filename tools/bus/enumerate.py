@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
@@ -21,8 +20,7 @@ from .sysfs import note_dir_error
 D = TypeVar("D")
 
 
-@dataclass(frozen=True)
-class ScanResult(Generic[D]):
+class ScanResult(NamedTuple, Generic[D]):
     """Devices found on one bus plus every problem met, for the caller to show."""
 
     devices: tuple[D, ...]
@@ -30,8 +28,7 @@ class ScanResult(Generic[D]):
     bus_present: bool = True  # False: no such bus directory under the root (no such bus)
 
 
-@dataclass(frozen=True)
-class BusReader(Generic[D]):
+class BusReader(NamedTuple, Generic[D]):
     """How to read one bus."""
 
     bus: str  # "usb", "pci"

@@ -9,7 +9,7 @@ leave the field None; the label rules skip such a device and say so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from edgefd.core.hostroot import HostRoot
 
@@ -30,8 +30,7 @@ CLASS_DIRS = ("accel", "apex", "drm", "hailo_chardev", "misc", "vfio-dev")
 _PCIE_ROOT = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
 
 
-@dataclass(frozen=True)
-class PciDevice:
+class PciDevice(NamedTuple):
     """One PCI function, as the kernel describes it."""
 
     address: str  # "0000:01:00.0"

@@ -10,7 +10,7 @@ device nor an interface is reported in `warnings`, never dropped silently.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from edgefd.core.hostroot import HostRoot
 
@@ -24,8 +24,7 @@ BUS_DIR = "/sys/bus/usb/devices"
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-@dataclass(frozen=True)
-class UsbInterface:
+class UsbInterface(NamedTuple):
     """One interface of the active configuration (`1-1.3:1.0`)."""
 
     name: str
@@ -35,8 +34,7 @@ class UsbInterface:
     driver: str | None
 
 
-@dataclass(frozen=True)
-class UsbDevice:
+class UsbDevice(NamedTuple):
     """One USB device (root hubs included), as the kernel describes it."""
 
     name: str  # sysfs name == port path, e.g. "1-1.3"; root hub "usb1"

@@ -8,12 +8,11 @@ it, so two roots can be used side by side (a test comparing fixtures, a benchmar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class HostRoot:
+class HostRoot(NamedTuple):
     root: Path
 
     @classmethod

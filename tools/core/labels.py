@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 NAME_MAX = 63
 PREFIX_MAX = 253
@@ -115,8 +114,7 @@ def _in_domain(ns: str, domain: str) -> bool:
     return ns == domain or ns.endswith("." + domain)
 
 
-@dataclass(frozen=True)
-class NamespacePolicy:
+class NamespacePolicy(NamedTuple):
     """Which label namespaces edgefd may write.
 
     Kubernetes-owned namespaces are refused because labels there steer the control plane
@@ -128,9 +126,7 @@ class NamespacePolicy:
     extra_denied: tuple[str, ...] = ()
     reserved: tuple[str, ...] = ("kubernetes.io", "k8s.io")
     exceptions: tuple[str, ...] = ("feature.node.kubernetes.io", "profile.node.kubernetes.io")
-    always_denied: tuple[str, ...] = field(
-        default=("node-role.kubernetes.io", "node-restriction.kubernetes.io"), repr=False
-    )
+    always_denied: tuple[str, ...] = ("node-role.kubernetes.io", "node-restriction.kubernetes.io")
 
     @classmethod
     def from_lists(cls, allowed: Iterable[str] = (), denied: Iterable[str] = ()) -> NamespacePolicy:
@@ -173,8 +169,7 @@ def check_label(key: str, value: str, policy: NamespacePolicy = DEFAULT_POLICY) 
     return check_key(key) or check_value(value) or policy.check(key)
 
 
-@dataclass(frozen=True)
-class Rejected:
+class Rejected(NamedTuple):
     """A label that was refused, with where it came from, so a person can fix the source.
 
     `str()` names the source and the reason only: a refused line may be something that was
@@ -214,11 +209,10 @@ def partition_labels(
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class Derivation(Generic[R]):
+class Derivation(NamedTuple, Generic[R]):
     """What a producer's label rules decided: the labels, one report per thing looked at (a
     USB device, a devicetree node) saying what it gave and why, and the labels refused."""
 
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str]
     reports: tuple[R, ...] = ()
     rejected: tuple[Rejected, ...] = ()

@@ -5,13 +5,12 @@ consumer reads the same objects."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from edgefd.bus.key import DeviceKey, DevNode
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What a device says about itself beyond its IDs, kept while it is away."""
 
     serial: str | None = None
@@ -24,8 +23,7 @@ class Facts:
 NO_FACTS = Facts()
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     """An accelerator (a catalogue match) or whatever a consumer's selector matched.
 
     Identity is (where, model): `key` and `model`, or the serial and the model for a device

@@ -16,31 +16,32 @@ others still get the snapshot.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.devnodes import glob_nodes, node_exists
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.errors import EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.log import get_logger
 from edgefd.core.service import WATCH_DEFAULTS, WatchSettings
 from edgefd.runtime.health import Freshness
-from edgefd.runtime.metrics import Metrics
 
-from . import state
 from .device import Device
-from .metrics import InventoryMetrics
 from .presence import Presence
 from .select import Selector, glob_devices, globs_of, identify
 from .snapshot import Diff, Snapshot, diff
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from edgefd.runtime.metrics import Metrics
+
+    from .metrics import InventoryMetrics
+
+log = get_logger(__name__)
 
 DEFAULT_HOLD = 3.0
 
@@ -50,8 +51,7 @@ OnSnapshot = Callable[[Snapshot], None]
 OnError = Callable[[EdgefdError], None]
 
 
-@dataclass(frozen=True)
-class _Subscriber:
+class _Subscriber(NamedTuple):
     name: str
     on_snapshot: OnSnapshot
     on_error: OnError | None
@@ -86,7 +86,11 @@ class Inventory:
         self.settings = settings
         self.use_uevents = use_uevents
         self.state_file = Path(state_file) if state_file is not None else None
-        self.metrics = InventoryMetrics(metrics) if metrics is not None else None
+        self.metrics: InventoryMetrics | None = None
+        if metrics is not None:  # prometheus_client only in a process that serves metrics
+            from .metrics import InventoryMetrics
+
+            self.metrics = InventoryMetrics(metrics)
         self.freshness = Freshness(settings.rescan_interval)
         self.last_error = ""
         self.scans = 0  # scans run, failed ones included
@@ -99,7 +103,8 @@ class Inventory:
         self._saved: Any = None
         self._save_error = ""
         self._old_files: list[Path] = []
-        self._restore(migrate_from)
+        if self.state_file is not None:
+            self._restore(migrate_from)
 
     # -- subscribers
 
@@ -192,7 +197,7 @@ class Inventory:
         if self.metrics:
             self.metrics.scan_failures.inc()
         if str(e) != self.last_error:
-            log.error("%s; keeping the last known devices", e)
+            log.error("%s; keeping the last snapshot until the host can be read again", e)
         self.last_error = str(e)
         for sub in list(self._subscribers):
             if sub.on_error is not None:
@@ -239,8 +244,9 @@ class Inventory:
     # -- the state file
 
     def _restore(self, migrate_from: str | Path | None) -> None:
-        if self.state_file is None:
-            return
+        from . import state
+
+        assert self.state_file is not None
         now = self._clock()
         if not self.state_file.exists() and not self.state_file.is_symlink() and migrate_from:
             devices, self._old_files = state.migrate_known(Path(migrate_from), self.catalogue, now)
@@ -253,6 +259,8 @@ class Inventory:
         every scan: last-seen times move all the time), and at stop."""
         if self.state_file is None or self._snapshot is None:
             return
+        from . import state
+
         devices = self._snapshot.devices
         body = [(state.device_to_json(d) | {"last_seen": 0}, d.present) for d in devices]
         if body == self._saved and not force:

@@ -12,7 +12,6 @@ prepared for the NCS2 may ever be pointed at it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from edgefd.bus.key import DeviceKey
@@ -32,6 +31,8 @@ def fit_label(raw: str, limit: int = MAX_NAME) -> str:
     label = _NOT_LABEL.sub("-", dashed.lower()).strip("-") or "device"
     if label == dashed and len(label) <= limit:
         return label
+    import hashlib  # lazy: most names need no hash, and it costs a start-up
+
     suffix = hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return label[: limit - len(suffix) - 1].rstrip("-") + "-" + suffix
 

@@ -21,7 +21,6 @@ selects (a hub, a NIC) is known by its place alone. Times: `mono` (monotonic) fo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
 from typing import Any
 
 from .device import Device, absence
@@ -29,11 +28,13 @@ from .device import Device, absence
 RESTORED = float("-inf")  # missing since before this process started: never held
 
 
-@dataclass
 class _Entry:
-    record: Any | None  # the bus record as last seen (None: known from the state file)
-    device: Device | None  # the device as last seen, present (None: a plain record)
-    missing_since: float | None = None  # monotonic; None while present
+    __slots__ = ("device", "missing_since", "record")
+
+    def __init__(self, record: Any, device: Device | None, missing: float | None = None) -> None:
+        self.record = record  # the bus record as last seen (None: known from the state file)
+        self.device = device  # the device as last seen, present (None: a plain record)
+        self.missing_since = missing  # monotonic; None while present
 
 
 def record_identity(record: Any) -> str:
@@ -53,7 +54,7 @@ class Presence:
         """Devices an earlier run knew; absent until a scan sees them."""
         for d in devices:
             if d.name not in self._entries:
-                self._entries[d.name] = _Entry(None, replace(d, present=True, reason=""), RESTORED)
+                self._entries[d.name] = _Entry(None, d._replace(present=True, reason=""), RESTORED)
 
     def update(self, seen: Iterable[tuple[Any, Device | None]], wall: float, mono: float) -> None:
         """One scan: (record, the device it is or None) for everything present now."""
@@ -114,8 +115,8 @@ class Presence:
                 out.append(e.device)
             elif e.missing_since == RESTORED:
                 why = f"not seen since the start (last at {e.device.key.where})"
-                out.append(replace(e.device, present=False, reason=why))
+                out.append(e.device._replace(present=False, reason=why))
             else:
                 why = absence(e.device, self._held(e, mono))
-                out.append(replace(e.device, present=False, reason=why))
+                out.append(e.device._replace(present=False, reason=why))
         return out

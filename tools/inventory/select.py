@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue, PciId, UsbId
 from edgefd.bus.key import DeviceKey, DevNode
@@ -24,8 +23,7 @@ from .naming import device_name
 ID_FROM = ("port", "serial")
 
 
-@dataclass(frozen=True)
-class Selector:
+class Selector(NamedTuple):
     """What one resource selects. Explicit IDs, when given, replace the model or kind."""
 
     name: str  # the resource, "edgefd.io/coral-usb"
@@ -112,7 +110,7 @@ def identify(
         by_serial=serial is not None,
     )
     reason = health_reason(dev, exists)
-    return replace(dev, reason=reason) if reason else dev
+    return dev._replace(reason=reason) if reason else dev
 
 
 def glob_devices(

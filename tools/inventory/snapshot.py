@@ -5,19 +5,17 @@ before it. Subscribers never see a half-updated picture and never share mutable 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgefd.bus.enumerate import ScanResult
 
 from .device import Device
 
 # what a change is made of; `last_seen` moves on every scan and is not a change
-COMPARED = tuple(f.name for f in fields(Device) if f.name not in ("name", "last_seen"))
+COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen"))
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One device that is new, forgotten, or different from the snapshot before."""
 
     name: str
@@ -64,8 +62,7 @@ class Change:
         return f"{self.name}: {'; '.join(parts)}"
 
 
-@dataclass(frozen=True)
-class Diff:
+class Diff(NamedTuple):
     """Every device change between two snapshots, by name."""
 
     changes: tuple[Change, ...] = ()
@@ -99,8 +96,7 @@ def diff(before: Mapping[str, Device], after: Mapping[str, Device]) -> Diff:
     return Diff(tuple(out))
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """The host as one scan saw it, with what the inventory remembers.
 
     `devices`: every device present or remembered, sorted by name (the device plugin's,

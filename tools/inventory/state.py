@@ -17,25 +17,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import re
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.key import DeviceKey, DevNode, dev_number
 from edgefd.bus.sysfs import dev_path
+from edgefd.core.log import get_logger
 from edgefd.core.publish import write_atomic
 
 from .device import Device, Facts
 from .naming import device_name
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 VERSION = 1
 MAX_BYTES = 4 << 20
@@ -122,7 +121,7 @@ def device_from_json(obj: Any, now: float) -> Device:
         f = obj.get("facts") or {}
         if not isinstance(f, dict):
             raise ValueError("facts is not a mapping")
-        facts = Facts(*(_opt_text(f.get(k)) for k in Facts.__dataclass_fields__))
+        facts = Facts(*(_opt_text(f.get(k)) for k in Facts._fields))
         name = obj["name"]
         if by_serial and not facts.serial:
             raise ValueError("named by a serial it does not have")
@@ -165,7 +164,7 @@ def device_to_json(d: Device) -> dict[str, Any]:
         "ids": d.ids,
         "nodes": [[n.path, n.dev] for n in d.nodes],
         "numa_node": d.numa_node,
-        "facts": {k: v for k, v in vars(d.facts).items() if v is not None},
+        "facts": {k: v for k, v in d.facts._asdict().items() if v is not None},
         "resources": list(d.resources),
         "by_serial": d.by_serial,
         "last_seen": d.last_seen,
@@ -275,7 +274,7 @@ def migrate_known(
     for d in _checked(links_dir / KNOWN_FILE, entries, now):
         old = devices.get(d.name)
         if old is not None:  # one device in two resources: one entry, both resources
-            d = replace(old, resources=old.resources + d.resources)
+            d = old._replace(resources=old.resources + d.resources)
         devices[d.name] = d
     if devices:
         log.info("%d device(s) taken over from %d %s file(s)", len(devices), len(files), KNOWN_FILE)

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from edgefd.core.errors import EdgefdError
+from edgefd.core.log import get_logger
 from edgefd.core.service import Listen
 
-from .metrics import Check, HealthServer, Metrics
+if TYPE_CHECKING:  # prometheus_client is imported only by a process that serves metrics
+    from .metrics import Check, HealthServer, Metrics
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # /healthz fails after three missed periods, never sooner than this: a loaded node may delay
 # one period, and a restart costs more than a late answer
@@ -47,6 +49,8 @@ def serve(
     when the address cannot be bound."""
     if listen is None:
         return None
+    from .metrics import HealthServer
+
     host, port = listen
     try:
         server = HealthServer(metrics, host, port, healthz=healthz, readyz=readyz).start()

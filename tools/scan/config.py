@@ -7,8 +7,8 @@ A bus brings its constants as `BusRules`; everything else is the same for every 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from edgefd.core.errors import UsageError
 from edgefd.core.schema import Fields, read_yaml
@@ -17,8 +17,7 @@ WHITELIST_KEY = "deviceClassWhitelist"
 FIELDS_KEY = "deviceLabelFields"
 
 
-@dataclass(frozen=True)
-class BusRules:
+class BusRules(NamedTuple):
     """NFD's per-bus constants: which attributes may name a label, and the defaults."""
 
     bus: str
@@ -28,8 +27,7 @@ class BusRules:
     default_whitelist: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(NamedTuple):
     class_whitelist: tuple[str, ...]
     label_fields: tuple[str, ...]
 

@@ -11,12 +11,10 @@ module never imports a bus, or a tool, by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
-from edgefd.core.hostroot import HostRoot
 from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
 
 from .config import BusRules, SourceConfig
@@ -26,8 +24,7 @@ CAPABILITY_DOMAIN = "edgefd.io"
 NFD_PREFIX = DEFAULT_NAMESPACE + "/"
 
 
-@dataclass(frozen=True)
-class DeviceReport:
+class DeviceReport(NamedTuple):
     """Why one device did or did not produce labels, for --explain."""
 
     key: str  # "usb 1-1.3"
@@ -35,8 +32,7 @@ class DeviceReport:
     lines: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class BusSpec(Generic[D]):
+class BusSpec(NamedTuple, Generic[D]):
     """A bus scanner: NFD's label rules for one bus, plugged onto that bus's reader."""
 
     rules: BusRules
@@ -63,8 +59,7 @@ def describe_match(m: AccelMatch) -> str:
     return f"{m.accelerator.id} ({m.accelerator.name}{state})"
 
 
-@dataclass
-class Evaluation:
+class Evaluation(NamedTuple):
     """Everything one scan produced: the labels and how they came about."""
 
     spec: BusSpec[Any]
@@ -75,18 +70,12 @@ class Evaluation:
     own_matches: dict[str, AccelMatch]
     other_matches: list[AccelMatch]
     capabilities: dict[str, str]
-    rejected: list[Rejected] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    rejected: list[Rejected]
+    warnings: list[str]
 
 
 def _matches(devices: Iterable[Any], catalogue: Catalogue) -> list[AccelMatch]:
     return [m for m in map(catalogue.match, devices) if m is not None]
-
-
-def scan_buses(readers: Sequence[BusReader[Any]], host: HostRoot) -> dict[str, ScanResult[Any]]:
-    """Each bus scanned once. HostUnreadable propagates: a bus that cannot be read must not
-    become a file saying it is empty."""
-    return {r.bus: r.scan(host) for r in readers}
 
 
 def evaluate(

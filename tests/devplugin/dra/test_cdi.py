@@ -38,7 +38,7 @@ def coral(node: str = "/dev/bus/usb/002/003", port: str = "2-1", **kw: Any) -> D
         ids="18d1:9302",
         nodes=(DevNode(node, "189:130"),),
     )
-    return replace(d, **kw)
+    return d._replace(**kw)
 
 
 def apex(**kw: Any) -> Device:
@@ -46,7 +46,7 @@ def apex(**kw: Any) -> Device:
     d = Device(
         "coral-pcie-0000-02-00-0", key, "coral-pcie", "edgetpu", nodes=(DevNode("/dev/apex_0"),)
     )
-    return replace(d, **kw)
+    return d._replace(**kw)
 
 
 def table(*pairs: tuple[Device, Any]) -> dict[str, Entry]:

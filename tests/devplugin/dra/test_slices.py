@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,7 @@ def test_sample_nodes_attribute_for_attribute(node: str, tmp_path: Path) -> None
 def _dev(**kw) -> Device:
     node = DevNode("/dev/bus/usb/002/003", "189:130")
     base = Device("coral-usb-2-1", DeviceKey("usb", "2-1"), "coral-usb", "edgetpu", nodes=(node,))
-    return replace(base, **kw)
+    return base._replace(**kw)
 
 
 def test_an_unplugged_device_stays_tainted_with_a_stable_time() -> None:
@@ -76,7 +75,7 @@ def test_an_unplugged_device_stays_tainted_with_a_stable_time() -> None:
         "timeAdded": "2023-11-14T22:13:20Z",
     }
     # a rescan of the absent device gives the same bytes: no write
-    assert slices.taints(gone) == slices.taints(replace(gone))
+    assert slices.taints(gone) == slices.taints(gone._replace())
 
 
 def test_a_present_device_without_a_node_is_tainted_without_time() -> None:

@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 
 import click
 
-from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError
-from .core.escape import printable
+from ..core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError
+from ..core.escape import printable
+from ..core.service import Listen as Listen
+from ..core.service import parse_listen as parse_listen
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
@@ -30,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def setup_logging(verbosity: int, tool: str) -> None:
     """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
     message is shown (edgefd.core.log)."""
-    from .core import log
+    from ..core import log
 
     log.configure(verbosity, tool)
 
@@ -73,26 +75,6 @@ class Duration(click.ParamType):
         return seconds
 
 
-Listen = tuple[str, int] | None
-
-
-def parse_listen(value: str) -> Listen:
-    """`host:port`, `:port` (all interfaces) or '' (no server); port 0 picks a free port."""
-    value = value.strip()
-    if not value:
-        return None
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        raise ValueError(f"{value!r}: expected HOST:PORT or :PORT")
-    try:
-        port_n = int(port)
-    except ValueError:
-        raise ValueError(f"{value!r}: port must be a number") from None
-    if not 0 <= port_n <= 65535:
-        raise ValueError(f"{value!r}: port out of range")
-    return host.strip("[]") or "0.0.0.0", port_n
-
-
 class ListenAddress(click.ParamType):
     name = "HOST:PORT"
 
@@ -118,7 +100,7 @@ class DnsName(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         # the label rules' own checks, imported only when a name is given (start-up floor)
-        from .core.labels import DNS_LABEL_MAX, PREFIX_MAX, is_dns_label, is_dns_subdomain
+        from ..core.labels import DNS_LABEL_MAX, PREFIX_MAX, is_dns_label, is_dns_subdomain
 
         text = str(value)
         if self.label:
@@ -204,7 +186,7 @@ def listen_option(default: str) -> Callable[[F], F]:
 
 def watch_options(f: F) -> F:
     """--poll-interval and --rescan-interval, with the one set of defaults (WatchSettings)."""
-    from .core.service import WatchSettings
+    from ..core.service import WatchSettings
 
     d = WatchSettings()
     f = click.option(
