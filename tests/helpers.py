@@ -1,4 +1,10 @@
-"""Helpers every test suite shares: waiting for a condition, without a copy per module."""
+"""What every test suite shares, once: waiting for a condition.
+
+`wait_until` polls a predicate until it returns something true and returns that, or fails the
+test; a predicate that raises one of `errors` (an API server that is restarting, a file
+caught half written) counts as "not yet", and the last such error is named if time runs out.
+`seconds_until` is the same for a test that measures how long it took.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,32 @@ from typing import Any
 
 
 def wait_until(
-    pred: Callable[[], Any], timeout: float = 5.0, step: float = 0.01, what: str = "condition"
+    pred: Callable[[], Any],
+    timeout: float = 5.0,
+    step: float = 0.01,
+    what: str = "condition",
+    errors: tuple[type[BaseException], ...] = (Exception,),
 ) -> Any:
-    """Poll `pred` until it returns something true (and return that), or fail the test after
-    `timeout` seconds. A predicate that raises counts as not yet (a file half written)."""
     deadline = time.monotonic() + timeout
+    last: BaseException | None = None
     while True:
         try:
-            v = pred()
-        except (LookupError, AttributeError, OSError, ValueError):
-            v = None
-        if v:
-            return v
+            value = pred()
+        except errors as e:
+            value, last = None, e
+        if value:
+            return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
+            extra = f" (last error: {last!r})" if last is not None else ""
+            raise AssertionError(f"{what}: not within {timeout:g}s{extra}")
         time.sleep(step)
+
+
+def seconds_until(pred: Callable[[], Any], timeout: float, step: float = 0.02) -> float | None:
+    """How long until `pred()` is true; None if it is not within `timeout`."""
+    start = time.monotonic()
+    try:
+        wait_until(pred, timeout, step)
+    except AssertionError:
+        return None
+    return time.monotonic() - start

@@ -313,7 +313,7 @@ def test_nodefeature_rights_with_a_pod_token(
     rights, publishes its NodeFeature; the token can no longer read or patch any Node."""
     import kubernetes
 
-    from tests.feature_sink.test_realpeer import NODEFEATURE_CRD
+    from tests.feature_sink.peer import NODEFEATURE_CRD
 
     write_kustomization(tmp_path, ("nodefeature",))
     r = kubectl(kube_apiserver, "apply", "--server-side", *SSA,
