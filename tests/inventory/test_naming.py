@@ -39,3 +39,10 @@ def test_lossy_or_long_names_get_a_hash_and_stay_distinct() -> None:
     for n in (a, upper, long, fit_label("--"), fit_label("é")):
         assert LABEL.fullmatch(n), n
     assert fit_label("coral-usb-2-1-r0", 10) != fit_label("coral-usb-2-1-r1", 10)
+
+
+def test_names_that_need_no_regex_and_those_that_do_agree_with_the_rule() -> None:
+    # nothing left: "device" and a hash of what it was
+    assert fit_label("").startswith("device-") and fit_label("-").startswith("device-")
+    assert fit_label("a-b") == "a-b" and fit_label("-a") != "-a" and fit_label("a" * 64) != "a" * 64
+    assert fit_label("usb-1-\udcff").startswith("usb-1-")  # undecodable bytes from sysfs

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from edgefd.core.labels import check_name, check_prefix
+from edgefd.core.record import Record
 from edgefd.core.schema import Fields, parse_yaml, read_text
 
 from .key import DeviceKey
@@ -26,10 +27,9 @@ DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
 
 USB_STATES = ("boot", "runtime", "")
 _ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class UsbId(NamedTuple):
+class UsbId(Record):
     """One USB vendor:product pair, and which life stage of the device it identifies."""
 
     vendor: str
@@ -37,7 +37,7 @@ class UsbId(NamedTuple):
     state: str = ""  # "boot" | "runtime" | "" ; lower-case hex IDs
 
 
-class PciId(NamedTuple):
+class PciId(Record):
     """A PCI match: vendor, optionally device and/or a class-code prefix (None = any)."""
 
     vendor: str
@@ -52,7 +52,7 @@ class PciId(NamedTuple):
         )
 
 
-class Accelerator(NamedTuple):
+class Accelerator(Record):
     """One kind of accelerator hardware, however many IDs it shows up under."""
 
     id: str
@@ -65,7 +65,7 @@ class Accelerator(NamedTuple):
     env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
 
 
-class Catalogue(NamedTuple):
+class Catalogue(Record):
     accelerators: tuple[Accelerator, ...]
 
     def match_usb(self, vendor: str, product: str) -> tuple[Accelerator, UsbId] | None:
@@ -107,7 +107,7 @@ class Catalogue(NamedTuple):
         return None
 
 
-class AccelMatch(NamedTuple):
+class AccelMatch(Record):
     """One device the catalogue recognises; one physical accelerator counts once."""
 
     key: DeviceKey  # where it is
@@ -148,7 +148,7 @@ def env_pairs(f: Fields, key: str) -> tuple[tuple[str, str], ...]:
     """A `NAME: value` mapping of container environment, as sorted pairs."""
     out: dict[str, str] = {}
     for k, v in f.mapping(key).items():
-        if not isinstance(k, str) or not _ENV_RE.match(k):
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise f.error("not a valid environment variable name", f"{key}.{k}")
         if isinstance(v, bool) or not isinstance(v, str | int | float):
             raise f.error("value must be a string", f"{key}.{k}")

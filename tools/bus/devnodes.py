@@ -15,6 +15,9 @@ from .key import DevNode
 def glob_nodes(host: HostRoot, globs: Iterable[str]) -> tuple[DevNode, ...]:
     """Every /dev path matching one of `globs`, sorted, with its char major:minor when it is a
     character device (a fixture tree's plain files have none)."""
+    globs = tuple(globs)
+    if not globs:
+        return ()
     import glob  # lazy: only a resource made of globs needs it
 
     out: dict[str, DevNode] = {}

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
 from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
 from .sysfs import note_dir_error
 
 D = TypeVar("D")
 
 
-class ScanResult(NamedTuple, Generic[D]):
+class ScanResult(Record, Generic[D]):
     """Devices found on one bus plus every problem met, for the caller to show."""
 
     devices: tuple[D, ...]
@@ -28,7 +29,7 @@ class ScanResult(NamedTuple, Generic[D]):
     bus_present: bool = True  # False: no such bus directory under the root (no such bus)
 
 
-class BusReader(NamedTuple, Generic[D]):
+class BusReader(Record, Generic[D]):
     """How to read one bus."""
 
     bus: str  # "usb", "pci"

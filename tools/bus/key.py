@@ -16,13 +16,10 @@ cost nothing to define at start-up.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
-_DEV_NUMBER = re.compile(r"[0-9]{1,10}:[0-9]{1,10}")
+from edgefd.core.record import Record
 
 
-class DeviceKey(NamedTuple):
+class DeviceKey(Record):
     """A place on a bus: ("usb", "1-1.3"), ("pci", "0000:02:00.0"), ("dev", "/dev/hailo0")."""
 
     bus: str
@@ -41,7 +38,7 @@ class DeviceKey(NamedTuple):
         return self.place
 
 
-class DevNode(NamedTuple):
+class DevNode(Record):
     """One device node: its host path and char `major:minor` ("189:3"; None if unknown)."""
 
     path: str
@@ -63,5 +60,6 @@ def dev_number(text: str | None) -> str | None:
     """A sysfs `dev` attribute ("189:3\\n") as "189:3", or None when it is not one."""
     if text is None:
         return None
-    text = text.strip()
-    return text if _DEV_NUMBER.fullmatch(text) else None
+    major, sep, minor = text.strip().partition(":")
+    ok = sep and all(0 < len(n) <= 10 and n.isascii() and n.isdigit() for n in (major, minor))
+    return f"{major}:{minor}" if ok else None

@@ -8,10 +8,8 @@ leave the field None; the label rules skip such a device and say so.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
 from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost, scandir_names
 from .key import DeviceKey, DevNode
@@ -26,11 +24,9 @@ REQUIRED = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
 # <dev>/apex/apex_0 (Coral gasket driver), drm/card0 + renderD128, accel/accel0 (DRM accel),
 # hailo_chardev/hailo0 (Hailo), misc/..., vfio-dev/vfio0 (VFIO cdev)
 CLASS_DIRS = ("accel", "apex", "drm", "hailo_chardev", "misc", "vfio-dev")
-# the host bridge a function hangs below, `pci<domain>:<bus>` in its sysfs path
-_PCIE_ROOT = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}")
 
 
-class PciDevice(NamedTuple):
+class PciDevice(Record):
     """One PCI function, as the kernel describes it."""
 
     address: str  # "0000:01:00.0"
@@ -140,7 +136,20 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         nodes=nodes,
         has_sriov=has_sriov,
         driver_version=version or None,
-        pcie_root=next((p for p in path.split("/") if _PCIE_ROOT.fullmatch(p)), None),
+        pcie_root=next((p for p in path.split("/") if _is_pcie_root(p)), None),
+    )
+
+
+def _is_pcie_root(part: str) -> bool:
+    """`pci<domain>:<bus>` (pci0000:00): the host bridge a function's sysfs path is below."""
+    domain, sep, bus = part.removeprefix("pci").partition(":")
+    hexdigits = "0123456789abcdef"
+    return (
+        part.startswith("pci")
+        and bool(sep)
+        and len(domain) == 4
+        and len(bus) == 2
+        and all(c in hexdigits for c in domain + bus)
     )
 
 

@@ -10,9 +10,9 @@ device nor an interface is reported in `warnings`, never dropped silently.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
 from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost
 from .key import DeviceKey, DevNode
@@ -24,7 +24,7 @@ BUS_DIR = "/sys/bus/usb/devices"
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-class UsbInterface(NamedTuple):
+class UsbInterface(Record):
     """One interface of the active configuration (`1-1.3:1.0`)."""
 
     name: str
@@ -34,7 +34,7 @@ class UsbInterface(NamedTuple):
     driver: str | None
 
 
-class UsbDevice(NamedTuple):
+class UsbDevice(Record):
     """One USB device (root hubs included), as the kernel describes it."""
 
     name: str  # sysfs name == port path, e.g. "1-1.3"; root hub "usb1"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+
+from .record import Record
 
 
-class HostRoot(NamedTuple):
+class HostRoot(Record):
     root: Path
 
     @classmethod

@@ -3,7 +3,7 @@ and how it watches for changes. Plain values, no click (the CLI builds them from
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from .record import Record
 
 Listen = tuple[str, int] | None
 
@@ -25,7 +25,7 @@ def parse_listen(value: str) -> Listen:
     return host.strip("[]") or "0.0.0.0", port_n
 
 
-class WatchSettings(NamedTuple):
+class WatchSettings(Record):
     """How a watcher of the buses sees changes, one set of defaults for every tool.
 
     poll_interval    how often a listing is compared where no event source works (no

@@ -10,9 +10,7 @@ class SinkMetrics:
     def __init__(self, m: Metrics | None = None) -> None:
         self.m = m = m if m is not None else Metrics()
         self.value = m.value
-        self.syncs = m.counter(
-            "edgefd_sink_syncs_total", "Sync attempts, by result.", ["result"]
-        )
+        self.syncs = m.counter("edgefd_sink_syncs_total", "Sync attempts, by result.", ["result"])
         self.failures = m.counter(
             "edgefd_sink_sync_failures_total",
             "Failed syncs, by reason (unreachable, refused...).",

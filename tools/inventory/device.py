@@ -5,12 +5,12 @@ consumer reads the same objects."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from edgefd.bus.key import DeviceKey, DevNode
+from edgefd.core.record import Record
 
 
-class Facts(NamedTuple):
+class Facts(Record):
     """What a device says about itself beyond its IDs, kept while it is away."""
 
     serial: str | None = None
@@ -23,7 +23,7 @@ class Facts(NamedTuple):
 NO_FACTS = Facts()
 
 
-class Device(NamedTuple):
+class Device(Record):
     """An accelerator (a catalogue match) or whatever a consumer's selector matched.
 
     Identity is (where, model): `key` and `model`, or the serial and the model for a device

@@ -5,14 +5,17 @@ other version), the bound driver, the serial, the PCIe root. Pure: the bus layer
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 from .device import Facts
 
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
-)
-_BCD = re.compile(r"[0-9]{4}")
+
+@cache  # only a device whose driver says its version needs it
+def _semver() -> re.Pattern[str]:
+    return re.compile(
+        r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
+    )
 
 
 def semver(text: str | None) -> str | None:
@@ -23,14 +26,14 @@ def semver(text: str | None) -> str | None:
     parts = text.split(".")
     if 1 <= len(parts) < 3 and all(p.isdigit() for p in parts):
         text = ".".join([str(int(p)) for p in parts] + ["0"] * (3 - len(parts)))
-    return text if len(text) <= 64 and _SEMVER.match(text) else None
+    return text if len(text) <= 64 and _semver().match(text) else None
 
 
 def bcd_version(bcd: str | None) -> str | None:
     """USB bcdDevice `0x JJ M N` (binary-coded decimal): `0421` -> `4.2.1`."""
-    if not bcd or not _BCD.fullmatch(bcd.strip()):
+    b = (bcd or "").strip()
+    if len(b) != 4 or not (b.isascii() and b.isdigit()):
         return None
-    b = bcd.strip()
     return f"{int(b[:2])}.{int(b[2])}.{int(b[3])}"
 
 

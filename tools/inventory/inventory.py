@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.devnodes import glob_nodes, node_exists
@@ -28,8 +28,8 @@ from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.errors import EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
+from edgefd.core.record import Record
 from edgefd.core.service import WATCH_DEFAULTS, WatchSettings
-from edgefd.runtime.health import Freshness
 
 from .device import Device
 from .presence import Presence
@@ -51,7 +51,7 @@ OnSnapshot = Callable[[Snapshot], None]
 OnError = Callable[[EdgefdError], None]
 
 
-class _Subscriber(NamedTuple):
+class _Subscriber(Record):
     name: str
     on_snapshot: OnSnapshot
     on_error: OnError | None
@@ -91,7 +91,7 @@ class Inventory:
             from .metrics import InventoryMetrics
 
             self.metrics = InventoryMetrics(metrics)
-        self.freshness = Freshness(settings.rescan_interval)
+        self.freshness: Any = None  # the /healthz of a watching inventory: start()
         self.last_error = ""
         self.scans = 0  # scans run, failed ones included
         self._clock, self._mono = clock, monotonic
@@ -171,7 +171,8 @@ class Inventory:
 
     def _scan(self, strict: bool) -> Snapshot | None:
         with self._lock:
-            self.freshness.touch()
+            if self.freshness is not None:
+                self.freshness.touch()
             self.scans += 1
             if self.metrics:
                 self.metrics.scans.inc()
@@ -287,8 +288,10 @@ class Inventory:
     def start(self) -> Inventory:
         """Watch every bus (before the first scan, so a change during it is not lost), then
         scan once."""
+        from edgefd.runtime.health import Freshness
         from edgefd.runtime.watch import Watcher
 
+        self.freshness = Freshness(self.settings.rescan_interval)
         buses = [r.bus for r in self.readers]
         s = self.settings
         self._watcher = Watcher(

@@ -18,7 +18,7 @@ from edgefd.bus.key import DeviceKey
 
 MAX_NAME = 63  # a DNS label, what DRA requires of a device name
 
-_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 # they only separate numbers and path parts, so turning them into '-' loses nothing
 _SEPARATORS = str.maketrans({".": "-", ":": "-", "/": "-"})
 
@@ -28,7 +28,9 @@ def fit_label(raw: str, limit: int = MAX_NAME) -> str:
     loses anything else (upper case, other characters) or is too long keeps a readable head
     and ends in a hash of the whole `raw`, so names stay distinct and stable."""
     dashed = raw.translate(_SEPARATORS)
-    label = _NOT_LABEL.sub("-", dashed.lower()).strip("-") or "device"
+    if 0 < len(dashed) <= limit and _LABEL_CHARS.issuperset(dashed) and dashed.strip("-") == dashed:
+        return dashed  # the common case, checked without a regex
+    label = re.sub(r"[^a-z0-9-]+", "-", dashed.lower()).strip("-") or "device"
     if label == dashed and len(label) <= limit:
         return label
     import hashlib  # lazy: most names need no hash, and it costs a start-up

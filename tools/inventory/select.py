@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue, PciId, UsbId
 from edgefd.bus.key import DeviceKey, DevNode
+from edgefd.core.record import Record
 
 from .device import Device, health_reason
 from .facts import facts_of
@@ -23,7 +24,7 @@ from .naming import device_name
 ID_FROM = ("port", "serial")
 
 
-class Selector(NamedTuple):
+class Selector(Record):
     """What one resource selects. Explicit IDs, when given, replace the model or kind."""
 
     name: str  # the resource, "edgefd.io/coral-usb"

@@ -5,9 +5,10 @@ before it. Subscribers never see a half-updated picture and never share mutable 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from edgefd.bus.enumerate import ScanResult
+from edgefd.core.record import Record
 
 from .device import Device
 
@@ -15,7 +16,7 @@ from .device import Device
 COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen"))
 
 
-class Change(NamedTuple):
+class Change(Record):
     """One device that is new, forgotten, or different from the snapshot before."""
 
     name: str
@@ -62,7 +63,7 @@ class Change(NamedTuple):
         return f"{self.name}: {'; '.join(parts)}"
 
 
-class Diff(NamedTuple):
+class Diff(Record):
     """Every device change between two snapshots, by name."""
 
     changes: tuple[Change, ...] = ()
@@ -96,7 +97,7 @@ def diff(before: Mapping[str, Device], after: Mapping[str, Device]) -> Diff:
     return Diff(tuple(out))
 
 
-class Snapshot(NamedTuple):
+class Snapshot(Record):
     """The host as one scan saw it, with what the inventory remembers.
 
     `devices`: every device present or remembered, sorted by name (the device plugin's,

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from edgefd.core.errors import UsageError
+from edgefd.core.record import Record
 from edgefd.core.schema import Fields, read_yaml
 
 WHITELIST_KEY = "deviceClassWhitelist"
 FIELDS_KEY = "deviceLabelFields"
 
 
-class BusRules(NamedTuple):
+class BusRules(Record):
     """NFD's per-bus constants: which attributes may name a label, and the defaults."""
 
     bus: str
@@ -27,7 +27,7 @@ class BusRules(NamedTuple):
     default_whitelist: tuple[str, ...]
 
 
-class SourceConfig(NamedTuple):
+class SourceConfig(Record):
     class_whitelist: tuple[str, ...]
     label_fields: tuple[str, ...]
 

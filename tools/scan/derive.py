@@ -11,11 +11,12 @@ module never imports a bus, or a tool, by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
+from edgefd.core.record import Record
 
 from .config import BusRules, SourceConfig
 
@@ -24,7 +25,7 @@ CAPABILITY_DOMAIN = "edgefd.io"
 NFD_PREFIX = DEFAULT_NAMESPACE + "/"
 
 
-class DeviceReport(NamedTuple):
+class DeviceReport(Record):
     """Why one device did or did not produce labels, for --explain."""
 
     key: str  # "usb 1-1.3"
@@ -32,7 +33,7 @@ class DeviceReport(NamedTuple):
     lines: tuple[str, ...]
 
 
-class BusSpec(NamedTuple, Generic[D]):
+class BusSpec(Record, Generic[D]):
     """A bus scanner: NFD's label rules for one bus, plugged onto that bus's reader."""
 
     rules: BusRules
@@ -59,7 +60,7 @@ def describe_match(m: AccelMatch) -> str:
     return f"{m.accelerator.id} ({m.accelerator.name}{state})"
 
 
-class Evaluation(NamedTuple):
+class Evaluation(Record):
     """Everything one scan produced: the labels and how they came about."""
 
     spec: BusSpec[Any]

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from edgefd.bus.enumerate import BusReader
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
 from edgefd.core.publish import Publisher
+from edgefd.core.record import Record
 from edgefd.core.service import Listen, WatchSettings
 
 from .config import resolve_config, split_list
@@ -48,7 +49,7 @@ def load_producer(name: str) -> BusSpec[Any]:
     return spec
 
 
-class Labelling(NamedTuple):
+class Labelling(Record):
     """Which labels: NFD's settings for the scanner's own bus (--config, --class-whitelist,
     --label-fields), the catalogue, and the other producers of the process (--also)."""
 
@@ -60,14 +61,14 @@ class Labelling(NamedTuple):
     also: Sequence[str] = ()
 
 
-class Outputs(NamedTuple):
+class Outputs(Record):
     features_dir: str
     dry_run: bool = False
     output: str = "text"  # text | json
     explain: bool = False
 
 
-class Watching(NamedTuple):
+class Watching(Record):
     hold: float
     settings: WatchSettings
     listen: Listen = None

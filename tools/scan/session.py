@@ -12,7 +12,7 @@ to the command, which exits with their code.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.enumerate import BusReader, rehost
@@ -21,6 +21,7 @@ from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
 from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
+from edgefd.core.record import Record
 
 from .config import SourceConfig
 from .derive import BusSpec, Evaluation, evaluate
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 
-class Producer(NamedTuple):
+class Producer(Record):
     """One feature file: its bus scanner, its NFD settings and where its labels go."""
 
     spec: BusSpec[Any]
