@@ -172,13 +172,17 @@ def write(d: Path, name: str, labels: dict[str, str]) -> None:
     os.replace(tmp, d / name)
 
 
-def run_sink(*args: str, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
+def run_sink(
+    *args: str, stdin: bytes = b"", env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """`python -m edgefd.feature_sink ARGS` to its end (with `env` added to the environment)."""
     return subprocess.run(
         [sys.executable, "-m", "edgefd.feature_sink", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
         timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
