@@ -121,3 +121,15 @@ def test_one_match_for_any_record(tmp_path: Path) -> None:
         (DeviceKey("pci", "0000:02:00.0"), "coral-pcie", "pci", "0000:02:00.0"),
         (DeviceKey("pci", "0000:04:00.0"), "hailo8", "pci", "0000:04:00.0"),
     ]
+
+
+def test_the_packaged_file_reads_the_same_as_json() -> None:
+    """It is read as a Python literal (no json import at start-up): that must be exactly what
+    the JSON reading of it gives."""
+    import json
+
+    from edgefd.bus.catalogue import DEFAULT_PATH, _parse_yaml
+
+    text = DEFAULT_PATH.read_text()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    assert _parse_yaml(text, DEFAULT_PATH) == json.loads(body)

@@ -226,11 +226,20 @@ def _parse_yaml(text: str, path: Path) -> Any:
     """Parse catalogue YAML; JSON-compatible YAML (the packaged file) skips PyYAML's import.
 
     Importing PyYAML costs more than the whole scan of a small node, and the packaged file is
-    written so that, without its whole-line comments, it is JSON.
+    written so that, without its whole-line comments, it is JSON. It is also, like every JSON
+    document without true, false or null, a Python literal: read as one, it costs nothing to
+    import (`ast` is loaded with click), where `json` would cost more than parsing it.
     """
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    if path == DEFAULT_PATH:
+        import ast
+
+        try:
+            return ast.literal_eval(body)
+        except (ValueError, SyntaxError):
+            pass
     import json
 
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     try:
         return json.loads(body)
     except ValueError:

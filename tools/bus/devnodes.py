@@ -35,7 +35,3 @@ def glob_nodes(host: HostRoot, globs: Iterable[str]) -> tuple[DevNode, ...]:
                 dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
             out[node] = DevNode(node, dev)
     return tuple(out[k] for k in sorted(out))
-
-
-def node_exists(host: HostRoot, path: str) -> bool:
-    return os.path.exists(host.path(path))

@@ -27,6 +27,10 @@ class HostRoot(Record):
         rel = os.path.normpath("/" + os.fspath(host_path)).lstrip("/")
         return self.root / rel if rel else self.root
 
+    def exists(self, host_path: str | os.PathLike[str]) -> bool:
+        """Whether `host_path` exists on the host (a device node, say)."""
+        return os.path.exists(self.path(host_path))
+
     def host_path(self, path: str | os.PathLike[str]) -> str:
         """Map a path under this root back to the path the host itself would use."""
         rel = os.path.relpath(os.path.abspath(path), self.root)

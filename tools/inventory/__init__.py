@@ -3,8 +3,8 @@ catalogue match and the selectors, presence with the hold and the memory, the fa
 scanners, the device plugin, DRA and every later consumer subscribe to as equals.
 
 Modules: `inventory` (the Inventory: watch, scan, publish), `snapshot` (Snapshot, Diff,
-Change), `device` (Device, Facts), `select` (Selector: what a resource selects), `naming`
-(the one device name), `presence` (the hold and the memory), `state` (the state file),
-`facts`, `metrics`. Below the scan engine and the tools, above bus and runtime; no click,
-no gRPC, no Kubernetes.
+Change), `device` (Device, Facts and their shaping), `select` (Selector: what a resource
+selects; which records are devices), `naming` (the one device name), `presence` (the hold and
+the memory), `state` (the state file), `metrics`. Below the scan engine and the tools, above
+bus and runtime; no click, no gRPC, no Kubernetes.
 """

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgefd.bus.catalogue import Catalogue
-from edgefd.bus.devnodes import glob_nodes, node_exists
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.errors import EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
@@ -210,15 +209,17 @@ class Inventory:
     def _update(self, scans: dict[str, ScanResult[Any]]) -> Snapshot:
         wall, mono = self._clock(), self._mono()
 
-        def exists(path: str) -> bool:
-            return node_exists(self.host, path)
-
+        exists = self.host.exists
         seen: list[tuple[Any, Device | None]] = []
         for res in scans.values():
             for rec in res.devices:
                 seen.append((rec, identify(rec, self.catalogue, self.selectors, exists, wall)))
-        nodes = glob_nodes(self.host, globs_of(self.selectors))
-        seen.extend((None, d) for d in glob_devices(self.selectors, nodes, wall))
+        globs = globs_of(self.selectors)
+        if globs:  # bare /dev nodes: a resource made of globs
+            from edgefd.bus.devnodes import glob_nodes
+
+            nodes = glob_nodes(self.host, globs)
+            seen.extend((None, d) for d in glob_devices(self.selectors, nodes, wall))
         self._presence.update(seen, wall, mono)
         devices = tuple(self._presence.devices(mono))
         prev = self._snapshot

@@ -17,8 +17,7 @@ from edgefd.bus.catalogue import AccelMatch, Catalogue, PciId, UsbId
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.core.record import Record
 
-from .device import Device, health_reason
-from .facts import facts_of
+from .device import Device, facts_of, health_reason
 from .naming import device_name
 
 ID_FROM = ("port", "serial")

@@ -17,7 +17,7 @@ from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.dryrun import slices as dry_slices
-from edgefd.inventory import facts
+from edgefd.inventory import device as facts
 from edgefd.inventory.device import Device
 from tests.devplugin.dra.hardware import expected_devices
 from tests.fixturegen import build_host
