@@ -195,6 +195,8 @@ def test_allocate_and_unknown_ids(plugin: App, kubelet: FakeKubelet, plugin_dir:
     assert 'edgefd_devplugin_allocations_total{resource="edgefd.io/coral-usb"} 1' in text
     assert 'edgefd_devplugin_allocate_errors_total{resource="edgefd.io/coral-usb"} 1' in text
     assert 'edgefd_devplugin_devices{health="Healthy",resource="edgefd.io/coral-usb"} 1' in text
+    # ready once every resource is registered (under load the last ones take a moment)
+    wait_until(lambda: all(rp.registered.is_set() for rp in plugin.v1.resources.values()))
     ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read().decode()
     assert "registered" in ok
 

@@ -235,6 +235,8 @@ class Inventory:
         )
         for w in snap.warnings:
             log.debug("scan: %s", w)
+        for change in snap.diff.changes:
+            log.debug("device %s", change.describe())
         self._snapshot = snap
         if self.metrics:
             self.metrics.held.set(snap.held_count)
