@@ -289,8 +289,10 @@ def test_dockerfile_final_stage() -> None:
             "COPY --from=builder /opt/edgefd /opt/edgefd\n"
             "RUN apt-get update && apt-get install -y gcc",
         ),
-        lambda t: t.rsplit("FROM --platform=$TARGETPLATFORM ${PYTHON_IMAGE}\n", 1)[0]
-        + "FROM python:3.12\nUSER 65532\n",
+        lambda t: (
+            t.rsplit("FROM --platform=$TARGETPLATFORM ${PYTHON_IMAGE}\n", 1)[0]
+            + "FROM python:3.12\nUSER 65532\n"
+        ),
     ],
     ids=["root-user", "no-user", "compiler", "other-base"],
 )
@@ -307,7 +309,7 @@ def test_builder_installs_the_package_and_checks_every_entrypoint() -> None:
     # the builder runs on the build machine's architecture: nothing emulated
     assert base.split()[0] == "--platform=$BUILDPLATFORM", base
     builder = " ".join(rest for i, rest in stages[0] if i == "RUN")
-    assert f"scripts/image/install_venv.py --arch \"$TARGETARCH\"" in builder
+    assert 'scripts/image/install_venv.py --arch "$TARGETARCH"' in builder
     assert f"--installer /tmp/installer {VENV} /src" in builder
     for script in console_scripts():
         assert f"{VENV}/bin/{script} --help" in builder, f"builder does not smoke-test {script}"
