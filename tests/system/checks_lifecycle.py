@@ -121,8 +121,8 @@ def check_delete(run: Run) -> dict[str, Any]:
 
 def check_figures(run: Run) -> dict[str, Any]:
     """9. The figures: DaemonSet create -> labels, -> allocatable; memory after 30 s idle (in
-    the first scenario of each way of installing: the same pod after that); image size. A
-    check only in that each must have been measured."""
+    the first scenario of each device API: the same pod after that); image size. A check only
+    in that each must have been measured."""
     want = (
         "ds_create_to_labels_s",
         "ds_create_to_allocatable_s",

@@ -137,10 +137,12 @@ class E2E:
             )
             self.run["node"] = self.session.node and self.session.node.spec.name
             log_phase("e2e bring-up", wall, time.monotonic() - t0)
-            measured: set[tuple[bool, bool]] = set()
+            apis: set[str] = set()  # the memory figure: once per device API
+            ways: set[tuple[bool, bool]] = set()  # the lifecycle checks: once per way
             for i, sc in enumerate(self.scenarios):
-                self.scenario(sc, reset=i > 0, measure_idle=sc.way not in measured)
-                measured.add(sc.way)
+                self.scenario(sc, i > 0, sc.api not in apis, sc.way not in ways)
+                apis.add(sc.api)
+                ways.add(sc.way)
         except (Exception, Interrupted) as e:
             self.run["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             log.error("%s", self.run["error"])
@@ -159,10 +161,10 @@ class E2E:
         print(json.dumps(self.run, sort_keys=True), flush=True)
         return 0 if self.run["ok"] else 1
 
-    def scenario(self, sc: Scenario, reset: bool, measure_idle: bool) -> None:
+    def scenario(self, sc: Scenario, reset: bool, measure_idle: bool, first_of_way: bool) -> None:
         t0, wall = time.monotonic(), time.time()
         problems = self.session.reset() if reset else []
-        result = run_scenario(self.session, sc, measure_idle)
+        result = run_scenario(self.session, sc, measure_idle, first_of_way)
         if problems:
             result["reset_problems"] = problems
             result["ok"] = False
