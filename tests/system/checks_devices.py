@@ -237,17 +237,16 @@ def check_workload(run: Run) -> dict[str, Any]:
     }
 
 
-def free_device(run: Run, resource: str) -> tuple[str | None, str]:
-    """A resource a new pod can get a device of while the first workload runs: another one,
-    else ``resource`` once a filler workload is deleted. (resource or None, what was done)."""
-    others = run.offer.others(resource)
+def free_for_new_pod(run: Run, others: list[str], same: str) -> tuple[str | None, str]:
+    """What a new pod can get while the first workload runs: a device of another resource (or
+    DRA class), else one of ``same`` once a filler workload is deleted; (None, why) if none."""
     if others:
         return others[0], f"a device of {others[0]}"
     if run.facts["fillers"]:
         name = run.facts["fillers"].pop()
         run.delete_pod(name, wait=True)
-        return resource, f"the device {name} had"
-    return None, "none: the workload holds the tree's only device"
+        return same, f"the device {name} had"
+    return None, f"none: the first workload holds the tree's only device of {same}"
 
 
 def check_kubelet_restart(run: Run) -> dict[str, Any]:
@@ -301,7 +300,7 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     }
     problems = [] if back <= 5.0 else [f"allocatable back {back:.1f}s after the kubelet"]
 
-    other, free = free_device(run, w["resource"])
+    other, free = free_for_new_pod(run, run.offer.others(w["resource"]), w["resource"])
     new_pod = None
     if other is not None:
         devices = run.offer.resources[other]

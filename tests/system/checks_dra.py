@@ -34,6 +34,7 @@ from tests.peers.processes import REPO_ROOT
 from . import checks_pod
 from .checks_devices import (
     device_problems,
+    free_for_new_pod,
     mount_problems,
     nodes_of,
     probe,
@@ -215,18 +216,6 @@ def check_claim_workload(run: Run) -> dict[str, Any]:
     }
 
 
-def _free_class(run: Run, device_class: str) -> tuple[str | None, str]:
-    """A class a new claim can get a device of while the first pod runs."""
-    others = sorted({d.device_class for d in run.offer.devices} - {device_class})
-    if others:
-        return others[0], f"a device of {others[0]}"
-    if run.facts["fillers"]:
-        name = run.facts["fillers"].pop()
-        run.delete_pod(name, wait=True)
-        return device_class, f"the device {name} had"
-    return None, "none: the workload holds the tree's only device of its class"
-
-
 def check_kubelet_restart(run: Run) -> dict[str, Any]:
     """5. Kubelet restart: registered again, the slice back, the running pod undisturbed, a
     new pod prepared."""
@@ -246,7 +235,8 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     device: Device = w["device"]
     problems += device_problems(probe(run, w["container"], [device]), nodes_of([device]))
 
-    device_class, free = _free_class(run, device.device_class)
+    classes = sorted({d.device_class for d in run.offer.devices} - {device.device_class})
+    device_class, free = free_for_new_pod(run, classes, device.device_class)
     new_pod = None
     if device_class is not None:
         n = claim_pod(run, "claim-after-restart", device_class)
