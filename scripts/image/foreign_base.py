@@ -45,7 +45,6 @@ SKIP_PREFIXES = (
     "dev/",
     "proc/",
     "sys/",
-    "run/",
     "tmp/",
     "debootstrap/",
     "var/lib/dpkg/info/",
@@ -134,6 +133,7 @@ def write_database(root: Path, pkgs: list[Package], arch: str) -> None:
             dest.write_bytes(data)
             if member in ("preinst", "postinst", "prerm", "postrm", "config"):
                 dest.chmod(0o755)
+    (info / "format").write_text("1\n")  # the layout of info/ (dpkg >= 1.16.0, multiarch)
     stanzas = [status_stanza(root, p) for p in sorted(pkgs, key=lambda p: p.name)]
     (admin / "status").write_text("\n".join(stanzas))
     (admin / "available").touch()
@@ -216,14 +216,16 @@ def copy_over(native: Path, root: Path, rels: list[str]) -> list[str]:
     return copied
 
 
-def pyc_sources(native: Path, root: Path) -> list[str]:
+def pyc_sources(native: Path, root: Path, native_arch: str, arch: str) -> list[str]:
     """Image paths of the Python sources the native root holds bytecode for, present in the
-    target too."""
+    target too (an architecture's own module, such as _sysconfigdata__<triplet>, under the
+    target's name)."""
     out = []
     for pyc in native.rglob("__pycache__/*.pyc"):
         m = PYC.match(str(pyc.relative_to(native)))
         if m and ".opt-" not in m.group("name"):
             src = f"{m.group('dir')}/{m.group('name')}.py"
+            src = src.replace(TRIPLETS[native_arch], TRIPLETS[arch])
             if (root / src).is_file():
                 out.append("/" + src)
     return sorted(out)
@@ -261,7 +263,7 @@ def main() -> None:
         unpack(root, pkg)
     write_database(root, pkgs, args.arch)
     copied = copy_over(native, root, script_made(native, args.native_arch))
-    sources = pyc_sources(native, root)
+    sources = pyc_sources(native, root, args.native_arch, args.arch)
     args.pyc_list.write_text("".join(s + "\n" for s in sources))
     print(
         f"foreign_base: {len(pkgs)} packages unpacked; {len(copied)} paths the maintainer "

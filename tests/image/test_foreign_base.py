@@ -60,7 +60,11 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
         tmp_path,
         "beta",
         {"Architecture": "all"},
-        {"usr/bin/beta": "#!/bin/sh\n", "usr/lib/python3.11/beta.py": "X = 1\n"},
+        {
+            "usr/bin/beta": "#!/bin/sh\n",
+            "usr/lib/python3.11/beta.py": "X = 1\n",
+            "usr/lib/python3.11/_sysconfigdata__aarch64-linux-gnu.py": "build_time_vars = {}\n",
+        },
     )
     for d in (alpha, beta):
         shutil.copy(d, archives / d.name)
@@ -93,6 +97,9 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
         "usr/lib/x86_64-linux-gnu/gconv/gconv-modules.cache": "arch",
         "usr/lib/python3.11/beta.py": "X = 1\n",
         "usr/lib/python3.11/__pycache__/beta.cpython-311.pyc": "pyc",
+        "usr/lib/python3.11/_sysconfigdata__x86_64-linux-gnu.py": "build_time_vars = {}\n",
+        "usr/lib/python3.11/__pycache__/_sysconfigdata__x86_64-linux-gnu.cpython-311.pyc": "pyc",
+        "run/lock/.keep": "",
     }.items():
         (native / path).parent.mkdir(parents=True, exist_ok=True)
         (native / path).write_text(text)
@@ -135,14 +142,18 @@ def test_unpacks_registers_and_configures_like_the_native_base(
     assert (root / "etc/passwd").read_text().startswith("root:x:0:0:")
     assert os.readlink(root / "usr/bin/awk") == "/etc/alternatives/awk"
     assert os.readlink(root / "etc/alternatives/awk") == "/usr/bin/mawk"
-    assert (root / "var/lib/dpkg/diversions").exists()
+    assert (root / "var/lib/dpkg/diversions").exists() and (root / "run/lock").is_dir()
+    assert (info / "format").read_text() == "1\n"
     # never an architecture's files, a cache, a log, bytecode, or a file a package ships
     assert not (root / "usr/lib/x86_64-linux-gnu").exists()
     assert not (root / "etc/ld.so.cache").exists() and not (root / "var/log/dpkg.log").exists()
     assert not (root / "usr/lib/python3.11/__pycache__").exists()
     assert not (root / "usr/bin/beta-old").exists()
     # the sources to byte-compile: those the native base has bytecode of
-    assert (tmp_path / "pyc.list").read_text() == "/usr/lib/python3.11/beta.py\n"
+    assert (tmp_path / "pyc.list").read_text().splitlines() == [
+        "/usr/lib/python3.11/_sysconfigdata__aarch64-linux-gnu.py",
+        "/usr/lib/python3.11/beta.py",
+    ]
 
 
 def test_refuses_a_native_base_with_other_packages(
