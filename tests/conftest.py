@@ -15,7 +15,12 @@ _bin = os.path.dirname(sys.executable)
 if _bin not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 
-pytest_plugins = ["tests.peers.apiserver", "tests.peers.kubelet", "tests.peers.nfd"]
+pytest_plugins = [
+    "tests.peers.apiserver",
+    "tests.peers.kubelet",
+    "tests.peers.nfd",
+    "tests.summary",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,18 @@ def prepare(inp: Inputs) -> None:
         p.chmod(0o777 if p.is_dir() else 0o666)
 
 
+# (arch, code path) -> its run: the byte comparison reuses the runs of the code-path tests (a
+# run under qemu costs seconds) instead of running them all again
+RUNS: dict[tuple[str, str], tuple[int, str, str]] = {}
+
+
 def run_in_image(root: ImageRoot, path: CodePath, inp: Inputs) -> tuple[int, str, str]:
+    if (root.arch, path.name) not in RUNS:
+        RUNS[root.arch, path.name] = _run_in_image(root, path, inp)
+    return RUNS[root.arch, path.name]
+
+
+def _run_in_image(root: ImageRoot, path: CodePath, inp: Inputs) -> tuple[int, str, str]:
     prepare(inp)
     port = free_port()
     argv = inp.fill(path.argv, port, "/host", "/x86", "/work")

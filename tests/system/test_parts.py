@@ -7,7 +7,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import stat
 import subprocess
+import sys
 import tarfile
 import tomllib
 from pathlib import Path
@@ -19,12 +22,13 @@ from tests.fixturegen import HostBuilder, build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .checks_lifecycle import zero_windows
-from .context import producer_labels
 from .e2e import OVERLAY, overlay_settings
-from .hosttree import device_nodes, mknod_commands, usb_ids, usb_node
+from .expect import plugin_offer, producer_labels
+from .hosttree import copy_host_tree, device_nodes, mknod_commands, usb_ids, usb_node
 from .images import PAUSE_REF, write_oci_archive
 from .kube import Sample
 from .runtime import Containerd
+from .scenario import Scenario
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +164,76 @@ def test_zero_windows() -> None:
 
     samples = [s(0, "1"), s(1, "0"), s(2, "0"), s(3, "1"), s(4, None), s(5, "1"), s(6, "0")]
     assert zero_windows(samples, "r") == [(1, 3), (4, 5), (6, 6)]
+
+
+def test_scenario_names() -> None:
+    assert Scenario.parse("device-plugin") == Scenario("device-plugin")
+    sc = Scenario.parse("helm+dra@x86-coral-pcie")
+    assert (sc.helm, sc.dra, sc.api, sc.tree) == (True, True, "dra", "x86-coral-pcie")
+    assert Scenario.parse("helm").way == Scenario.parse("helm@rpi4-two-corals").way
+    for bad in ("kustomize", "helm@", "dra+nfd"):
+        with pytest.raises(ValueError):
+            Scenario.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("node", "want", "bus"),
+    [
+        ("rpi4-coral", {"edgefd.io/coral-usb": "1", "edgefd.io/ncs2": "1"}, "usb"),
+        ("rpi4-two-corals", {"edgefd.io/coral-usb": "2", "edgefd.io/ncs2": "0"}, "usb"),
+        ("x86-coral-pcie", {"edgefd.io/coral-usb": "0", "edgefd.io/coral-pcie": "1"}, "pci"),
+    ],
+)
+def test_expectations_come_from_the_tree(tmp_path: Path, node: str, want: dict, bus: str) -> None:
+    """What the e2e checks expect of a tree (allocatable, which device a workload gets, what a
+    re-plug moves) is read from the tree, whatever its shape."""
+    tree = build_host(node, tmp_path / node)
+    offer = plugin_offer(tree, node)
+    assert want.items() <= offer.allocatable().items()
+    primary = offer.resources[offer.primary()]
+    assert {d.bus for d in primary} == {bus} and {d.kind for d in primary} == {"edgetpu"}
+    nodes = {n.path: n for n in device_nodes(tree)}
+    for d in offer.devices:
+        assert nodes[d.node.path] == d.node and d.usb_bus_mount == (d.bus == "usb")
+        assert offer.by_id(d.kubelet_ids[0]) is d and offer.by_dra_name(d.dra_name) is d
+    assert producer_labels(tree)["edgefd.io/edgetpu.count"] == str(
+        len(offer.of_class("edgetpu.edgefd.io"))
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of device nodes needs root")
+def test_a_snapshot_with_device_nodes_is_copied_without_reading_them(tmp_path: Path) -> None:
+    src = build_host("rpi4-two-corals", tmp_path / "src")
+    coral = usb_node(src, "2-1")
+    node = src / "dev" / coral.devname
+    node.unlink()
+    # no driver for major 189 on this machine: reading the node gives ENXIO
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(coral.major, coral.minor))
+    os.mkfifo(src / "dev" / "initctl")
+    with pytest.raises(OSError):
+        shutil.copytree(src, tmp_path / "plain", symlinks=True)
+    dest = copy_host_tree(src, tmp_path / "copy")
+    st = os.lstat(dest / "dev" / coral.devname)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(coral.major, coral.minor)
+    assert stat.S_ISFIFO(os.lstat(dest / "dev" / "initctl").st_mode)
+    assert os.readlink(dest / "sys/bus/usb/devices/2-1") == os.readlink(
+        src / "sys/bus/usb/devices/2-1"
+    )
+    assert plugin_offer(dest, "n").allocatable() == plugin_offer(src, "n").allocatable()
+
+
+def test_a_lock_held_by_a_parent_is_ours(tmp_path: Path) -> None:
+    """`flock LOCK scripts/e2e` must not make scripts/e2e wait for itself."""
+    lock = tmp_path / "lock"
+    lock.touch()
+    code = (
+        "from pathlib import Path; from tests.system.e2e import held_by_ancestor as h; "
+        f"print(h(Path({str(lock)!r})))"
+    )
+    inner = [sys.executable, "-c", code]
+    held = subprocess.run(
+        ["flock", str(lock), *inner], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert held.stdout.strip() == "True", held.stderr
+    free = subprocess.run(inner, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert free.stdout.strip() == "False", free.stderr
