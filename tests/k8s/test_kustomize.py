@@ -402,3 +402,30 @@ def test_nodefeature_rights_with_a_pod_token(
         "nfd.k8s-sigs.io", "v1alpha1", NAMESPACE, "nodefeatures", node
     )
     assert obj["spec"]["labels"] == {"feature.node.kubernetes.io/usb-fe_1a6e_089a.present": "1"}
+
+
+def test_the_documented_allow_namespace_patch(tmp_path: Path) -> None:
+    """k8s/README.md's patch widening the sink's label namespaces, as a user copies it: the
+    sink's command gains the flag, nothing else changes, and the real CLI takes it."""
+    import re
+
+    text = (K8S / "README.md").read_text()
+    (snippet,) = re.findall(r"```yaml\n(patches:.*?)```", text, re.S)
+    doc = yaml.safe_load(snippet)
+    doc.update(resources=[os.path.relpath(K8S, tmp_path)])
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    b, o = keyed(render([K8S], [])), keyed(docs)
+    sink = container(pod_spec(daemonset(docs)), "feature-sink")
+    assert sink["command"][-1] == "--allow-namespace=example.com"
+    sink["command"].pop()
+    assert o == b
+    p = subprocess.run(
+        [sys.executable, "-m", "edgefd.feature_sink", "--dry-run", "--node-name=n1",
+         "--features", "-", "--allow-namespace=example.com", "--kubeconfig=/none"],
+        input="example.com/rack=r1\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0 and p.stdout == "add     example.com/rack=r1\n", p.stderr
