@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,33 @@ def _refused(core: Any, name: str, ops: list[dict[str, Any]], *, expect: str = "
     raise AssertionError(f"patch {ops} on {name} was accepted")
 
 
+def until_refused(
+    attempt: Callable[[], Any],
+    policy: str,
+    deadline: float,
+    undo: Callable[[Any], Any] | None = None,
+) -> str:
+    """Retry `attempt` until the API server refuses it naming `policy`, and return the
+    message: a new policy is enforced once the API server's informer has it. What gets
+    through meanwhile is undone (`undo` of its result); past the deadline, fail."""
+    k8s = _kubernetes()
+    while True:
+        try:
+            result = attempt()
+        except k8s.client.exceptions.ApiException as e:
+            status, message = _status_and_message(e)
+            if status == 403 and policy in message:
+                return message
+            if status != 403:
+                raise
+        else:
+            if undo is not None:
+                undo(result)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{policy} was never enforced")
+        time.sleep(0.5)
+
+
 # -- fixtures ---------------------------------------------------------------------------------
 
 
@@ -191,56 +218,29 @@ def applied(
     # label, a foreign annotation), so that one broken rule still shows up as its own test
     # failure below; while the change still gets through, undo it.
     deadline = time.monotonic() + POLICY_ACTIVE_TIMEOUT
-    probe_label = "node-role.kubernetes.io/edgefd-policy-probe"
-    probe_annotation = "example.com/edgefd-policy-probe"
-    while True:
-        try:
-            _json_patch(
-                sa_core,
-                NODE_B,
-                [
-                    {"op": "add", "path": f"/metadata/labels/{_esc(probe_label)}", "value": "x"},
-                    {
-                        "op": "add",
-                        "path": f"/metadata/annotations/{_esc(probe_annotation)}",
-                        "value": "x",
-                    },
-                ],
-            )
-        except k8s.client.exceptions.ApiException as e:
-            status, message = _status_and_message(e)
-            if status == 403 and "edgefd-node-restriction" in message:
-                break
-            if status != 403 or time.monotonic() > deadline:
-                raise
-        else:
-            _json_patch(
-                core,
-                NODE_B,
-                [
-                    {"op": "remove", "path": f"/metadata/labels/{_esc(probe_label)}"},
-                    {"op": "remove", "path": f"/metadata/annotations/{_esc(probe_annotation)}"},
-                ],
-            )
-        if time.monotonic() > deadline:
-            raise AssertionError("the ValidatingAdmissionPolicy never became enforced")
-        time.sleep(0.5)
+    label = _esc("node-role.kubernetes.io/edgefd-policy-probe")
+    annotation = _esc("example.com/edgefd-policy-probe")
+    probe = [
+        {"op": "add", "path": f"/metadata/labels/{label}", "value": "x"},
+        {"op": "add", "path": f"/metadata/annotations/{annotation}", "value": "x"},
+    ]
+    undo = [
+        {"op": "remove", "path": f"/metadata/labels/{label}"},
+        {"op": "remove", "path": f"/metadata/annotations/{annotation}"},
+    ]
+    until_refused(
+        lambda: _json_patch(sa_core, NODE_B, probe),
+        "edgefd-node-restriction",
+        deadline,
+        undo=lambda _: _json_patch(core, NODE_B, undo),
+    )
     # and the Event policy: an Event about node-b, until refused
-    while True:
-        probe = _event(NODE_B)
-        try:
-            sa_core.create_namespaced_event("default", probe)
-        except k8s.client.exceptions.ApiException as e:
-            status, message = _status_and_message(e)
-            if status == 403 and "edgefd-event-restriction" in message:
-                break
-            if status != 403 or time.monotonic() > deadline:
-                raise
-        else:
-            core.delete_namespaced_event(probe["metadata"]["name"], "default")
-        if time.monotonic() > deadline:
-            raise AssertionError("the Event policy never became enforced")
-        time.sleep(0.5)
+    until_refused(
+        lambda: sa_core.create_namespaced_event("default", _event(NODE_B)),
+        "edgefd-event-restriction",
+        deadline,
+        undo=lambda ev: core.delete_namespaced_event(ev.metadata.name, "default"),
+    )
 
     yield {
         "core": core,

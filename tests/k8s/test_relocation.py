@@ -16,13 +16,14 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.k8s.test_apiserver import until_refused
 from tests.k8s.test_dra_apiserver import slice_body
 from tests.k8s.test_kustomize import OVERLAYS
 from tests.k8s.test_manifests import DEVPLUGIN_SA, K8S, NAMESPACE, POLICIES, SERVICE_ACCOUNT
@@ -140,23 +141,6 @@ def applied(kube_apiserver: Any, relocation: Path, rendered: list[dict[str, Any]
         core.delete_node(n)
 
 
-def _refused_by(call: Callable[[], Any], policy: str, deadline: float) -> str:
-    """Retry `call` until the API server refuses it naming `policy` (a new policy is enforced
-    once the API server's informer has it); fail if it is ever accepted after the deadline."""
-    import kubernetes
-
-    while True:
-        try:
-            call()
-        except kubernetes.client.exceptions.ApiException as e:
-            message = json.loads(e.body or "{}").get("message", "")
-            if e.status == 403 and policy in message:
-                return message
-            assert e.status == 403, message
-        assert time.monotonic() < deadline, f"{policy} never refused it"
-        time.sleep(0.5)
-
-
 @pytest.mark.realpeer
 def test_apply_creates_the_relocated_objects(applied: Any, rendered: list[dict]) -> None:
     lines = applied.stdout.splitlines()
@@ -178,7 +162,8 @@ def test_relocated_sink_token_is_held_to_its_own_node(applied: Any, kube_apiserv
         return core.patch_node(node, ops, _content_type="application/json-patch+json")
 
     deadline = time.monotonic() + 60
-    message = _refused_by(lambda: patch(NODE_B, add), PREFIX + "edgefd-node-restriction", deadline)
+    policy = PREFIX + "edgefd-node-restriction"
+    message = until_refused(lambda: patch(NODE_B, add), policy, deadline)
     assert f"may not modify Node {NODE_B}" in message
     assert "usb-fe_1a6e_089a.present" not in (admin.read_node(NODE_B).metadata.labels or {})
     # its own Node: allowed, but only what the policy allows
@@ -196,7 +181,7 @@ def test_relocated_sink_token_is_held_to_its_own_node(applied: Any, kube_apiserv
         "message": "x",
         "type": "Warning",
     }
-    _refused_by(
+    until_refused(
         lambda: core.create_namespaced_event("default", event),
         PREFIX + "edgefd-event-restriction",
         deadline,
@@ -218,7 +203,7 @@ def test_relocated_devplugin_token_is_held_to_its_own_nodes_slices(
     resource = kubernetes.client.ResourceV1Api(api)
     admin = kubernetes.client.ResourceV1Api(kube_apiserver.admin_api())
     deadline = time.monotonic() + 60
-    message = _refused_by(
+    message = until_refused(
         lambda: resource.create_resource_slice(slice_body(f"{NODE_B}-reloc", NODE_B)),
         PREFIX + "edgefd-resourceslice-restriction",
         deadline,
