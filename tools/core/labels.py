@@ -116,9 +116,9 @@ def _in_domain(ns: str, domain: str) -> bool:
 
 
 # The namespaces edgefd's own producers write (usb-scan and pci-scan: node-feature-discovery's
-# and edgefd.io; dt-labeller: k8s-dt-node-labeller's), each with its subdomains, as NFD allows
-# its own namespaces with theirs. The sink writes these and nothing else unless the operator
-# widens it (--allow-namespace), as NFD does with -extra-label-ns: a label in anyone else's
+# and edgefd.io; dt-labeller: k8s-dt-node-labeller's), each with its subdomains, as nfd-master
+# allowed its own up to v0.12. The sink writes these and nothing else unless the operator
+# widens it (--allow-namespace, as nfd-master's -extra-label-ns): a label in anyone else's
 # namespace is then never the sink's to write, so a forged ownership claim on it is inert.
 EDGEFD_NAMESPACES = ("feature.node.kubernetes.io", "edgefd.io", "beta.devicetree.org")
 # Kubernetes' own namespaces (labels there steer the control plane), except the two that
