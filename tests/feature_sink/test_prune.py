@@ -114,13 +114,40 @@ def test_a_tampered_annotation_removes_nothing_beyond_the_policy(cluster, fdir):
     assert not {f"{F}/usb-fe_1a6e_089a.present", "beta.devicetree.org/brcm-bcm2711"} & set(after)
     assert ANNOTATION not in annotations(cluster, node)
     assert b"kubernetes.io/hostname" in p.stderr and b"claim dropped" in p.stderr
-    # without the deny, a claim the policy allows is edgefd's to remove
+    # a claim on a namespace the operator allows is edgefd's to remove
     node = labelled_node(cluster, fdir)
     own = json.loads(annotations(cluster, node)[ANNOTATION])
     own["producers"]["rack"] = ["example.com/rack"]
     cluster.core.patch_node(node, {"metadata": {"annotations": {ANNOTATION: json.dumps(own)}}})
-    assert prune(cluster, node).returncode == 0
+    assert prune(cluster, node, "--allow-namespace", "example.com").returncode == 0
     assert "example.com/rack" not in cluster.labels(node)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        ["team", "zone"],  # issue 22, item 4: keys without a namespace
+        ["example.com/rack"],  # item 13: someone else's namespace, under the default policy
+    ],
+    ids=["unprefixed", "foreign-namespace"],
+)
+def test_prune_with_an_admin_kubeconfig_spares_forged_claims(cluster, fdir, forged):
+    """An annotation that names the user's labels under usb-scan: the sink can never have
+    written them (it qualifies unprefixed keys; by default it writes edgefd's namespaces
+    only), so even --prune with an administrator's kubeconfig, which no admission policy
+    holds back, leaves them and removes only what edgefd wrote."""
+    node = labelled_node(cluster, fdir)
+    cluster.core.patch_node(node, {"metadata": {"labels": {"team": "a", "zone": "b"}}})
+    own = json.loads(annotations(cluster, node)[ANNOTATION])
+    own["producers"]["usb-scan"] = sorted(own["producers"]["usb-scan"] + forged)
+    cluster.core.patch_node(node, {"metadata": {"annotations": {ANNOTATION: json.dumps(own)}}})
+    p = prune(cluster, node)
+    assert p.returncode == 0, p.stderr.decode()
+    after = cluster.labels(node)
+    assert (after["team"], after["zone"], after["example.com/rack"]) == ("a", "b", "r1")
+    assert not {f"{F}/usb-fe_1a6e_089a.present", "beta.devicetree.org/brcm-bcm2711"} & set(after)
+    assert ANNOTATION not in annotations(cluster, node)
+    assert b"claim dropped" in p.stderr
 
 
 @pytest.mark.parametrize("value", ["not json", '{"v":2,"producers":{}}'])

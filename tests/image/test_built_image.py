@@ -24,7 +24,7 @@ from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name, free_po
 from tests.image.conftest import BUILD, ROOT, Builds, load_oci
 from tests.image.rootfs import ImageRoot, Mount
 from tests.image.test_slim import wait_ready
-from tests.k8s.test_manifests import all_containers, daemonset, pod_spec
+from tests.k8s.test_manifests import every_container
 
 pytestmark = pytest.mark.image
 
@@ -37,9 +37,9 @@ FOUNDATIONS = ("click", "pyyaml", "pyudev", "kubernetes", "grpcio", "protobuf")
 
 
 def uid_of(tool: str) -> int | None:
-    """The uid the DaemonSet runs the container whose command is `tool` as; None (the image's
+    """The uid the DaemonSets run the container whose command is `tool` as; None (the image's
     own user) for a tool no container runs by itself."""
-    for _, c in all_containers(pod_spec(daemonset())):
+    for c in every_container():
         if c["command"][0] == tool:
             return int(c["securityContext"]["runAsUser"])
     return None
@@ -231,7 +231,7 @@ def test_build_script_names_the_image_the_manifests_run() -> None:
     text = BUILD.read_text()
     (image,) = re.findall(r"^IMAGE=(\S+)$", text, re.M)
     assert image == IMAGE
-    assert {c["image"] for _, c in all_containers(pod_spec(daemonset()))} == {IMAGE}
+    assert {c["image"] for c in every_container()} == {IMAGE}
 
 
 def test_build_script_refuses_bad_arguments() -> None:

@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from tests.k8s.test_manifests import (
-    all_containers,
+    DAEMONSET_OF,
     daemonset,
+    every_container,
     find,
     load_manifests,
     pod_spec,
@@ -61,7 +62,7 @@ def command_of(script: str) -> click.Command:
 
 
 def manifest_containers() -> list[dict[str, Any]]:
-    return [c for _, c in all_containers(pod_spec(daemonset()))]
+    return list(every_container())
 
 
 # -- manifest commands vs. the tools ------------------------------------------------------------
@@ -106,7 +107,8 @@ def _materialise_paths(
     validation of it (if its option type does any) sees what the pod would.
     """
     docs = load_manifests()
-    volumes = {v["name"]: v for v in pod_spec(daemonset(docs))["volumes"]}
+    spec = pod_spec(daemonset(docs, DAEMONSET_OF[c["name"]]))
+    volumes = {v["name"]: v for v in spec["volumes"]}
     out = list(argv)
     for param in cmd.params:
         if not isinstance(param, click.Option) or not isinstance(param.type, click.Path):
@@ -274,7 +276,7 @@ def test_dockerfile_final_stage() -> None:
     (user,) = [rest for i, rest in stages[-1] if i == "USER"]
     assert user.split(":")[0] == str(NONROOT_UID)
     # the pod's non-root containers run as the image's user
-    for _, c in all_containers(pod_spec(daemonset())):
+    for c in every_container():
         uid = c["securityContext"]["runAsUser"]
         assert uid in (0, NONROOT_UID), c["name"]
 

@@ -322,9 +322,11 @@ def check_unprepare(run: Run) -> dict[str, Any]:
 
 
 def check_delete(run: Run) -> dict[str, Any]:
-    """8. Deleting the DaemonSet (no claim prepared): the slice and the sockets go."""
-    run.api.request("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/edgefd")
-    wait_for("edgefd pods gone", lambda: not run.edgefd_pods(), timeout=90, interval=0.2)
+    """8. Deleting the DaemonSets (no claim prepared): the slice and the sockets go."""
+    for ds in ("edgefd", "edgefd-devplugin"):  # devplugin runs in a DaemonSet of its own
+        run.api.request("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{ds}")
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/part-of=edgefd"
+    wait_for("edgefd pods gone", lambda: not run.api.get(pods)["items"], timeout=90, interval=0.2)
     problems = []
     try:
         left = node_slices(run)

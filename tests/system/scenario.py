@@ -92,7 +92,9 @@ class Scenario:
 
 def rendered_daemonset(kubectl: Kubectl, overlay: Path = OVERLAY) -> dict[str, Any]:
     docs = yaml.safe_load_all(kubectl("kustomize", str(overlay)))
-    return next(d for d in docs if d and d["kind"] == "DaemonSet")
+    return next(
+        d for d in docs if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "edgefd"
+    )
 
 
 def overlay_settings(ds: dict[str, Any]) -> tuple[int, str, str]:

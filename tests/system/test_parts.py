@@ -48,37 +48,42 @@ def test_overlay_changes_only_what_it_says() -> None:
     base = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(REPO_ROOT / "k8s")}
     over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
     assert base.keys() == over.keys()
+    daemonsets = [k for k in base if k[0] == "DaemonSet"]
+    assert sorted(n for _, n in daemonsets) == ["edgefd", "edgefd-devplugin"]
     for key in base:
-        if key != ("DaemonSet", "edgefd"):
+        if key not in daemonsets:
             assert base[key] == over[key], key
-    b, o = (x[("DaemonSet", "edgefd")]["spec"]["template"]["spec"] for x in (base, over))
-    assert o.pop("hostNetwork") is True and "hostNetwork" not in b
-    # volumes: only the sysfs path
-    bv, ov = ({v["name"]: v for v in s.pop("volumes")} for s in (b, o))
-    assert ov.pop("host-sys")["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
-    assert bv.pop("host-sys")["hostPath"]["path"] == "/sys"
-    assert bv == ov
-    for kind in ("initContainers", "containers"):
-        for bc, oc in zip(b.pop(kind), o.pop(kind), strict=True):
-            # every listener on loopback, every HTTP probe asking loopback
-            listen = [a for a in oc["command"] if a.startswith("--listen=")]
-            assert all(a.startswith("--listen=127.0.0.1:") for a in listen), listen
-            oc["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]]
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-                if "httpGet" in oc.get(probe, {}):
-                    assert oc[probe]["httpGet"].pop("host") == "127.0.0.1", (oc["name"], probe)
-            if oc["name"] == "feature-sink":
-                base_env = {e["name"]: e for e in bc.pop("env")}
-                env = {e["name"]: e for e in oc.pop("env")}
-                added = {k: env.pop(k)["value"] for k in set(env) - set(base_env)}
-                assert added == {
-                    "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-                    "KUBERNETES_SERVICE_PORT": "16443",
-                }
-                assert env == base_env
-            assert bc == oc
-    # no securityContext or anything else changed
-    assert b == o
+    for key in daemonsets:
+        b, o = (x[key]["spec"]["template"]["spec"] for x in (base, over))
+        assert o.pop("hostNetwork") is True and "hostNetwork" not in b
+        # volumes: only the sysfs path
+        bv, ov = ({v["name"]: v for v in s.pop("volumes")} for s in (b, o))
+        assert ov.pop("host-sys")["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
+        assert bv.pop("host-sys")["hostPath"]["path"] == "/sys"
+        assert bv == ov
+        for kind in ("initContainers", "containers"):
+            for bc, oc in zip(b.pop(kind, []), o.pop(kind, []), strict=True):
+                # every listener on loopback, every HTTP probe asking loopback
+                listen = [a for a in oc["command"] if a.startswith("--listen=")]
+                assert all(a.startswith("--listen=127.0.0.1:") for a in listen), listen
+                oc["command"] = [
+                    a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]
+                ]
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    if "httpGet" in oc.get(probe, {}):
+                        assert oc[probe]["httpGet"].pop("host") == "127.0.0.1", (oc["name"], probe)
+                if oc["name"] == "feature-sink":
+                    base_env = {e["name"]: e for e in bc.pop("env")}
+                    env = {e["name"]: e for e in oc.pop("env")}
+                    added = {k: env.pop(k)["value"] for k in set(env) - set(base_env)}
+                    assert added == {
+                        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                        "KUBERNETES_SERVICE_PORT": "16443",
+                    }
+                    assert env == base_env
+                assert bc == oc
+        # no securityContext or anything else changed
+        assert b == o, key
 
 
 def test_overlay_settings_are_read_back() -> None:

@@ -52,7 +52,8 @@ TOOL = "dt-labeller"
     "--prefix",
     default="beta.devicetree.org",
     show_default=True,
-    help="Label namespace (the part before '/').",
+    help="Label namespace (the part before '/'). feature-sink applies another one only when "
+    "started with --allow-namespace for it.",
 )
 @click.option(
     "--include-disabled",
@@ -89,13 +90,13 @@ def main(
 
     Writes FEATURES_DIR/dt-labeller for node-feature-discovery or edgefd's feature-sink.
     """
-    from edgefd.core.labels import DEFAULT_POLICY, check_prefix
+    from edgefd.core.labels import PRODUCER_POLICY, check_prefix
     from edgefd.core.log import get_logger
 
     from .labels import DEFAULT_NODE_NAMES
 
     log = get_logger(TOOL)
-    reason = check_prefix(prefix) or DEFAULT_POLICY.check(f"{prefix}/x")
+    reason = check_prefix(prefix) or PRODUCER_POLICY.check(f"{prefix}/x")
     if reason:
         raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):

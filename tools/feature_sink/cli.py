@@ -69,7 +69,9 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 @click.option(
     "--allow-namespace",
     multiple=True,
-    help="Also allow labels in this namespace (and its subdomains). Repeatable.",
+    help="Also write labels in this namespace (and its subdomains); by default only "
+    "feature.node.kubernetes.io, edgefd.io and beta.devicetree.org. Never a Kubernetes one "
+    "(kubernetes.io, k8s.io). Repeatable.",
 )
 @click.option(
     "--deny-namespace",
@@ -215,13 +217,17 @@ def main(
             f"--features-dir {features_dir}: not an existing directory (a missing directory "
             "would look like every producer's file had gone)"
         )
+    try:
+        policy = NamespacePolicy.from_lists(allow_namespace, deny_namespace)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     settings = service.Settings(
         node_name=node_name,
         features_dir=directory,
         kubeconfig=kubeconfig,
         mode=mode,
         namespace=namespace,
-        policy=NamespacePolicy.from_lists(allow_namespace, deny_namespace),
+        policy=policy,
         grace=timedelta(seconds=removal_grace),
         api_timeout=api_timeout,
         events=not no_events,
