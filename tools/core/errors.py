@@ -22,6 +22,18 @@ EXIT_OUTPUT = 4
 EXIT_UNREACHABLE = 5
 EXIT_INTERNAL = 70
 
+# What each code means, as every tool's `--help` lists it (a tool may say more about a code,
+# or leave out one it never returns: edgefd.cli.command).
+EXIT_MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FAILED: "the operation failed",
+    EXIT_USAGE: "usage error (a bad option or argument)",
+    EXIT_BAD_INPUT: "bad input (a malformed file, config or stream) or a host that cannot be read",
+    EXIT_OUTPUT: "cannot write output",
+    EXIT_UNREACHABLE: "a peer (API server, kubelet) is unreachable",
+    EXIT_INTERNAL: "internal error: a bug (run with -v for the traceback)",
+}
+
 
 class EdgefdError(Exception):
     """An expected failure: its message is shown to the user as is, with its exit code."""

@@ -61,6 +61,30 @@ class Settings:
     def rules(self) -> Rules:
         return Rules(self.grace, self.policy, self.label_budget)
 
+    def shown(self) -> dict[str, object]:
+        """The settings as the start-up line shows them (what decides behaviour)."""
+        out: dict[str, object] = {"node": self.node_name}
+        if self.mode == "nodefeature":
+            out["namespace"] = self.namespace
+        out["features"] = self.features_dir if self.features_dir is not None else "stdin"
+        out["kubeconfig"] = self.kubeconfig or "in-cluster"
+        if self.policy.extra_allowed:
+            out["allow"] = ",".join(self.policy.extra_allowed)
+        if self.policy.extra_denied:
+            out["deny"] = ",".join(self.policy.extra_denied)
+        for name, seconds in (
+            ("resync", self.resync_interval),
+            ("removal-grace", self.grace.total_seconds()),
+            ("settle", self.settle),
+            ("api-timeout", self.api_timeout),
+            ("max-backoff", self.max_backoff),
+        ):
+            out[name] = f"{seconds:g}s"
+        out["label-budget"] = self.label_budget
+        out["events"] = "on" if self.events else "off"
+        out["listen"] = "off" if self.listen is None else f"{self.listen[0]}:{self.listen[1]}"
+        return out
+
 
 def desired_source(settings: Settings) -> ReadDesired:
     """How each sync learns what the node should carry: re-read the directory every time (a
@@ -179,12 +203,16 @@ def _print_plan(plan: Plan, output: str) -> None:
 
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT (exit 0; labels are kept)."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
     from edgefd.runtime.metrics import HealthServer
     from edgefd.runtime.signals import Signals
     from edgefd.runtime.watch import Watcher
 
     from .loop import LoopConfig, SinkLoop
 
+    logs.serving()  # a service's log is its output: state changes at info
+    log.info("%s", startup_line(settings.mode, settings.shown()))
     read_desired = desired_source(settings)
     metrics = SinkMetrics()
     syncer = make_syncer(settings, connect(settings, metrics), metrics)
