@@ -236,8 +236,8 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                 click.option(
                     "--kubeconfig",
                     type=click.Path(dir_okay=False),
-                    help=f"{purpose}kubeconfig file; default: the pod's in-cluster service "
-                    "account.",
+                    help=f"{purpose}kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
+                    "else the pod's in-cluster service account.",
                 ),
                 click.option(
                     "--api-timeout",
@@ -253,6 +253,15 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
         return f
 
     return deco
+
+
+def context_option(f: F) -> F:
+    """kubectl's --context, for the tools an administrator runs from a workstation."""
+    return click.option(
+        "--context",
+        metavar="NAME",
+        help="The kubeconfig context to use [default: its current-context].",
+    )(f)
 
 
 def common_options(f: F) -> F:
@@ -295,8 +304,20 @@ def exit_codes_help(notes: Mapping[int, str | None] | None = None) -> str:
     (a more precise text for a code, or None for a code it never returns). The leading \\b
     keeps click from re-wrapping the list into one paragraph."""
     meanings = {**EXIT_MEANINGS, **(notes or {})}
-    lines = [f"  {code:<3} {text}" for code, text in sorted(meanings.items()) if text]
-    return "\b\nExit codes:\n" + "\n".join(lines)
+    lines = ["\b", "Exit codes:"]
+    for code, text in sorted(meanings.items()):
+        if not text:
+            continue
+        first, *words = text.split()
+        line = f"  {code:<3} {first}"
+        for word in words:  # wrapped by hand: importing textwrap would cost every start-up
+            if len(line) + 1 + len(word) > 78:
+                lines.append(line)
+                line = " " * 6 + word
+            else:
+                line += " " + word
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

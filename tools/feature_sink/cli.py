@@ -22,6 +22,7 @@ from edgefd.cli import (
     Listen,
     api_options,
     command,
+    context_option,
     features_dir_option,
     guarded,
     listen_option,
@@ -41,7 +42,18 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
         raise click.BadParameter(e.message, param_hint=f"'{option}'") from None
 
 
-@command(TOOL, context_settings={"max_content_width": 100})
+@command(
+    TOOL,
+    context_settings={"max_content_width": 100},
+    exit_codes={
+        0: "ok (the service: stopped by SIGTERM/SIGINT, every label kept)",
+        1: "--once, --dry-run or --prune failed: the API refused (401/403/404), or the ownership "
+        "annotation is untrusted",
+        3: "bad input: an unusable kubeconfig or --context, an unreadable features stream",
+        4: None,
+        5: "the API server is unreachable (--once, --prune; the service keeps retrying)",
+    },
+)
 @features_dir_option
 @click.option(
     "--features",
@@ -51,6 +63,7 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     "one producer named 'stdin' and never removes other producers' labels.",
 )
 @api_options()
+@context_option
 @click.option(
     "--mode",
     type=click.Choice(["node", "nodefeature"]),
@@ -157,7 +170,14 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     is_flag=True,
     help="After uninstalling edgefd: remove the labels its ownership annotation lists, and the "
     "annotation, under the same rules as a sync (--allow/--deny-namespace); with --dry-run, "
-    "only print them. Exit 0 done, 5 API unreachable, 1 refused or annotation untrusted.",
+    "only say what would go. Exit 0 done, 5 API unreachable, 1 refused or annotation "
+    "untrusted.",
+)
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="With --prune: every Node that carries edgefd's ownership annotation (in nodefeature "
+    "mode: every NodeFeature the sink created), instead of --node-name.",
 )
 @output_option
 @verbose_option
@@ -167,6 +187,7 @@ def main(
     features_stream: str | None,
     node_name: str | None,
     kubeconfig: str | None,
+    context: str | None,
     mode: str,
     namespace: str,
     allow_namespace: tuple[str, ...],
@@ -187,6 +208,7 @@ def main(
     once: bool,
     dry_run: bool,
     prune: bool,
+    all_nodes: bool,
     output: str,
     verbose: int,
 ) -> int:
@@ -202,6 +224,13 @@ def main(
 
     if features_stream is not None and features_stream != "-":
         raise click.BadParameter("only '-' (stdin) is supported", param_hint="--features")
+    if all_nodes:
+        if not prune:
+            raise UsageError("--all-nodes only applies to --prune")
+        source = click.get_current_context().get_parameter_source("node_name")
+        if source == click.core.ParameterSource.COMMANDLINE:
+            raise UsageError("--all-nodes and --node-name exclude each other")
+        node_name = "*"  # each listed name replaces it (prune.run)
     if not node_name:
         if not dry_run:
             raise UsageError("--node-name (or env NODE_NAME) is required")
@@ -235,11 +264,12 @@ def main(
         ready_max_age=ready_max_age,
         label_budget=label_budget,
         settle=settle,
+        context=context,
     )
     if prune:  # reads no features: everything the annotation names goes
         from . import prune as pruning
 
-        return pruning.run(settings, dry_run, output)
+        return pruning.run(settings, dry_run, output, all_nodes)
     if dry_run:
         return service.run_dry(settings, output)
     if once:

@@ -56,6 +56,7 @@ class Settings:
     ready_max_age: float | None = None
     label_budget: int = DEFAULT_BUDGET
     settle: float = 1.0
+    context: str | None = None  # of the kubeconfig
 
     @property
     def rules(self) -> Rules:
@@ -67,7 +68,10 @@ class Settings:
         if self.mode == "nodefeature":
             out["namespace"] = self.namespace
         out["features"] = self.features_dir if self.features_dir is not None else "stdin"
-        out["kubeconfig"] = self.kubeconfig or "in-cluster"
+        if self.kubeconfig:
+            out["kubeconfig"] = self.kubeconfig
+        if self.context:
+            out["context"] = self.context
         if self.policy.extra_allowed:
             out["allow"] = ",".join(self.policy.extra_allowed)
         if self.policy.extra_denied:
@@ -121,7 +125,10 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
     from . import nodeapi
 
     return nodeapi.connect(
-        settings.kubeconfig, settings.api_timeout, metrics.on_request if metrics else None
+        settings.kubeconfig,
+        settings.api_timeout,
+        metrics.on_request if metrics else None,
+        settings.context,
     )
 
 
