@@ -57,7 +57,7 @@ def test_a_default_level_log_tells_the_labels_story(cluster, sinks, fdir: Path) 
     logged(s, re.escape(f"{what} remove  {F}/a (was true) (usb-scan no longer lists it)"))
     logged(s, re.escape(f"{what} replace {F}/b=2 (was 1) (from usb-scan)"))
     cluster.set_label(node, f"{F}/b", "99")
-    logged(s, re.escape(f"(from usb-scan; repaired: someone had changed it on the node)"))
+    logged(s, re.escape("(from usb-scan; repaired: someone had changed it on the node)"))
     cluster.set_label(node, f"{F}/b", None)
     logged(s, re.escape(f"{what} add     {F}/b=2 (from usb-scan; repaired: someone had removed"))
 

@@ -81,6 +81,8 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         None,
     ),
     "namespace": (s("namespace.name=edgefd-helm"), None),
+    # the post-delete prune hook (tests/k8s/test_prune_job.py: the same objects as k8s/prune)
+    "prune": (s("labels.pruneOnUninstall=true"), None),
     "existing-namespace": (s("namespace.create=false"), None),
     "tuned": (
         [
