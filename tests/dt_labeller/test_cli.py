@@ -268,8 +268,7 @@ def test_devicetree_nodes_are_dt_node_and_node_name_is_a_deprecated_alias(
     assert "deprecated" not in new.stderr
     assert old.stderr == (
         "dt-labeller: WARNING: --node-name is deprecated and will be removed in the next "
-        "release: use --dt-node (everywhere else --node-name is the Kubernetes Node)\n"
-        + new.stderr
+        "release: use --dt-node (everywhere else --node-name is the Kubernetes Node)\n" + new.stderr
     )
     assert "--node-name" not in run("--help").stdout
 

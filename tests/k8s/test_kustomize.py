@@ -56,6 +56,9 @@ COMBINATIONS = [
     ("nodefeature", "dra"),
     ("hostnetwork", "dra"),
     ("hostnetwork", "nodefeature", "dra"),
+    ("host-features",),
+    ("nodefeature", "host-features", "dra"),
+    ("hostnetwork", "host-features", "no-devplugin"),
 ]
 DRA_HOSTPATHS = (
     "/var/lib/kubelet/plugins_registry",
@@ -117,7 +120,7 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin"):
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features"):
         for f in (OVERLAYS / name).iterdir():
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
@@ -192,6 +195,32 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
     assert ds_o == ds_b
 
 
+def test_host_features(base: list[dict[str, Any]]) -> None:
+    """The host's features.d, read-only, in feature-sink alone, and the flag naming it."""
+    b, o = keyed(base), keyed(combo(("host-features",)))
+    assert set(b) == set(o)
+    for key in o:
+        if key[0] != "DaemonSet":
+            assert o[key] == b[key], key
+    ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
+    spec = pod_spec(ds_o)
+    sink = container(spec, "feature-sink")
+    inside = "/host/etc/kubernetes/node-feature-discovery/features.d"
+    assert sink["command"].pop() == f"--host-features-dir={inside}"
+    (mount,) = [m for m in sink["volumeMounts"] if m["name"] == "host-features-d"]
+    assert mount == {"name": "host-features-d", "mountPath": inside, "readOnly": True}
+    sink["volumeMounts"].remove(mount)
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "host-features-d"]
+    assert vol["hostPath"] == {
+        "path": "/etc/kubernetes/node-feature-discovery/features.d",
+        "type": "DirectoryOrCreate",
+    }
+    spec["volumes"].remove(vol)
+    assert ds_o == ds_b
+    others = [c for c in [*spec["initContainers"], *spec["containers"]] if c is not sink]
+    assert not [m for c in others for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
+
+
 def test_dra_component_renders_with_the_base() -> None:
     """Its content is tests/k8s/test_dra_manifests.py's; here: it combines with the others."""
     spec = pod_spec(daemonset(combo(("dra",))))
@@ -222,7 +251,12 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
 
 @pytest.mark.parametrize(
     "components",
-    [("no-devplugin", "hostnetwork"), ("dra", "hostnetwork"), ("dra", "nodefeature")],
+    [
+        ("no-devplugin", "hostnetwork"),
+        ("dra", "hostnetwork"),
+        ("dra", "nodefeature"),
+        ("dra", "host-features"),
+    ],
     ids=lambda c: "+".join(c),
 )
 def test_a_wrong_order_fails_the_build(components: tuple[str, ...]) -> None:

@@ -40,7 +40,12 @@ HOSTPATHS_ALLOWED = {
     "/sys": (set(INIT_CONTAINERS) | {"devplugin"}, True),
     "/dev": ({"devplugin"}, True),
     "/var/lib/kubelet/device-plugins": ({"devplugin"}, False),
+    # k8s/overlays/host-features: the host's NFD features.d, read by the sink alone
+    "/etc/kubernetes/node-feature-discovery/features.d": ({"feature-sink"}, True),
 }
+# hostPath types other than Directory (which fails the pod where the path is missing): the
+# host's features.d is created empty on a node without NFD, so the pod runs on every node
+HOSTPATH_TYPES = {"/etc/kubernetes/node-feature-discovery/features.d": "DirectoryOrCreate"}
 
 # Kinds edgefd may create; anything else in k8s/ is a review item, not an accident.
 NAMESPACED_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}
@@ -279,8 +284,10 @@ def privilege_violations(ds: dict[str, Any]) -> list[str]:
         if "hostPath" in v:
             if v["hostPath"]["path"] not in HOSTPATHS_ALLOWED:
                 out.append(f"volume {v['name']}: hostPath {v['hostPath']['path']} not allowed")
-            elif v["hostPath"].get("type") != "Directory":
-                out.append(f"volume {v['name']}: hostPath type must be Directory")
+            else:
+                want = HOSTPATH_TYPES.get(v["hostPath"]["path"], "Directory")
+                if v["hostPath"].get("type") != want:
+                    out.append(f"volume {v['name']}: hostPath type must be {want}")
     for _, c in all_containers(spec):
         for m in c.get("volumeMounts", []):
             vol = volumes.get(m["name"], {})

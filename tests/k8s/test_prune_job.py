@@ -182,7 +182,7 @@ def test_the_jobs_account_prunes_every_node_and_may_do_nothing_else(
         # and nothing but Nodes: no Events, no Secrets, no other Node verbs
         for verb, what in (("create", "events"), ("list", "secrets"), ("delete", "nodes")):
             r = kubectl(kube_apiserver, "auth", "can-i", verb, what, "-A",
-                        f"--as=system:serviceaccount:edgefd-prune:edgefd-prune")  # fmt: skip
+                        "--as=system:serviceaccount:edgefd-prune:edgefd-prune")  # fmt: skip
             assert r.stdout.strip() == "no", (verb, what)
     finally:
         r = kubectl(kube_apiserver, "delete", "-k", str(PRUNE), "--wait=false")

@@ -62,9 +62,7 @@ def test_version_of_every_cli(tool: str) -> None:
     p = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
     info = build_info()
     assert p.returncode == 0, p.stderr
-    assert p.stdout == (
-        f"{tool} {VERSION} (edgefd; python {info['python']}, {info['platform']})\n"
-    )
+    assert p.stdout == (f"{tool} {VERSION} (edgefd; python {info['python']}, {info['platform']})\n")
     assert p.stderr == ""
     # eager: it wins over everything else on the line, even what would be a usage error
     q = subprocess.run([tool, "--output", "json", "--version"], capture_output=True, text=True)

@@ -62,6 +62,12 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     help="Read one features stream from stdin ('-') instead of --features-dir; it counts as "
     "one producer named 'stdin' and never removes other producers' labels.",
 )
+@click.option(
+    "--host-features-dir",
+    type=click.Path(file_okay=False),
+    help="Also apply the feature files in this directory (the host's own NFD features.d, "
+    "mounted read-only), each a producer named host:<file>, under the same rules.",
+)
 @api_options()
 @context_option
 @click.option(
@@ -185,6 +191,7 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 def main(
     features_dir: str,
     features_stream: str | None,
+    host_features_dir: str | None,
     node_name: str | None,
     kubeconfig: str | None,
     context: str | None,
@@ -239,11 +246,15 @@ def main(
     if mode == "nodefeature":  # only then is it used (it comes from POD_NAMESPACE otherwise)
         namespace = _checked(NAMESPACE_NAME, namespace, "--namespace")
     directory = None if features_stream is not None else Path(features_dir)
-    if directory is not None and not prune and not directory.is_dir():
-        raise UsageError(
-            f"--features-dir {features_dir}: not an existing directory (a missing directory "
-            "would look like every producer's file had gone)"
-        )
+    host = Path(host_features_dir) if host_features_dir else None
+    if host is not None and features_stream is not None:
+        raise UsageError("--host-features-dir applies to --features-dir, not to --features -")
+    for option, path in (("--features-dir", directory), ("--host-features-dir", host)):
+        if path is not None and not prune and not path.is_dir():
+            raise UsageError(
+                f"{option} {path}: not an existing directory (a missing directory would look "
+                "like every producer's file had gone)"
+            )
     settings = service.Settings(
         node_name=node_name,
         features_dir=directory,
@@ -265,6 +276,7 @@ def main(
         label_budget=label_budget,
         settle=settle,
         context=context,
+        host_features_dir=host,
     )
     if prune:  # reads no features: everything the annotation names goes
         from . import prune as pruning

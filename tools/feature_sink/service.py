@@ -57,6 +57,7 @@ class Settings:
     label_budget: int = DEFAULT_BUDGET
     settle: float = 1.0
     context: str | None = None  # of the kubeconfig
+    host_features_dir: Path | None = None  # the host's own features.d, read too
 
     @property
     def rules(self) -> Rules:
@@ -68,6 +69,8 @@ class Settings:
         if self.mode == "nodefeature":
             out["namespace"] = self.namespace
         out["features"] = self.features_dir if self.features_dir is not None else "stdin"
+        if self.host_features_dir is not None:
+            out["host-features"] = self.host_features_dir
         if self.kubeconfig:
             out["kubeconfig"] = self.kubeconfig
         if self.context:
@@ -104,8 +107,8 @@ def desired_source(settings: Settings) -> ReadDesired:
         if desired.warnings and not desired.present:
             raise BadInput(f"features stream: {desired.warnings[0]}")
         return lambda: desired
-    directory = settings.features_dir
-    return lambda: read_directory(directory, settings.policy, settle=settings.settle)
+    directory, host = settings.features_dir, settings.host_features_dir
+    return lambda: read_directory(directory, settings.policy, settle=settings.settle, host=host)
 
 
 def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
