@@ -263,7 +263,18 @@ def test_prune_finds_the_kubeconfig_as_kubectl_does(cluster, fdir, tmp_path):
     assert p.returncode == 1 and "pass --kubeconfig or set KUBECONFIG" in p.stderr
 
 
+def forget_other_tests_nodes(cluster: Cluster) -> None:
+    """The API server is the session's: other tests left Nodes with (tampered) annotations.
+    A cluster being uninstalled has only its own sink's; take theirs away."""
+    for n in cluster.core.list_node().items:
+        if ANNOTATION in (n.metadata.annotations or {}):
+            cluster.core.patch_node(
+                n.metadata.name, {"metadata": {"annotations": {ANNOTATION: None}}}
+            )
+
+
 def test_prune_all_nodes_and_a_dry_run_that_says_would(cluster, fdir):
+    forget_other_tests_nodes(cluster)
     a, b = labelled_node(cluster, fdir), labelled_node(cluster, fdir)
     bystander = cluster.new_node(FOREIGN)  # never labelled by edgefd: not even read
     owned = {n: sorted(cluster.ownership(n).keys) for n in (a, b)}
@@ -297,6 +308,18 @@ def test_prune_all_nodes_and_a_dry_run_that_says_would(cluster, fdir):
     assert again.returncode == 0 and not [
         ln for ln in again.stdout.decode().splitlines() if ln.split(":")[0] in (a, b)
     ]
+
+
+def test_prune_all_nodes_and_an_untrusted_annotation(cluster, fdir):
+    """One node's failure is its own: the others are pruned, the exit code says it (1)."""
+    forget_other_tests_nodes(cluster)
+    good, bad = labelled_node(cluster, fdir), labelled_node(cluster, fdir)
+    cluster.core.patch_node(bad, {"metadata": {"annotations": {ANNOTATION: "not json"}}})
+    p = run_sink("--prune", "--all-nodes", "--kubeconfig", cluster.kubeconfig)
+    assert p.returncode == 1, p.stderr.decode()
+    assert f"feature-sink: {bad}: error: annotation {ANNOTATION} is not JSON" in p.stderr.decode()
+    assert ANNOTATION not in annotations(cluster, good)
+    assert annotations(cluster, bad)[ANNOTATION] == "not json"
 
 
 def test_prune_all_nodes_in_nodefeature_mode(cluster, fdir, nodefeature_crd):

@@ -205,7 +205,7 @@ def test_helm_uninstall_runs_the_hook_and_removes_its_rights(kube_apiserver: Any
          *s("namespace.name=edgefd-prune-hook", "labels.pruneOnUninstall=true"))  # fmt: skip
     try:
         r = helm("uninstall", name, *args, "--timeout", "20s", check=False, timeout=180)
-        assert r.returncode != 0 and "post-delete" in r.stderr, r.stdout + r.stderr
+        assert r.returncode != 0 and "Job/default/edgefd-prune not ready" in r.stderr, r.stderr
         job = json.loads(kubectl(kube_apiserver, "get", "job", "edgefd-prune", "-n", "default",
                                  "-o", "json").stdout)  # fmt: skip
         assert job["spec"]["template"]["spec"]["containers"][0]["command"] == COMMAND
