@@ -172,13 +172,21 @@ def test_no_devplugin(base: list[dict[str, Any]]) -> None:
             assert o[key] == b[key], key
 
 
-def test_hostnetwork(base: list[dict[str, Any]]) -> None:
-    b, o = keyed(base), keyed(combo(("hostnetwork",)))
+def only_the_daemonset_differs(
+    base: list[dict[str, Any]], components: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The base's and the components' DaemonSet, once every other object is the base's."""
+    b, o = keyed(base), keyed(combo(components))
     assert set(b) == set(o)
     for key in o:
         if key[0] != "DaemonSet":
             assert o[key] == b[key], key
-    ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
+    key = ("DaemonSet", NAMESPACE, "edgefd")
+    return b[key], o[key]
+
+
+def test_hostnetwork(base: list[dict[str, Any]]) -> None:
+    ds_b, ds_o = only_the_daemonset_differs(base, ("hostnetwork",))
     spec = pod_spec(ds_o)
     assert spec.pop("hostNetwork") is True
     # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
@@ -198,12 +206,7 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
 
 def test_host_features(base: list[dict[str, Any]]) -> None:
     """The host's features.d, read-only, in feature-sink alone, and the flag naming it."""
-    b, o = keyed(base), keyed(combo(("host-features",)))
-    assert set(b) == set(o)
-    for key in o:
-        if key[0] != "DaemonSet":
-            assert o[key] == b[key], key
-    ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
+    ds_b, ds_o = only_the_daemonset_differs(base, ("host-features",))
     spec = pod_spec(ds_o)
     sink = container(spec, "feature-sink")
     inside = "/host/etc/kubernetes/node-feature-discovery/features.d"
