@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_MEANINGS, EXIT_OK, EdgefdError
+from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit_code_lines
 from .core.escape import printable
 
 # node-feature-discovery's local source directory (its value is checked against
@@ -300,24 +300,9 @@ class Command(click.Command):
 
 
 def exit_codes_help(notes: Mapping[int, str | None] | None = None) -> str:
-    """The exit codes as `--help` lists them: the shared meanings, with a tool's own `notes`
-    (a more precise text for a code, or None for a code it never returns). The leading \\b
+    """The exit codes at the end of `--help` (core.errors.exit_code_lines); the leading \\b
     keeps click from re-wrapping the list into one paragraph."""
-    meanings = {**EXIT_MEANINGS, **(notes or {})}
-    lines = ["\b", "Exit codes:"]
-    for code, text in sorted(meanings.items()):
-        if not text:
-            continue
-        first, *words = text.split()
-        line = f"  {code:<3} {first}"
-        for word in words:  # wrapped by hand: importing textwrap would cost every start-up
-            if len(line) + 1 + len(word) > 78:
-                lines.append(line)
-                line = " " * 6 + word
-            else:
-                line += " " + word
-        lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(["\b", "Exit codes:", *exit_code_lines(notes)])
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

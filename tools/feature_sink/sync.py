@@ -111,7 +111,8 @@ def decide(
     problems = (
         ownership_problems(dropped) + budget_problems(over) + conflict_problems(outcome.conflicts)
     )
-    return Decision(outcome, annotation_value(raw, outcome.ownership), tuple(problems), None, owned)
+    annotation = annotation_value(raw, outcome.ownership)
+    return Decision(outcome, annotation, tuple(problems), owned=owned)
 
 
 def annotation_value(raw: str | None, own: Ownership) -> str | None:
@@ -212,7 +213,8 @@ class Syncer:
                     self.write(current, plan)
                 except ApiConflict as e:
                     self.metrics.patch_conflicts.inc()
-                    log.info("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
+                    # a routine retry (the kubelet updates its Node too), not news at info
+                    log.debug("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
                     continue
                 wrote = True
                 story.tell(
