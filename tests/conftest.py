@@ -30,6 +30,6 @@ def _logging_as_before() -> Iterator[None]:
     depending on the order the tests ran in."""
     from edgefd.core import log
 
-    saved = (log._verbosity, log._tool, log._configured, log._applied)
+    saved = (log._verbosity, log._tool, log._configured, log._applied, log._service)
     yield
-    log._verbosity, log._tool, log._configured, log._applied = saved
+    log._verbosity, log._tool, log._configured, log._applied, log._service = saved

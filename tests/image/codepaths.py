@@ -52,7 +52,8 @@ class CodePath:
 P = CodePath
 CODE_PATHS: tuple[CodePath, ...] = (
     P("dt-dtb", ("dt-labeller", "--dtb", "{dtb}", "--dry-run"), expect=("arm-cortex-a72=4",)),
-    P("dt-json", ("dt-labeller", "--dtb", "{dtb}", "--dry-run", "--output", "json", "--explain")),
+    P("dt-json", ("dt-labeller", "--dtb", "{dtb}", "--dry-run", "--output", "json")),
+    P("dt-explain", ("dt-labeller", "--dtb", "{dtb}", "--explain"), expect=("<- /cpus/cpu@0",)),
     P("dt-host-write", ("dt-labeller", "--host-root", "{host}", "--features-dir", "{work}/fd")),
     P("usb-dry", ("usb-scan", "--host-root", "{host}", "--dry-run"), expect=("089a",)),
     P("usb-explain", ("usb-scan", "--host-root", "{host}", "--dry-run", "--explain")),

@@ -240,6 +240,30 @@ def test_build_script_refuses_bad_arguments() -> None:
     assert "usage" in r.stderr
 
 
+def test_the_manifests_startup_probe_runs_in_the_image(image_root, inputs: Inputs) -> None:
+    """bus-scan's exec startup probe, word for word from the DaemonSet but for the port, run
+    inside the image as the container's uid while the sidecar starts (issue 25 item 5): it
+    waits for the sidecar's /readyz instead of failing, and passes."""
+    root = image_root("amd64")
+    prepare(inputs)
+    port = free_port()
+    spec = pod_spec(daemonset())
+    (sidecar,) = [c for c in spec["initContainers"] if c["name"] == "bus-scan"]
+    listen = next(a for a in sidecar["command"] if a.startswith("--listen="))
+    probe = [str(port) if a == listen.rpartition(":")[2] else a
+             for a in sidecar["startupProbe"]["exec"]["command"]]  # fmt: skip
+    argv = inputs.fill(by_name("bus-scan-sidecar").argv, port, "/host", "/x86", "/work")
+    uid = int(sidecar["securityContext"]["runAsUser"])
+    proc = root.popen(argv, mounts(inputs), uid=uid, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        r = root.run(probe, [], uid=uid, timeout=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("/readyz: ok"), r.stdout
+
+
 # -- against the real peers ----------------------------------------------------------------------
 
 

@@ -86,6 +86,19 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         None,
     ),
     "namespace": (s("namespace.name=edgefd-helm"), None),
+    # the post-delete prune hook (tests/k8s/test_prune_job.py: the same objects as k8s/prune)
+    "prune": (s("labels.pruneOnUninstall=true"), None),
+    "host-features": (
+        s("labels.hostFeaturesDir=/etc/kubernetes/node-feature-discovery/features.d"),
+        ("host-features",),
+    ),
+    "nodefeature+host-features": (
+        s(
+            "labels.mode=nodefeature",
+            "labels.hostFeaturesDir=/etc/kubernetes/node-feature-discovery/features.d",
+        ),
+        ("nodefeature", "host-features"),
+    ),
     "existing-namespace": (s("namespace.create=false"), None),
     "allow-namespaces": (
         ["--set-json", 'labels.allowNamespaces=["example.com","profile.node.kubernetes.io"]'],

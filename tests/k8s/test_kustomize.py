@@ -61,6 +61,10 @@ COMBINATIONS = [
     ("dra", "hostnetwork"),
     ("dra", "nodefeature"),
     ("no-devplugin", "hostnetwork"),
+    ("host-features",),
+    ("nodefeature", "host-features", "dra"),
+    ("dra", "host-features"),  # its merge patch names feature-sink first: any order works
+    ("hostnetwork", "host-features", "no-devplugin"),
 ]
 DRA_HOSTPATHS = (
     "/var/lib/kubelet/plugins_registry",
@@ -122,7 +126,7 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin"):
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features"):
         for f in (OVERLAYS / name).iterdir():
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
@@ -193,7 +197,41 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
                     assert c[probe]["httpGet"].pop("host") == "127.0.0.1", (c["name"], probe)
                     probes += 1
         assert ds_o == ds_b, name
-    assert probes == 6
+    assert probes == 5  # the startup probes ask 127.0.0.1 from inside the container anyway
+
+
+def only_the_daemonset_differs(
+    base: list[dict[str, Any]], components: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The base's and the components' labels DaemonSet, once every other object is the base's."""
+    b, o = keyed(base), keyed(combo(components))
+    assert set(b) == set(o)
+    key = ("DaemonSet", NAMESPACE, "edgefd")
+    for k in o:
+        if k != key:
+            assert o[k] == b[k], k
+    return b[key], o[key]
+
+
+def test_host_features(base: list[dict[str, Any]]) -> None:
+    """The host's features.d, read-only, in feature-sink alone, and the flag naming it."""
+    ds_b, ds_o = only_the_daemonset_differs(base, ("host-features",))
+    spec = pod_spec(ds_o)
+    sink = container(spec, "feature-sink")
+    inside = "/host/etc/kubernetes/node-feature-discovery/features.d"
+    assert sink["command"].pop() == f"--host-features-dir={inside}"
+    (mount,) = [m for m in sink["volumeMounts"] if m["name"] == "host-features-d"]
+    assert mount == {"name": "host-features-d", "mountPath": inside, "readOnly": True}
+    sink["volumeMounts"].remove(mount)
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "host-features-d"]
+    assert vol["hostPath"] == {
+        "path": "/etc/kubernetes/node-feature-discovery/features.d",
+        "type": "DirectoryOrCreate",
+    }
+    spec["volumes"].remove(vol)
+    assert ds_o == ds_b
+    others = [c for c in [*spec["initContainers"], *spec["containers"]] if c is not sink]
+    assert not [m for c in others for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
 
 
 def test_dra_component_renders_with_the_base() -> None:

@@ -53,7 +53,12 @@ HOSTPATHS_ALLOWED = {
     "/sys": (set(INIT_CONTAINERS) | {"devplugin"}, True),
     "/dev": ({"devplugin"}, True),
     "/var/lib/kubelet/device-plugins": ({"devplugin"}, False),
+    # k8s/overlays/host-features: the host's NFD features.d, read by the sink alone
+    "/etc/kubernetes/node-feature-discovery/features.d": ({"feature-sink"}, True),
 }
+# hostPath types other than Directory (which fails the pod where the path is missing): the
+# host's features.d is created empty on a node without NFD, so the pod runs on every node
+HOSTPATH_TYPES = {"/etc/kubernetes/node-feature-discovery/features.d": "DirectoryOrCreate"}
 
 # Kinds edgefd may create; anything else in k8s/ is a review item, not an accident.
 NAMESPACED_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}
@@ -260,9 +265,11 @@ def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
     assert flag_value(cmd, "--also") == "pci-scan"
     listen = flag_value(cmd, "--listen")
     ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
-    probe = sidecar["startupProbe"]["httpGet"]
-    assert probe["path"] == "/readyz" and listen == f":{ports[probe['port']]}"
+    probe = sidecar["startupProbe"]["exec"]["command"]
+    assert probe[1:4] == ["-m", "edgefd.probe", listen.lstrip(":")]  # its /readyz, strictly
+    assert not [a for a in probe if a.startswith("--or-alive")]  # it gates feature-sink
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert ports[sidecar["livenessProbe"]["httpGet"]["port"]] == int(listen.lstrip(":"))
     assert "readinessProbe" not in sidecar  # a sidecar's readiness would gate nothing useful
     # the sink reads what the sidecar writes, and starts after it
     assert spec["containers"][0]["name"] == "feature-sink"
@@ -310,8 +317,10 @@ def privilege_violations(ds: dict[str, Any]) -> list[str]:
         if "hostPath" in v:
             if v["hostPath"]["path"] not in HOSTPATHS_ALLOWED:
                 out.append(f"volume {v['name']}: hostPath {v['hostPath']['path']} not allowed")
-            elif v["hostPath"].get("type") != "Directory":
-                out.append(f"volume {v['name']}: hostPath type must be Directory")
+            else:
+                want = HOSTPATH_TYPES.get(v["hostPath"]["path"], "Directory")
+                if v["hostPath"].get("type") != want:
+                    out.append(f"volume {v['name']}: hostPath type must be {want}")
     for _, c in all_containers(spec):
         for m in c.get("volumeMounts", []):
             vol = volumes.get(m["name"], {})
@@ -508,6 +517,32 @@ def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> 
         target = ports.get(get["port"], get["port"])
         assert target == port, f"{name} {probe} probes {target}, the tool listens on {port}"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    start = c["startupProbe"]["exec"]["command"]
+    assert start[:4] == ["/opt/edgefd/bin/python", "-m", "edgefd.probe", str(port)], name
+
+
+def startup_waits(c: dict[str, Any]) -> float:
+    """How long a container's exec startup probe waits (its --within)."""
+    return float(flag_value(c["startupProbe"]["exec"]["command"], "--within") or 25)
+
+
+@pytest.mark.parametrize("name", [*LONG_RUNNING, "bus-scan"])
+def test_a_healthy_start_fails_no_probe(name: str) -> None:
+    """Issue 25 item 5. The kubelet (v1.37.2, pkg/kubelet/prober) posts a Warning Event for
+    every failed probe, whatever its failureThreshold; readiness and liveness wait for the
+    startup probe, and readiness runs right after it passes. So: no HTTP probe may run before
+    the container is ready. Each long-running container's startup probe waits inside the
+    container (tools/probe.py) for /readyz, and must end before the kubelet's timeout (or the
+    wait itself would be a failure); its first run comes within a second of the start."""
+    spec = pod_spec(daemonset())
+    c = {x["name"]: x for _, x in all_containers(spec)}[name]
+    probe = c["startupProbe"]
+    assert set(probe) == {"exec", "periodSeconds", "timeoutSeconds", "failureThreshold"}
+    assert probe["periodSeconds"] == 1
+    assert startup_waits(c) + 3 <= probe["timeoutSeconds"]
+    assert "initialDelaySeconds" not in c.get("livenessProbe", {})
+    for kind in ("livenessProbe", "readinessProbe"):
+        assert "exec" not in c.get(kind, {}), "periodic exec probes cost a process each"
 
 
 def test_every_container_has_requests_and_limits() -> None:

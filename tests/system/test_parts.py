@@ -22,6 +22,7 @@ from tests.fixturegen import HostBuilder, build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .checks_lifecycle import zero_windows
+from .checks_pod import edgefd_warnings
 from .e2e import OVERLAY, overlay_settings
 from .expect import plugin_offer, producer_labels
 from .hosttree import copy_host_tree, device_nodes, mknod_commands, usb_ids, usb_node
@@ -242,3 +243,31 @@ def test_a_lock_held_by_a_parent_is_ours(tmp_path: Path) -> None:
     assert held.stdout.strip() == "True", held.stderr
     free = subprocess.run(inner, cwd=REPO_ROOT, capture_output=True, text=True)
     assert free.stdout.strip() == "False", free.stderr
+
+
+def test_warning_events_of_the_pod_and_of_edgefd_on_its_node() -> None:
+    """What check_no_warning_events counts: the kubelet's Warnings about the pod (a failed
+    probe, one line with its container), the sink's on the Node; not Normal Events, not other
+    pods', not the kubelet's own Node Warnings."""
+    pod = {
+        "kind": "Pod",
+        "name": "edgefd-x",
+        "uid": "u1",
+        "fieldPath": "spec.containers{feature-sink}",
+    }
+    node = {"kind": "Node", "name": "n1"}
+    events = [
+        {"type": "Warning", "reason": "Unhealthy", "message": "Readiness probe failed: 503",
+         "involvedObject": pod, "source": {"component": "kubelet"}, "count": 2},
+        {"type": "Normal", "reason": "Started", "message": "", "involvedObject": pod},
+        {"type": "Warning", "reason": "Unhealthy", "message": "x",
+         "involvedObject": {**pod, "uid": "another-pod"}},
+        {"type": "Warning", "reason": "LabelRejected", "message": "bad:1: label refused",
+         "involvedObject": node, "reportingComponent": "edgefd.io/feature-sink"},
+        {"type": "Warning", "reason": "InvalidDiskCapacity", "message": "y",
+         "involvedObject": node, "source": {"component": "kubelet"}},
+    ]  # fmt: skip
+    assert edgefd_warnings(events, "u1", "n1") == [
+        "Pod/edgefd-x spec.containers{feature-sink}: Unhealthy: Readiness probe failed: 503 (x2)",
+        "Node/n1: LabelRejected: bad:1: label refused (x1)",
+    ]
