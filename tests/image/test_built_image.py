@@ -24,7 +24,7 @@ from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name, free_po
 from tests.image.conftest import BUILD, ROOT, Builds, load_oci
 from tests.image.rootfs import ImageRoot, Mount
 from tests.image.test_slim import wait_ready
-from tests.k8s.test_manifests import every_container
+from tests.k8s.test_manifests import daemonset, every_container, pod_spec
 
 pytestmark = pytest.mark.image
 
