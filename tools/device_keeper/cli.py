@@ -1,0 +1,100 @@
+"""`device-keeper`: keep a re-enumerating device reachable inside running containers.
+
+    device-keeper grant --cgroup DIR --allow c:189:5 [--revoke c:189:4] [--dry-run]
+    device-keeper serve --events FILE|-            (the service; see service.py)
+
+Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
+device program, a program that cannot be extended), 2 usage, 3 the cgroup is missing or not
+a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from edgefd.cli import Command, dry_run_option, guarded, output_option, verbose_option
+
+TOOL = "device-keeper"
+
+
+class Group(Command, click.Group):
+    """Subcommands with the one-line usage errors of every edgefd command."""
+
+
+@click.group(name=TOOL, cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Keep a Coral or NCS2 reachable inside running containers when it re-enumerates."""
+
+
+def _nodes(values: tuple[str, ...], what: str) -> dict[Any, str]:
+    from .rules import parse_node
+
+    out: dict[Any, str] = {}
+    for v in values:
+        node, access = parse_node(v)
+        if node in out:
+            from edgefd.core.errors import UsageError
+
+            raise UsageError(f"{what} {node.spec} given twice")
+        out[node] = access
+    return out
+
+
+@main.command("grant", cls=Command)
+@click.option(
+    "--cgroup",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The container's cgroup: a v2 directory, or its v1 devices controller directory.",
+)
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="T:MAJ:MIN[:ACC]",
+    help="Allow this node (e.g. c:189:5; access rw unless given, e.g. c:189:5:rwm).",
+)
+@click.option(
+    "--revoke",
+    "revoke",
+    multiple=True,
+    metavar="T:MAJ:MIN",
+    help="Revoke this node for every access (e.g. c:189:4), also if its number is reused.",
+)
+@dry_run_option
+@output_option
+@verbose_option
+@guarded(TOOL)
+def grant_cmd(
+    cgroup: str,
+    allow: tuple[str, ...],
+    revoke: tuple[str, ...],
+    dry_run: bool,
+    output: str,
+    verbose: int,
+) -> int:
+    """Allow and revoke device nodes on one container cgroup, as the service does."""
+    from edgefd.core.errors import UsageError
+    from edgefd.core.output import emit_json, write_stdout
+
+    from .grant import grant
+
+    allowed = _nodes(allow, "--allow")
+    revoked = set(_nodes(revoke, "--revoke"))
+    if not allowed and not revoked:
+        raise UsageError("nothing to do: give --allow and/or --revoke")
+    out = grant(cgroup, allowed, revoked, dry_run=dry_run)
+    if output == "json":
+        emit_json(out.as_json())
+    elif dry_run:
+        write_stdout(out.text().encode())
+    else:
+        what = ", ".join(
+            [f"allowed {n} {a}" for n, a in sorted(allowed.items())]
+            + [f"revoked {n}" for n in sorted(revoked)]
+        )
+        state = "" if out.changed else " (already so)"
+        write_stdout(f"{cgroup} ({out.version}): {what}{state}\n".encode())
+    return 0
