@@ -118,9 +118,9 @@ def grant(
         hint = ""
         if e.errno in (errno.EPERM, errno.EACCES):
             hint = (
-                " (v2 needs CAP_SYS_ADMIN and CAP_BPF; v1 a writable devices cgroup)"
+                " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
                 if ver == "v2"
-                else " (a writable devices cgroup, and a parent that allows the node)"
+                else " (needs CAP_SYS_ADMIN, a writable devices cgroup, and a parent that allows the node)"
             )
         raise GrantFailed(f"{cgroup}: {e.strerror or e}{hint}") from None
     return out

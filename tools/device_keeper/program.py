@@ -200,6 +200,11 @@ def check_reloadable(body: Sequence[Insn]) -> None:
             skip = False
             continue
         cls = i.code & 0x07
+        if i.dst > 10 or i.src > 10:  # the verifier's own scratch register (constant blinding)
+            raise NotReloadable(
+                f"instruction {n} uses a kernel-only register: the program was blinded "
+                "(net.core.bpf_jit_harden=2)"
+            )
         if cls in (JMP, JMP32) and (i.code & 0xF0) == CALL:
             raise NotReloadable(f"instruction {n} is a call")
         if cls == LD:
