@@ -117,10 +117,8 @@ def grant(
     except OSError as e:
         hint = ""
         if e.errno in (errno.EPERM, errno.EACCES):
-            hint = (
-                " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
-                if ver == "v2"
-                else " (needs CAP_SYS_ADMIN, a writable devices cgroup, and a parent that allows the node)"
-            )
+            hint = " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
+            if ver == "v1":
+                hint = " (needs CAP_SYS_ADMIN and a parent devices cgroup that allows the node)"
         raise GrantFailed(f"{cgroup}: {e.strerror or e}{hint}") from None
     return out

@@ -79,7 +79,9 @@ def _node_of(st: os.stat_result) -> DevNode | None:
     return None
 
 
-def replace(pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc") -> Replaced:
+def replace(
+    pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc"
+) -> Replaced:
     """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
     names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
     parent, _, name = path.rstrip("/").rpartition("/")
