@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .cgroupv2 import GrantRefused
+from .cgroupv2 import Unrestricted
 from .rules import DevNode
 
 UNRESTRICTED = "a *:* rwm"
@@ -34,7 +34,7 @@ def plan(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[W
     """The writes of one grant, revocations first (never two nodes open at once)."""
     listed = exceptions(cgroup)
     if UNRESTRICTED in listed:
-        raise GrantRefused(f"{cgroup}: the devices cgroup allows every device (a *:* rwm)")
+        raise Unrestricted(f"{cgroup}: the devices cgroup allows every device (a *:* rwm)")
     writes = [Write("devices.deny", f"{n} rwm") for n in sorted(revoke)]
     writes += [Write("devices.allow", f"{n} {a}") for n, a in sorted(allow.items())]
     return writes

@@ -28,6 +28,11 @@ class GrantRefused(EdgefdError):
     """This cgroup cannot be given the grant (said why); nothing was changed."""
 
 
+class Unrestricted(GrantRefused):
+    """The cgroup restricts no device here (no program attached; v1 `a *:* rwm`): there is
+    nothing to grant. On a hybrid host one of a container's two cgroups is always so."""
+
+
 @dataclass
 class Patch:
     """One attached program and what replaces it."""
@@ -115,7 +120,7 @@ def apply(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[
             flags, progs = _read(cfd)
             try:
                 if not progs:
-                    raise GrantRefused(
+                    raise Unrestricted(
                         f"{cgroup}: no device program attached; the cgroup restricts no device "
                         "(not a container's cgroup?)"
                     )

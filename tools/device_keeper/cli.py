@@ -3,6 +3,7 @@
     device-keeper grant --cgroup DIR --allow c:189:5 [--revoke c:189:4] [--dry-run]
     device-keeper serve --events FILE|-            (the service; see service.py)
 
+
 Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
 device program, a program that cannot be extended), 2 usage, 3 the cgroup is missing or not
 a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
@@ -14,7 +15,16 @@ from typing import Any
 
 import click
 
-from edgefd.cli import Command, dry_run_option, guarded, output_option, verbose_option
+from edgefd.cli import (
+    Command,
+    Listen,
+    dry_run_option,
+    guarded,
+    host_root_option,
+    listen_option,
+    output_option,
+    verbose_option,
+)
 
 TOOL = "device-keeper"
 
@@ -97,4 +107,93 @@ def grant_cmd(
         )
         state = "" if out.changed else " (already so)"
         write_stdout(f"{cgroup} ({out.version}): {what}{state}\n".encode())
+    return 0
+
+
+@main.command("serve", cls=Command)
+@click.option(
+    "--events",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="JSON lines of moves ('-': stdin); until the device inventory feeds the service.",
+)
+@host_root_option
+@click.option(
+    "--kubelet-dir",
+    default="/var/lib/kubelet",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The kubelet's directory (pod-resources/kubelet.sock in it), on the host.",
+)
+@click.option(
+    "--cri-socket",
+    default="/run/containerd/containerd.sock",
+    show_default=True,
+    help="The runtime's CRI socket (CRI-O: /var/run/crio/crio.sock).",
+)
+@listen_option(":8083")
+@dry_run_option
+@output_option
+@verbose_option
+@guarded(TOOL)
+def serve_cmd(
+    events: str,
+    host_root: str,
+    kubelet_dir: str,
+    cri_socket: str,
+    listen: Listen,
+    dry_run: bool,
+    output: str,
+    verbose: int,
+) -> int:
+    """Grant each re-enumerated device to exactly the running containers holding it."""
+    import os
+    import sys
+
+    from edgefd.core.output import emit_json
+
+    from .containers import Runtime
+    from .events import moves
+    from .metrics import KeeperMetrics
+    from .podresources import PodResources
+    from .service import Keeper
+
+    def host(path: str) -> str:
+        return os.path.join(host_root, path.lstrip("/"))
+
+    metrics = KeeperMetrics()
+    server = None
+    if listen is not None:
+        from edgefd.runtime.metrics import HealthServer
+
+        server = HealthServer(metrics, *listen).start()
+    keeper = Keeper(
+        PodResources(host(os.path.join(kubelet_dir, "pod-resources", "kubelet.sock"))),
+        Runtime(host(cri_socket)),
+        cgroup_fs=host("/sys/fs/cgroup"),
+        proc=host("/proc"),
+        metrics=metrics,
+        dry_run=dry_run,
+    )
+
+    def report(move: Any, done: list[Any]) -> None:
+        if output == "json":
+            emit_json(
+                {
+                    "device": move.device.name,
+                    "old": str(move.old),
+                    "new": str(move.new),
+                    "containers": [d.as_json() for d in done],
+                }
+            )
+
+    try:
+        if events == "-":
+            keeper.run(moves(sys.stdin), report)
+        else:
+            with open(events, encoding="utf-8") as f:
+                keeper.run(moves(f), report)
+    finally:
+        if server is not None:
+            server.stop()
     return 0
