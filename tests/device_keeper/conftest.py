@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.peers.processes import harness_binary
+from tests.peers.processes import REPO_ROOT, harness_binary
 
 CGROUP_FS = Path("/sys/fs/cgroup")
 _n = itertools.count()
@@ -70,14 +70,27 @@ def _cleanup(d: Path) -> None:
 
 
 @pytest.fixture
-def v2_cgroup(as_root: None) -> Iterator[Path]:
+def v2_cgroups(as_root: None) -> Iterator[Callable[[], Path]]:
+    """Make fresh v2 cgroups (removed at the end, once their processes are gone)."""
     root = v2_root()
     if root is None:
         _need("no cgroup v2 hierarchy mounted (mount -t cgroup2)")
-    d = root / f"edgefd-keeper-test-{os.getpid()}-{next(_n)}"
-    d.mkdir()
-    yield d
-    _cleanup(d)
+    made: list[Path] = []
+
+    def make() -> Path:
+        d = root / f"edgefd-keeper-test-{os.getpid()}-{next(_n)}"
+        d.mkdir()
+        made.append(d)
+        return d
+
+    yield make
+    for d in reversed(made):
+        _cleanup(d)
+
+
+@pytest.fixture
+def v2_cgroup(v2_cgroups: Callable[[], Path]) -> Path:
+    return v2_cgroups()
 
 
 @pytest.fixture
@@ -101,3 +114,26 @@ def runc_filter() -> Callable[..., None]:
         subprocess.run(argv, input=json.dumps(rules), text=True, check=True, timeout=30)
 
     return attach
+
+
+@pytest.fixture
+def standin(as_root: None, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen]]:
+    """Start stand-in containers (standin.py); each is killed at the end."""
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, node: str, uid: int = 0, cgroups: list[Path] = ()) -> subprocess.Popen:
+        root = tmp_path / f"root{len(procs)}"
+        root.mkdir()
+        argv = ["python3", "-m", "tests.device_keeper.standin", str(root), name, node]
+        argv += ["--uid", str(uid)]
+        for cg in cgroups:
+            argv += ["--cgroup-procs", str(cg / "cgroup.procs")]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=REPO_ROOT)
+        procs.append(p)
+        assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()

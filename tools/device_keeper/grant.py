@@ -18,7 +18,7 @@ from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError
 
 from . import cgroupv1, cgroupv2
 from .cgroupv2 import GrantRefused
-from .rules import DevNode
+from .rules import DevNode, disjoint
 
 
 class SystemdManaged(GrantRefused):
@@ -94,6 +94,7 @@ def grant(
     cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode], dry_run: bool = False
 ) -> Outcome:
     """Allow `allow`, revoke `revoke` on one cgroup (or, dry, say what that would do)."""
+    disjoint(allow, revoke)
     ver = version(cgroup)
     if systemd_scope(cgroup):
         raise SystemdManaged(

@@ -100,15 +100,19 @@ def parse_node(text: str, default_access: str = DEFAULT_ACCESS) -> tuple[DevNode
     return node, "".join(a for a in "rwm" if a in access)
 
 
+def disjoint(allow: dict[DevNode, str], revoke: set[DevNode]) -> None:
+    both = set(allow) & revoke
+    if both:
+        shown = ", ".join(str(n) for n in sorted(both))
+        raise UsageError(f"{shown}: both allowed and revoked in one grant")
+
+
 def merge(
     existing: tuple[Rule, ...], allow: dict[DevNode, str], revoke: set[DevNode]
 ) -> tuple[Rule, ...]:
     """The rule list after one grant: each node has one rule, the newest wins (a minor the
     kernel hands back to the same device is allowed again; a revoked one stays denied)."""
-    both = set(allow) & revoke
-    if both:
-        shown = ", ".join(str(n) for n in sorted(both))
-        raise UsageError(f"{shown}: both allowed and revoked in one grant")
+    disjoint(allow, revoke)
     out = {r.node: r for r in existing}
     for node in revoke:
         out[node] = Rule(node, None)
