@@ -100,3 +100,26 @@ def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
 def test_bad_events(line):
     with pytest.raises(Exception):  # noqa: B017 - ValueError or UsageError, both skip the line
         parse(line)
+
+
+def test_follow_reads_lines_as_they_are_appended_and_a_replaced_file(tmp_path):
+    from edgefd.device_keeper.events import follow
+
+    path = tmp_path / "moves.jsonl"
+    got: list[str] = []
+    steps = iter(
+        [
+            lambda: path.write_text("one\ntw"),  # the file appears, the 2nd line half-written
+            lambda: path.open("a").write("o\n"),
+            lambda: (path.unlink(), path.write_text("three\n")),  # replaced: read from its start
+        ]
+    )
+
+    def wait(_: float) -> None:
+        step = next(steps, None)
+        if step is not None:
+            step()
+
+    for line in follow(str(path), lambda: len(got) == 3, wait):
+        got.append(line)
+    assert got == ["one\n", "two\n", "three\n"]

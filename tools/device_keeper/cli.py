@@ -11,6 +11,7 @@ a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -27,6 +28,7 @@ from edgefd.cli import (
 )
 
 TOOL = "device-keeper"
+log = logging.getLogger(TOOL)
 
 
 class Group(Command, click.Group):
@@ -117,6 +119,11 @@ def grant_cmd(
     type=click.Path(dir_okay=False, allow_dash=True),
     help="JSON lines of moves ('-': stdin); until the device inventory feeds the service.",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep reading --events as it grows (and wait for it to appear), until SIGTERM.",
+)
 @host_root_option
 @click.option(
     "--kubelet-dir",
@@ -138,6 +145,7 @@ def grant_cmd(
 @guarded(TOOL)
 def serve_cmd(
     events: str,
+    follow: bool,
     host_root: str,
     kubelet_dir: str,
     cri_socket: str,
@@ -151,8 +159,10 @@ def serve_cmd(
     import sys
 
     from edgefd.core.output import emit_json
+    from edgefd.runtime.signals import Signals
 
     from .containers import Runtime
+    from .events import follow as follow_file
     from .events import moves
     from .metrics import KeeperMetrics
     from .podresources import PodResources
@@ -162,11 +172,6 @@ def serve_cmd(
         return os.path.join(host_root, path.lstrip("/"))
 
     metrics = KeeperMetrics()
-    server = None
-    if listen is not None:
-        from edgefd.runtime.metrics import HealthServer
-
-        server = HealthServer(metrics, *listen).start()
     keeper = Keeper(
         PodResources(host(os.path.join(kubelet_dir, "pod-resources", "kubelet.sock"))),
         Runtime(host(cri_socket)),
@@ -187,13 +192,23 @@ def serve_cmd(
                 }
             )
 
-    try:
-        if events == "-":
-            keeper.run(moves(sys.stdin), report)
-        else:
-            with open(events, encoding="utf-8") as f:
-                keeper.run(moves(f), report)
-    finally:
-        if server is not None:
-            server.stop()
+    with Signals() as signals:
+        server = None
+        if listen is not None:
+            from edgefd.runtime.metrics import HealthServer
+
+            server = HealthServer(metrics, *listen).start()
+            log.info("listening on %s:%d", listen[0], server.port)
+        try:
+            if follow:
+                stopped = lambda: signals.stop_requested  # noqa: E731
+                keeper.run(moves(follow_file(events, stopped, signals.wait)), report)
+            elif events == "-":
+                keeper.run(moves(sys.stdin), report)
+            else:
+                with open(events, encoding="utf-8") as f:
+                    keeper.run(moves(f), report)
+        finally:
+            if server is not None:
+                server.stop()
     return 0

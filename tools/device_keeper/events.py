@@ -6,14 +6,16 @@ device inventory feeds the service (phase 2 of issue 20):
                 "dra": [["edgefd.io", "node1", "usb-1-1-3"]]},
      "old": "c:189:4", "new": "c:189:5"}
 
-A bad line is logged with its number and skipped; the stream goes on.
+A bad line is logged with its number and skipped; the stream goes on. With `--follow` the
+file is read as it grows (a file the inventory appends to, in the pod).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from edgefd.core.errors import EdgefdError
@@ -23,6 +25,7 @@ from .rules import parse_node
 from .service import Move
 
 log = logging.getLogger("device-keeper")
+POLL = 0.05  # seconds between looks at a followed file that has no new line
 
 
 def _pairs(value: Any, width: int, what: str) -> frozenset:
@@ -61,3 +64,37 @@ def moves(lines: Iterable[str]) -> Iterator[Move]:
             yield parse(line)
         except (ValueError, EdgefdError) as e:
             log.error("event line %d: %s; skipped", n, e)
+
+
+def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]) -> Iterator[str]:
+    """The lines of a file as they are appended (`tail -F`), until `stopped()`; a file that
+    does not exist yet is waited for, one replaced (a new inode) is read from its start."""
+    f = None
+    ino = None
+    partial = ""
+    while not stopped():
+        if f is None:
+            try:
+                f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - kept open
+                ino = os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                wait(POLL)
+                continue
+        chunk = f.readline()
+        if chunk:
+            partial += chunk
+            if partial.endswith("\n"):
+                yield partial
+                partial = ""
+            continue
+        try:
+            replaced = os.stat(path).st_ino != ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            f.close()
+            f, partial = None, ""
+            continue
+        wait(POLL)
+    if f is not None:
+        f.close()
