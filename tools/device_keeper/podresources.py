@@ -3,7 +3,7 @@
 The socket is `<kubelet-dir>/pod-resources/kubelet.sock`; the keeper's container mounts that
 directory read-only (a read-only mount does not stop connecting to a socket). Device-plugin
 devices are always listed; DRA devices (`dynamic_resources`) need the kubelet feature gate
-`KubeletPodResourcesDynamicResources` (beta and on by default since 1.34).
+`KubeletPodResourcesDynamicResources` (on by default since 1.34, GA and locked on since 1.36).
 """
 
 from __future__ import annotations
