@@ -32,7 +32,8 @@ RUN python -m venv /opt/edgefd \
  && /opt/edgefd/bin/usb-scan --help >/dev/null \
  && /opt/edgefd/bin/pci-scan --help >/dev/null \
  && /opt/edgefd/bin/feature-sink --help >/dev/null \
- && /opt/edgefd/bin/devplugin --help >/dev/null
+ && /opt/edgefd/bin/devplugin --help >/dev/null \
+ && /opt/edgefd/bin/device-keeper --help >/dev/null
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0
