@@ -156,6 +156,7 @@ def test_v1_only_the_two_nodes_change(v1_devices, runc_filter):
     assert changed(before, after) == expect
     listed = (v1_devices / "devices.list").read_text().split("\n")
     assert "c 189:5 rw" in listed and not any(line.startswith("c 189:4 ") for line in listed)
+    assert not grant(str(v1_devices), {NEW: "rw"}, {OLD}).changed  # already so
 
 
 def test_cli_grant_and_dry_run(v2_cgroup, runc_filter):

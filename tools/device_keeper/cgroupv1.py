@@ -20,6 +20,7 @@ UNRESTRICTED = "a *:* rwm"
 class Write:
     file: str  # devices.deny / devices.allow
     line: str
+    changes: bool = True  # False: devices.list already says so (writing it again is harmless)
 
     def __str__(self) -> str:
         return f"{self.file}: {self.line}"
@@ -35,8 +36,15 @@ def plan(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[W
     listed = exceptions(cgroup)
     if UNRESTRICTED in listed:
         raise Unrestricted(f"{cgroup}: the devices cgroup allows every device (a *:* rwm)")
-    writes = [Write("devices.deny", f"{n} rwm") for n in sorted(revoke)]
-    writes += [Write("devices.allow", f"{n} {a}") for n, a in sorted(allow.items())]
+    have = {}
+    for line in listed:
+        node, _, acc = line.rpartition(" ")
+        have[node] = acc
+    writes = [Write("devices.deny", f"{n} rwm", str(n) in have) for n in sorted(revoke)]
+    writes += [
+        Write("devices.allow", f"{n} {a}", not set(a) <= set(have.get(str(n), "")))
+        for n, a in sorted(allow.items())
+    ]
     return writes
 
 

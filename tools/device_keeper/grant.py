@@ -43,7 +43,7 @@ class Outcome:
 
     @property
     def changed(self) -> bool:
-        return bool(self.writes) or any(p.changed for p in self.patches)
+        return any(w.changes for w in self.writes) or any(p.changed for p in self.patches)
 
     def as_json(self) -> dict[str, object]:
         doc: dict[str, object] = {
