@@ -142,20 +142,8 @@ class Keeper:
                 res = grant(d, {move.new: move.access}, {move.old}, dry_run=self.dry_run)
             except Unrestricted:
                 continue
-            except SystemdManaged as e:
-                self.metrics.refused.labels("systemd").inc()
-                done.refused = str(e)
-                log.warning("%s: %s", c.holder, e)
-                continue
-            except GrantRefused as e:
-                self.metrics.refused.labels("program").inc()
-                done.refused = str(e)
-                log.error("%s: %s", c.holder, e)
-                continue
             except EdgefdError as e:
-                self.metrics.errors.labels("grant").inc()
-                done.refused = str(e)
-                log.error("%s: %s", c.holder, e)
+                self._not_granted(c, done, e)
                 continue
             done.cgroups.append(f"{res.version}:{d}")
             if res.applied:
@@ -178,6 +166,23 @@ class Keeper:
             return done
         done.node = self._node(move, c)
         return done
+
+    def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
+        """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
+        said no): logged and counted; the container's other cgroup and path are still tried."""
+        if isinstance(e, SystemdManaged):
+            self.metrics.refused.labels("systemd").inc()
+        elif isinstance(e, GrantRefused):
+            self.metrics.refused.labels("program").inc()
+        else:
+            self.metrics.errors.labels("grant").inc()
+        done.refused = str(e)
+        log.log(
+            logging.WARNING if isinstance(e, SystemdManaged) else logging.ERROR,
+            "%s: %s",
+            c.holder,
+            e,
+        )
 
     def _node(self, move: Move, c: Container) -> str:
         if self.dry_run:
