@@ -88,6 +88,15 @@ def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
     }
 
 
+def test_event_with_access_and_a_second_node():
+    m = parse(
+        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]]}, "old": "c:189:4", '
+        '"new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
+    )
+    assert (m.access, m.container_path) == ("rwm", "/dev/edgefd/x.1")
+    assert m.device.dra == frozenset({("edgefd.io", "n1", "x")})
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -95,6 +104,7 @@ def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
         '{"device": {"name": "x", "plugin": [["only-one"]]}, "old": "c:1:2", "new": "c:1:3"}',
         '{"device": {"name": "x"}, "old": "c:1", "new": "c:1:3"}',
         "[]",
+        '{"device": {"name": "x"}, "old": "c:1:2", "new": "c:1:3", "path": "/etc/passwd"}',
     ],
 )
 def test_bad_events(line):

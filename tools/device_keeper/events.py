@@ -6,6 +6,9 @@ device inventory feeds the service (phase 2 of issue 20):
                 "dra": [["edgefd.io", "node1", "usb-1-1-3"]]},
      "old": "c:189:4", "new": "c:189:5"}
 
+`new` may carry the access (`c:189:5:rwm`; default rw); `path` names the container's path when
+it is not `/dev/edgefd/<name>` (a device's second node: `/dev/edgefd/<name>.1`).
+
 A bad line is logged with its number and skipped; the stream goes on. With `--follow` the
 file is read as it grows (a file the inventory appends to, in the pod).
 """
@@ -22,7 +25,7 @@ from edgefd.core.errors import EdgefdError
 
 from .holders import DeviceRef
 from .rules import parse_node
-from .service import Move
+from .service import CONTAINER_DIR, Move
 
 log = logging.getLogger("device-keeper")
 POLL = 0.05  # seconds between looks at a followed file that has no new line
@@ -53,7 +56,10 @@ def parse(line: str) -> Move:
     )
     old, _ = parse_node(str(doc.get("old", "")))
     new, access = parse_node(str(doc.get("new", "")))
-    return Move(ref, old, new, access)
+    path = doc.get("path", "")
+    if not isinstance(path, str) or (path and not path.startswith(f"{CONTAINER_DIR}/")):
+        raise ValueError(f"path: a file under {CONTAINER_DIR}/")
+    return Move(ref, old, new, access, path)
 
 
 def moves(lines: Iterable[str]) -> Iterator[Move]:

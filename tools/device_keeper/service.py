@@ -37,10 +37,13 @@ class Move:
     old: DevNode
     new: DevNode
     access: str = DEFAULT_ACCESS
+    path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
 
     @property
     def container_path(self) -> str:
-        return f"{CONTAINER_DIR}/{self.device.name}"
+        """Where the runtime put the node in the container (a device's second node, if it
+        has one, is `<name>.1`: the event says so)."""
+        return self.path or f"{CONTAINER_DIR}/{self.device.name}"
 
 
 @dataclass
