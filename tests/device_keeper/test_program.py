@@ -38,8 +38,8 @@ def test_preamble_reads_back_as_its_rules(rules):
 
 @given(rules_st)
 def test_zero_extensions_after_loads_are_tolerated(rules):
-    """arm64 (the Raspberry Pi) and others have the verifier insert `wN = wN` after 32-bit
-    loads; the xlated preamble then carries them."""
+    """Where the JIT asks for it (`bpf_jit_needs_zext`), the verifier inserts `wN = wN` after
+    32-bit loads; the xlated preamble then carries them."""
     built = program.build(rules, RUNC_LIKE)
     with_zext = []
     for i in built[: len(built) - len(RUNC_LIKE)]:

@@ -124,8 +124,9 @@ def build(rules: Sequence[Rule], body: Sequence[Insn]) -> list[Insn]:
 
 
 def _is_zext(i: Insn) -> bool:
-    """`w = w`: a zero-extension some JITs (arm64, riscv, s390...) have the verifier insert
-    after 32-bit loads; it changes nothing and may appear in the xlated preamble."""
+    """`w = w`: a zero-extension the verifier inserts after 32-bit definitions on
+    architectures whose JIT asks for it (`bpf_jit_needs_zext`); it changes nothing and may
+    appear in the xlated preamble."""
     return i.code == ALU | MOV | X and i.dst == i.src
 
 
