@@ -70,6 +70,15 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         s("labels.mode=nodefeature", "devicePlugin.api=dra"),
         ("nodefeature", "dra"),
     ),
+    "device-keeper": (s("deviceKeeper.enabled=true"), ("device-keeper",)),
+    "device-keeper+dra": (
+        s("deviceKeeper.enabled=true", "devicePlugin.api=dra"),
+        ("device-keeper", "dra"),
+    ),
+    "device-keeper+crio": (
+        s("deviceKeeper.enabled=true", "deviceKeeper.criSocket=/var/run/crio/crio.sock"),
+        None,
+    ),
     "devplugin-only": (s("labels.enabled=false"), None),
     "devplugin-only+dra": (s("labels.enabled=false", "devicePlugin.api=dra"), None),
     "hostnetwork+apiserver": (
@@ -247,6 +256,12 @@ def test_render_is_valid_and_least_privilege(name: str) -> None:
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     assert daemonsets(docs)
     for ds in daemonsets(docs):
+        if "device-keeper" in name and ds["metadata"]["name"] == DEVPLUGIN_DS:
+            # its own check: tests/k8s/test_device_keeper_manifests.py
+            from tests.k8s.test_device_keeper_manifests import keeper_violations, without_keeper
+
+            assert keeper_violations(ds) == []
+            ds = without_keeper(ds)
         violations = set(privilege_violations(ds))
         if "dra" in name:  # its host paths: tests/k8s/test_dra_manifests.py
             violations = {v for v in violations if "/var/lib/kubelet/plugins" not in v
