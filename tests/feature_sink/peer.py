@@ -103,7 +103,15 @@ class Cluster:
 class Sink:
     """A feature-sink subprocess with its metrics endpoint."""
 
-    def __init__(self, cluster: Cluster, node: str, features: Path, tmp: Path, *extra: str):
+    def __init__(
+        self,
+        cluster: Cluster,
+        node: str,
+        features: Path,
+        tmp: Path,
+        *extra: str,
+        verbose: bool = True,
+    ):
         self.port = free_port()
         self.log_path = tmp / f"sink-{uuid.uuid4().hex[:6]}.log"
         self.args = [
@@ -124,7 +132,7 @@ class Sink:
             "1s",
             "--api-timeout",
             "3s",
-            "-vv",
+            *(["-vv"] if verbose else []),
             *extra,
         ]
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()

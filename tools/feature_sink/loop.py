@@ -77,6 +77,10 @@ class SinkLoop:
         self.last_success: float | None = None
         self.last_error: str | None = None
         self.syncing_since: float | None = None
+        # the failure being lived through (its reason), since when, and how many attempts
+        self.failing: str | None = None
+        self.failing_since: float | None = None
+        self.failed_attempts = 0
 
     def sync_once(self) -> bool:
         """One sync attempt; returns success. Never raises for API trouble."""
@@ -89,18 +93,28 @@ class SinkLoop:
             reason = failure_reason(e)
             self.metrics.syncs.labels(result="failure").inc()
             self.metrics.failures.labels(reason=reason).inc()
-            msg = str(e)
-            if msg != self.last_error:
-                log.warning("sync failed (%s): %s", reason, msg)
+            # once per kind of failure: an unreachable API's message differs at every attempt
+            # (connection objects, addresses), and a steady outage must not fill the log
+            if reason != self.failing:
+                log.warning("sync failed (%s): %s; retrying with backoff", reason, e)
             else:
-                log.debug("sync failed again (%s): %s", reason, msg)
-            self.last_error = msg
+                log.debug("sync failed again (%s): %s", reason, e)
+            if self.failing is None:
+                self.failing_since = self.clock()
+            self.failing, self.failed_attempts = reason, self.failed_attempts + 1
+            self.last_error = str(e)
             self._expiry = None
             return False
         finally:
             self.syncing_since = None
-        if self.last_error is not None:
-            log.warning("sync succeeded again after failures")
+        if self.failing is not None:
+            log.info(
+                "sync succeeded again after %d failed attempt(s) over %.0fs (%s)",
+                self.failed_attempts,
+                self.clock() - (self.failing_since or self.clock()),
+                self.failing,
+            )
+        self.failing, self.failing_since, self.failed_attempts = None, None, 0
         self.last_error = None
         self.metrics.syncs.labels(result="success").inc()
         self.last_success = self.clock()
