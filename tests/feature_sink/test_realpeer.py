@@ -29,6 +29,7 @@ from tests.k8s.test_manifests import SERVICE_ACCOUNT as SINK_SA
 
 pytestmark = pytest.mark.realpeer
 
+
 def test_labels_applied_unowned_untouched_stale_removed(cluster, sinks, fdir):
     node = cluster.new_node({"example.com/team": "edge", f"{F}/manual": "x"})
     write(fdir, "usb-scan", {f"{F}/usb-fe_1a6e_089a.present": "true", f"{F}/old": "1"})

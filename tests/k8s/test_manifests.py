@@ -394,9 +394,7 @@ ESCALATIONS = {
         "bus-scan: must run as non-root (runAsNonRoot, uid != 0)",
     ),
     "added-cap": (
-        lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(
-            add=["SYS_ADMIN"]
-        ),
+        lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
         "devplugin: adds capabilities ['SYS_ADMIN']",
     ),
     "escalation": (
