@@ -577,10 +577,9 @@ def test_rbac_is_narrow(applied: dict[str, Any]) -> None:
         return bool(review.status.allowed)
 
     assert can("get", "nodes") and can("patch", "nodes")
+    assert can("watch", "nodes") and can("list", "nodes")  # the sink watches its own Node
     assert can("create", "events", "default")
     for verb, resource, ns, group in [
-        ("list", "nodes", "", ""),
-        ("watch", "nodes", "", ""),
         ("update", "nodes", "", ""),
         ("delete", "nodes", "", ""),
         ("patch", "nodes/status", "", ""),

@@ -34,9 +34,11 @@ from .sync import OwnershipUntrusted, Syncer
 
 log = logging.getLogger(__name__)
 
-# Repairs closer together than this are one fight; from the FIGHT_REPAIRS-th on, each waits
-# a growing backoff (up to max_backoff) before undoing the other writer again.
-FIGHT_WINDOW = 10.0
+# An owned label changed again less than FIGHT_WINDOW after the sink repaired it is a fight
+# (a person runs kubectl seconds apart at best; a controller undoes a write in milliseconds).
+# From the FIGHT_REPAIRS-th repair of a fight on, each waits a growing backoff (up to
+# max_backoff) before undoing the other writer again.
+FIGHT_WINDOW = 2.0
 FIGHT_REPAIRS = 3
 
 
@@ -101,7 +103,8 @@ class SinkLoop:
         # the repair backoff (see FIGHT_WINDOW)
         self._fight = Backoff(initial=0.5, cap=config.max_backoff)
         self._repairs = 0
-        self._last_repair = -FIGHT_WINDOW
+        self._last_repair: float | None = None
+        self._drift_seen = 0.0  # when the drift being handled was first seen
         self._repair_at = 0.0
 
     @property
@@ -131,17 +134,19 @@ class SinkLoop:
         self.metrics.last_success.set(time.time())
         self._expiry = result.next_expiry
         if trigger == "drift" and result.wrote:
-            self._repaired()
+            self._repaired(self._drift_seen)
         return True
 
     _retry_in = 0.0
 
-    def _repaired(self) -> None:
-        """A write undid someone else's change: count it, and back off a fight."""
+    def _repaired(self, seen: float) -> None:
+        """A write undid someone else's change, seen at `seen`: count it, and back off a
+        fight (the change came soon after the previous repair)."""
         self.metrics.repairs.inc()
-        now = self.clock()
-        self._repairs = self._repairs + 1 if now - self._last_repair < FIGHT_WINDOW else 1
-        self._last_repair = now
+        last = self._last_repair
+        fight = last is not None and seen - last < FIGHT_WINDOW
+        self._repairs = self._repairs + 1 if fight else 1
+        now = self._last_repair = self.clock()
         if self._repairs < FIGHT_REPAIRS:
             self._fight.reset()
             return
@@ -151,8 +156,9 @@ class SinkLoop:
         level = logging.WARNING if self._repairs == FIGHT_REPAIRS else logging.DEBUG
         log.log(
             level,
-            "%s: owned labels were changed back %d times within %.0f s (another writer "
-            "fighting over them?); repairs now wait %.1f s, backing off up to %.0f s",
+            "%s: owned labels were changed back %d times in a row, each within %.0f s of the "
+            "repair (another writer fighting over them?); repairs now wait %.1f s, backing off "
+            "up to %.0f s",
             self.syncer.what,
             self._repairs,
             FIGHT_WINDOW,
@@ -167,6 +173,8 @@ class SinkLoop:
 
     def drifted(self) -> None:
         """The object changed under the sink (called on its watch's thread)."""
+        if not self._drift:
+            self._drift_seen = self.clock()
         self._drift = True
         self.signals.wake()
 
