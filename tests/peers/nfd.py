@@ -76,7 +76,7 @@ def install_nfd_crds(apiserver: Any, timeout: float = 60.0) -> list[str]:
     import kubernetes.client as k8s
     import yaml
 
-    crds = [d for d in yaml.safe_load_all(harness_binary(NFD_CRDS).read_text()) if d]
+    crds = [d for d in yaml.safe_load_all(harness_binary(NFD_CRDS, executable=False).read_text()) if d]
     ext = k8s.ApiextensionsV1Api(apiserver.admin_api())
     for crd in crds:
         try:
@@ -160,7 +160,7 @@ class NFDMaster:
             return None
 
     def metric(self, name: str) -> float:
-        """The sum of a metric's samples (e.g. nfd_node_updates_total)."""
+        """The sum of a metric's samples (e.g. nfd_master_node_updates_total)."""
         total = 0.0
         for line in (self._metrics_text() or "").splitlines():
             if line.startswith(name + "{") or line.startswith(name + " "):
