@@ -2,13 +2,16 @@
 labels repaired within a second (foreign labels and the ownership annotation's trust rules as
 before), a fight with another writer backed off, the watch surviving an API-server restart and
 an etcd compaction (410) without re-applying anything, no request at all while idle, and the
-API server's 429 Retry-After honoured (a real FlowSchema rejecting the sink's requests)."""
+API server's 429 Retry-After honoured (its own priority and fairness rejecting the sink's
+requests)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,98 +246,176 @@ def test_an_idle_sink_sends_no_request_for_60_s(cluster, sinks, fdir, kube_apise
 
 
 APF_NS = "edgefd-apf"
-APF_SA = "throttled"
+APF_LEVEL = "edgefd-test-reject"
+HOLD = 20  # seconds the slow webhook keeps the level's one request executing
+
+
+class SlowWebhook:
+    """An admission webhook that answers "allowed" after HOLD seconds: a request it admits
+    keeps its priority level's only seat for that long (TLS with the API server's own serving
+    certificate, which names 127.0.0.1 and is signed by the cluster CA)."""
+
+    def __init__(self, apiserver: Any) -> None:
+        import ssl
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(HOLD)
+                out = json.dumps({
+                    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": review["request"]["uid"], "allowed": True},
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(apiserver.pki.server_crt), str(apiserver.pki.server_key))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_port}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 @pytest.fixture
-def rejecting_flowschema(cluster: Cluster, kube_apiserver: Any) -> Any:
-    """A service account every request of which the API server's priority and fairness
-    rejects with 429 + Retry-After (a priority level with no seats that borrows none)."""
+def throttled(cluster: Cluster, kube_apiserver: Any) -> Any:
+    """A priority level with no seat of its own (API priority and fairness, Reject): while a
+    request of it executes, every other is answered 429 with Retry-After. A "holder" account
+    keeps one executing (a ConfigMap create that a slow webhook admits after HOLD s); the
+    sink's account shares the level under a FlowSchema of its own (so its 429s are counted
+    apart). Yields (the sink's kubeconfig, release(): stop holding)."""
+    import base64
+
     import kubernetes.client as k8s
 
     api = kube_apiserver.admin_api()
-    kube_apiserver.ensure_service_account(APF_NS, APF_SA)
     rbac = k8s.RbacAuthorizationV1Api(api)
     flow = k8s.FlowcontrolApiserverV1Api(api)
-    binding = {
-        "metadata": {"name": "edgefd-apf-throttled"},
+    admission = k8s.AdmissionregistrationV1Api(api)
+    webhook = SlowWebhook(kube_apiserver)
+    undo: list[Any] = [webhook.stop]
+    for sa in ("sink", "holder"):
+        kube_apiserver.ensure_service_account(APF_NS, sa)
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": "edgefd-apf"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                     "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": APF_SA, "namespace": APF_NS}],
-    }  # fmt: skip
-    level = {
-        "metadata": {"name": "edgefd-test-reject"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": APF_NS}
+                     for sa in ("sink", "holder")],
+    })  # fmt: skip
+    undo.append(lambda: rbac.delete_cluster_role_binding("edgefd-apf"))
+    flow.create_priority_level_configuration({
+        "metadata": {"name": APF_LEVEL},
         "spec": {"type": "Limited", "limited": {
             "nominalConcurrencyShares": 0, "lendablePercent": 0, "borrowingLimitPercent": 0,
             "limitResponse": {"type": "Reject"}}},
-    }  # fmt: skip
-    schema = {
-        "metadata": {"name": "edgefd-test-reject"},
-        "spec": {
-            "priorityLevelConfiguration": {"name": "edgefd-test-reject"},
-            "matchingPrecedence": 10,
-            "rules": [{
-                "subjects": [{"kind": "ServiceAccount",
-                              "serviceAccount": {"name": APF_SA, "namespace": APF_NS}}],
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                   "clusterScope": True, "namespaces": ["*"]}],
-            }],
-        },
-    }  # fmt: skip
-    rbac.create_cluster_role_binding(binding)
-    flow.create_priority_level_configuration(level)
-    flow.create_flow_schema(schema)
-    token = kube_apiserver.mint_token(APF_NS, APF_SA)
-    kubeconfig = kube_apiserver.kubeconfig_for_token(token)
+    })  # fmt: skip
+    undo.append(lambda: flow.delete_priority_level_configuration(APF_LEVEL))
+    for sa in ("sink", "holder"):
+        flow.create_flow_schema({
+            "metadata": {"name": f"edgefd-test-{sa}"},
+            "spec": {
+                "priorityLevelConfiguration": {"name": APF_LEVEL},
+                "matchingPrecedence": 10,
+                "rules": [{
+                    "subjects": [{"kind": "ServiceAccount",
+                                  "serviceAccount": {"name": sa, "namespace": APF_NS}}],
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                       "clusterScope": True, "namespaces": ["*"]}],
+                }],
+            },
+        })  # fmt: skip
+        undo.append(lambda sa=sa: flow.delete_flow_schema(f"edgefd-test-{sa}"))
+    ca = base64.b64encode(Path(kube_apiserver.ca_file).read_bytes()).decode()
+    admission.create_validating_webhook_configuration({
+        "metadata": {"name": "edgefd-test-slow"},
+        "webhooks": [{
+            "name": "slow.edgefd.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "timeoutSeconds": HOLD + 5, "failurePolicy": "Ignore",
+            "clientConfig": {"url": webhook.url, "caBundle": ca},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": APF_NS}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["configmaps"]}],
+        }],
+    })  # fmt: skip
+    undo.append(lambda: admission.delete_validating_webhook_configuration("edgefd-test-slow"))
+    holder = kube_apiserver.api_for_token(kube_apiserver.mint_token(APF_NS, "holder"))
+    sink_kubeconfig = kube_apiserver.kubeconfig_for_token(kube_apiserver.mint_token(APF_NS, "sink"))
+    holding = threading.Event()
+    holding.set()
 
-    def rejected() -> bool:
+    def hold() -> None:
+        core = k8s.CoreV1Api(holder)
+        n = 0
+        while holding.is_set():
+            n += 1
+            body = {"metadata": {"name": f"hold-{uuid.uuid4().hex[:8]}"}}
+            try:
+                core.create_namespaced_config_map(APF_NS, body, _request_timeout=HOLD + 10)
+            except Exception:  # rejected in a race with the sink: just go again
+                time.sleep(0.01)
+
+    holder_thread = threading.Thread(target=hold, daemon=True)
+    holder_thread.start()
+
+    def seat_held() -> bool:
         from edgefd.kube.client import connect
         from edgefd.kube.errors import ApiUnreachable
 
         try:
-            connect(kubeconfig, 5).request("GET", "nodes", "/api/v1/nodes?limit=1", "probe")
+            connect(sink_kubeconfig, 5).request("GET", "nodes", "/api/v1/nodes?limit=1", "probe")
         except ApiUnreachable as e:
             return e.retry_after is not None
         return False
 
-    wait_for(rejected, 30, "the FlowSchema in force")
-    remove = lambda: flow.delete_flow_schema("edgefd-test-reject")  # noqa: E731
-    yield kubeconfig, remove
-    for fn in (
-        remove,
-        lambda: flow.delete_priority_level_configuration("edgefd-test-reject"),
-        lambda: rbac.delete_cluster_role_binding("edgefd-apf-throttled"),
-    ):
-        try:
-            fn()
-        except k8s.exceptions.ApiException as e:
-            if e.status != 404:
-                raise
+    try:
+        wait_for(seat_held, 30, "429 for the sink's account")
+        yield sink_kubeconfig, holding.clear
+    finally:
+        holding.clear()
+        for fn in reversed(undo):
+            try:
+                fn()
+            except k8s.exceptions.ApiException as e:
+                if e.status != 404:
+                    raise
 
 
 def test_the_api_servers_429_retry_after_is_honoured(
-    cluster, sinks, fdir, kube_apiserver, rejecting_flowschema
+    cluster, sinks, fdir, kube_apiserver, throttled
 ):
-    kubeconfig, lift = rejecting_flowschema
+    kubeconfig, release = throttled
     node = cluster.new_node()
     write(fdir, "usb-scan", {f"{F}/usb": "true"})
 
-    def rejected_total() -> float:
+    def rejected() -> float:
         return kube_apiserver.metric_sum(
-            "apiserver_flowcontrol_rejected_requests_total", priority_level="edgefd-test-reject"
+            "apiserver_flowcontrol_rejected_requests_total", flow_schema="edgefd-test-sink"
         )
 
-    before = rejected_total()
-    # retries as fast as 0.1 s allows, were the server's Retry-After ignored (two loops)
+    before = rejected()
+    # two loops (sync, watch) retrying every 0.05-0.1 s, were the Retry-After ignored
     s = sinks(node, fdir, "--kubeconfig", kubeconfig, "--max-backoff", "0.1s", *QUIET)
     time.sleep(8)
-    rejected = rejected_total() - before
-    waited = s.metric("edgefd_sink_api_throttled_total", by="server")
-    assert waited >= 1, s.tail()
-    # one request per Retry-After (>= 1 s) for the whole client, both loops together: ~8,
-    # where ignoring it would have sent ~160 in 8 s
-    assert 1 <= rejected <= 12, (rejected, s.metrics())
+    sent, refused = requests(s), rejected() - before
+    assert s.metric("edgefd_sink_api_throttled_total", by="server") >= 1, s.tail()
     assert "asked to retry after" in s.tail()
+    # the whole client waits each Retry-After (>= 1 s): about one request a second, where
+    # ignoring it would have sent ~160 in these 8 s
+    assert 1 <= refused <= sent <= 12, (refused, sent, s.metrics())
     assert f"{F}/usb" not in cluster.labels(node)
-    lift()
-    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true", 60, "applied once lifted")
+    release()
+    wait_for(
+        lambda: cluster.labels(node).get(f"{F}/usb") == "true", HOLD + 40, "applied once lifted"
+    )
