@@ -180,8 +180,11 @@ def test_a_fight_over_a_label_backs_off(cluster, sinks, fdir):
             flips += 1
         time.sleep(0.05)
     writes = requests(s, "PATCH") - writes0
-    # 3 quick repairs, then waits of 0.25-0.5, 0.5-1, 1-2, 2-4 s ...: a handful in 6 s
-    assert 3 <= writes <= 8, (writes, flips)
+    repairs = s.metric("edgefd_sink_repairs_total")
+    # 3 quick repairs, then waits of 0.25-0.5, 0.5-1, 1-2, 2-4 s ...: a handful in 6 s (a
+    # repair may take two PATCHes: the other writer can move the Node between plan and write)
+    fights = [line for line in s.tail().splitlines() if "fighting" in line]
+    assert 3 <= repairs <= 8 and writes <= 2 * repairs, (repairs, writes, flips, fights)
     assert s.metric("edgefd_sink_repair_holds_total") >= 1
     assert "fighting over them" in s.tail()
 
@@ -411,9 +414,10 @@ def test_the_api_servers_429_retry_after_is_honoured(
     sent, refused = requests(s), rejected() - before
     assert s.metric("edgefd_sink_api_throttled_total", by="server") >= 1, s.tail()
     assert "asked to retry after" in s.tail()
-    # the whole client waits each Retry-After (>= 1 s): about one request a second, where
-    # ignoring it would have sent ~160 in these 8 s
-    assert 1 <= refused <= sent <= 12, (refused, sent, s.metrics())
+    # the whole client waits each Retry-After (>= 1 s): when it ends, each of the two loops
+    # may send one, so at most about two requests a second, where ignoring it would have sent
+    # ~160 in these 8 s
+    assert 1 <= refused <= sent <= 20, (refused, sent, s.metrics())
     assert f"{F}/usb" not in cluster.labels(node)
     release()
     wait_for(

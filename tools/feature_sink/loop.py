@@ -104,7 +104,8 @@ class SinkLoop:
         self._fight = Backoff(initial=0.5, cap=config.max_backoff)
         self._repairs = 0
         self._last_repair: float | None = None
-        self._drift_seen = 0.0  # when the drift being handled was first seen
+        self._drift_seen = 0.0  # when the pending drift was first seen
+        self._repairing_since = 0.0  # ... and the one the running sync repairs
         self._repair_at = 0.0
 
     @property
@@ -134,7 +135,7 @@ class SinkLoop:
         self.metrics.last_success.set(time.time())
         self._expiry = result.next_expiry
         if trigger == "drift" and result.wrote:
-            self._repaired(self._drift_seen)
+            self._repaired(self._repairing_since)
         return True
 
     _retry_in = 0.0
@@ -193,6 +194,7 @@ class SinkLoop:
                 next_sync, why = now, "features"
             elif self._drift and not self.retry.failing and now >= self._repair_at:
                 self._drift = False
+                self._repairing_since = self._drift_seen
                 next_sync, why = now, "drift"
             if now >= next_sync:
                 # a safety resync, a retry and the first sync read the object from the API
