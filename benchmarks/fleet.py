@@ -217,12 +217,18 @@ class NodeWatch:
         """For each node, the first time after `since` it was seen with key=value (None: the
         key absent); waits until all are, or the timeout."""
         end = time.monotonic() + timeout
+        wanted = set(nodes)
         found: dict[str, float] = {}
         idx = 0
         with self.cond:
             while True:
                 for t, name, labels in self.history[idx:]:
-                    if t >= since and name not in found and labels.get(key) == value:
+                    if (
+                        name in wanted
+                        and name not in found
+                        and t >= since
+                        and labels.get(key) == value
+                    ):
                         found[name] = t
                 idx = len(self.history)
                 if len(found) >= len(nodes) or time.monotonic() >= end:
