@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -124,18 +123,9 @@ class Sinks:
         self.fdirs[node] = d
 
     def metrics(self, node: str) -> dict[str, float]:
-        url = f"http://127.0.0.1:{self.ports[node]}/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=10) as r:
-                text = r.read().decode()
-        except OSError:
-            return {}
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        from measure import scrape
+
+        return scrape(self.ports[node])
 
     def all_metrics(self) -> dict[str, dict[str, float]]:
         nodes = list(self.ports)

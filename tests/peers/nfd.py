@@ -76,7 +76,8 @@ def install_nfd_crds(apiserver: Any, timeout: float = 60.0) -> list[str]:
     import kubernetes.client as k8s
     import yaml
 
-    crds = [d for d in yaml.safe_load_all(harness_binary(NFD_CRDS, executable=False).read_text()) if d]
+    text = harness_binary(NFD_CRDS, executable=False).read_text()
+    crds = [d for d in yaml.safe_load_all(text) if d]
     ext = k8s.ApiextensionsV1Api(apiserver.admin_api())
     for crd in crds:
         try:

@@ -34,6 +34,18 @@ TOOL = "feature-sink"
 log = logging.getLogger("edgefd.feature_sink")
 
 
+class Rate(click.FloatRange):
+    """Requests a second: a finite number in range (FloatRange alone lets `nan` through)."""
+
+    name = "rate"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+        rate = super().convert(value, param, ctx)
+        if rate != rate:
+            self.fail(f"{value!r} is not a number of requests a second", param, ctx)
+        return rate
+
+
 def _checked(kind: click.ParamType, value: str, option: str) -> str:
     try:
         return str(kind.convert(value, None, None))
@@ -93,7 +105,7 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 )
 @click.option(
     "--api-qps",
-    type=click.FloatRange(0.1, 1000.0),
+    type=Rate(0.1, 1000.0),
     default=5.0,
     show_default=True,
     help="Most API requests a second this sink sends, sustained (its client's rate limit; "
