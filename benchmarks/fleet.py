@@ -202,15 +202,20 @@ class NodeWatch:
         self.history.append((now, name, labels))
 
     def when(
-        self, nodes: list[str], key: str, value: str | None, since: float, timeout: float
+        self, nodes: list[str], key: str, value: str | None, since: float | None, timeout: float
     ) -> dict[str, float]:
         """For each node, the first time after `since` it was seen with key=value (None: the
-        key absent); waits until all are, or the timeout."""
+        key absent; `since` None: a node already so counts now); waits until all are, or the
+        timeout."""
         end = time.monotonic() + timeout
         wanted = set(nodes)
         found: dict[str, float] = {}
         idx = 0
         with self.cond:
+            if since is None:  # already so now counts, as of now
+                now = time.monotonic()
+                found = {n: now for n in nodes if self.labels.get(n, {}).get(key) == value}
+                since = now
             while True:
                 for t, name, labels in self.history[idx:]:
                     if (

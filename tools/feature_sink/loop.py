@@ -197,9 +197,10 @@ class SinkLoop:
                 self._repairing_since = self._drift_seen
                 next_sync, why = now, "drift"
             if now >= next_sync:
-                # a safety resync, a retry and the first sync read the object from the API
-                # server; the others plan against the watch's copy
-                if self.sync_once(why, fresh=why in ("start", "resync", "retry")):
+                # the first sync and the safety resync read the object from the API server;
+                # the others plan against the watch's copy (when the watch is up: a retry after
+                # an outage or a 429 then costs one request, not two)
+                if self.sync_once(why, fresh=why in ("start", "resync")):
                     next_sync, why = self.clock() + cfg.resync_interval, "resync"
                     if self._expiry is not None:
                         until = (self._expiry - datetime.now(UTC)).total_seconds()
