@@ -223,6 +223,21 @@ def test_watch_survives_apiserver_restart_and_compaction_without_reapplying(
     assert time.monotonic() - t0 < 2
 
 
+def test_no_watch_reads_the_node_at_each_sync_and_repairs_at_the_resync(cluster, sinks, fdir):
+    """--no-watch (RBAC without list/watch): no list or watch is ever sent; a foreign edit
+    waits for the resync."""
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    s = sinks(node, fdir, "--no-watch", "--resync-interval", "3s")
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true")
+    resyncs = s.metric("edgefd_sink_sync_triggers_total", trigger="resync")
+    cluster.set_label(node, f"{F}/usb", None)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true", 10, "repaired at the resync")
+    assert s.metric("edgefd_sink_sync_triggers_total", trigger="resync") > resyncs
+    assert requests(s, "LIST") == 0 and requests(s, "WATCH") == 0
+    assert s.metric("edgefd_sink_sync_triggers_total", trigger="drift") == 0
+
+
 @pytest.mark.slow
 def test_an_idle_sink_sends_no_request_for_60_s(cluster, sinks, fdir, kube_apiserver):
     node = cluster.new_node()
