@@ -520,10 +520,13 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
                     granted.add((ns, g, r, v))
     from edgefd.feature_sink import nodeapi
 
-    # node mode (the base): the Node and its Events; NodeFeature rights come only with the
-    # nodefeature option (k8s/overlays/nodefeature, tested in test_kustomize.py)
+    # node mode (the base): the Node (read, watched, patched) and its Events; NodeFeature
+    # rights come only with the nodefeature option (k8s/overlays/nodefeature, tested in
+    # test_kustomize.py)
     expected = {
         (None, "", "nodes", "get"),
+        (None, "", "nodes", "list"),
+        (None, "", "nodes", "watch"),
         (None, "", "nodes", "patch"),
         (nodeapi.EVENT_NAMESPACE, "", "events", "create"),
     }

@@ -48,7 +48,7 @@ class NFDWorker:
                 f"-label-sources={sources}",
                 f"-feature-sources={sources}",
                 f"-config={Path(tmp) / 'none.conf'}",
-                f"-metrics={self.metrics_port}",
+                "-metrics=0",
                 "-grpc-health=0",
             ]
             if options:
