@@ -230,6 +230,8 @@ def test_no_watch_reads_the_node_at_each_sync_and_repairs_at_the_resync(cluster,
     write(fdir, "usb-scan", {f"{F}/usb": "true"})
     s = sinks(node, fdir, "--no-watch", "--resync-interval", "3s")
     wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true")
+    # past the start-up syncs (the first, and the one once the new file has settled)
+    wait_for(lambda: s.metric("edgefd_sink_sync_triggers_total", trigger="resync") >= 1, 10)
     resyncs = s.metric("edgefd_sink_sync_triggers_total", trigger="resync")
     cluster.set_label(node, f"{F}/usb", None)
     wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true", 10, "repaired at the resync")
