@@ -6,7 +6,8 @@ once held a worker thread, and a few starved Allocate); hot-plug-to-ListAndWatch
 latency (device directory removed/added under the root -> the stream's next message);
 resident memory; CPU used while idle over a window (no busy polling expected).
 
-Usage: python benchmarks/bench_devplugin.py [--allocs 2000] [--streams 50] [--plugs 20] [--idle 20]
+Usage: .venv/bin/python benchmarks/bench_devplugin.py [--allocs 2000] [--streams 50] [--plugs 20]
+           [--idle 20]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Prints:
 Bytecode is compiled first (as an installed package would have it): with
 PYTHONDONTWRITEBYTECODE set, every run would otherwise recompile the tool from source.
 
-Usage: python3 benchmarks/bench_dt.py [--runs N]
+Usage: .venv/bin/python benchmarks/bench_dt.py [--runs N]
 """
 
 from __future__ import annotations

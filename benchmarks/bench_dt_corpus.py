@@ -9,7 +9,7 @@ and how many labels the default node set yields. As an independent check, each b
 Needs root the first time if the arm64 architecture is not yet known to dpkg (it runs
 `dpkg --add-architecture arm64` and `apt-get update`).
 
-Usage: python3 benchmarks/bench_dt_corpus.py [--refresh]
+Usage: .venv/bin/python benchmarks/bench_dt_corpus.py [--refresh]
 """
 
 from __future__ import annotations

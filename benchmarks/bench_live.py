@@ -15,7 +15,7 @@ the Node timestamps every label change. Prints:
 
 On a fixture tree the scanner sees changes through inotify; on a real node through uevents.
 
-Usage: python3 benchmarks/bench_live.py [--trials N]
+Usage: .venv/bin/python benchmarks/bench_live.py [--trials N]
 """
 
 from __future__ import annotations

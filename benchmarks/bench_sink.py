@@ -8,7 +8,7 @@ Prints:
   * resident memory (RSS) of the running sink and its start-up time, and how much of that the
     `kubernetes` import takes.
 
-Usage: python3 benchmarks/bench_sink.py [--changes N] [--idle-seconds S]
+Usage: .venv/bin/python benchmarks/bench_sink.py [--changes N] [--idle-seconds S]
 """
 
 from __future__ import annotations

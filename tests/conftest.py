@@ -15,7 +15,12 @@ _bin = os.path.dirname(sys.executable)
 if _bin not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 
-pytest_plugins = ["tests.peers.apiserver", "tests.peers.kubelet", "tests.peers.nfd"]
+pytest_plugins = [
+    "tests.peers.apiserver",
+    "tests.peers.kubelet",
+    "tests.peers.nfd",
+    "tests.summary",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +30,6 @@ def _logging_as_before() -> Iterator[None]:
     depending on the order the tests ran in."""
     from edgefd.core import log
 
-    saved = (log._verbosity, log._tool, log._configured, log._applied)
+    saved = (log._verbosity, log._tool, log._configured, log._applied, log._service)
     yield
-    log._verbosity, log._tool, log._configured, log._applied = saved
+    log._verbosity, log._tool, log._configured, log._applied, log._service = saved

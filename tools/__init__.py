@@ -11,3 +11,7 @@ tests/project/test_imports.py):
     scan      the bus scanners' engine: NFD config, derivation, capabilities, reports
     dt_labeller usb_scan pci_scan feature_sink devplugin   the tools; never import each other
 """
+
+# The one place the version is written (setup.cfg reads it: `version = attr:`); the image tag,
+# the chart and the manifests name the same one (tests/project/test_version.py).
+__version__ = "0.1.0"

@@ -12,12 +12,12 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
 
-from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError
+from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit_code_lines
 from .core.escape import printable
 
 # node-feature-discovery's local source directory (its value is checked against
@@ -202,6 +202,23 @@ def listen_option(default: str) -> Callable[[F], F]:
     )
 
 
+def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Callable[[F], F]:
+    """The old spelling of a renamed option, kept working for one release: hidden from
+    `--help`, collected into `dest` (the command merges it with the new option's value), and
+    a warning on stderr each time it is used, naming the new spelling and why it changed."""
+
+    def warn(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value:
+            click.echo(
+                f"{ctx.command.name}: WARNING: {old} is deprecated and will be removed in the "
+                f"next release: use {new} ({why})",
+                err=True,
+            )
+        return value
+
+    return click.option(old, dest, hidden=True, callback=warn, **kwargs)
+
+
 def api_options(purpose: str = "") -> Callable[[F], F]:
     """--node-name, --kubeconfig and --api-timeout, for the tools that talk to the API server
     (`purpose` prefixes each help text, e.g. "DRA: ")."""
@@ -219,8 +236,8 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                 click.option(
                     "--kubeconfig",
                     type=click.Path(dir_okay=False),
-                    help=f"{purpose}kubeconfig file; default: the pod's in-cluster service "
-                    "account.",
+                    help=f"{purpose}kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
+                    "else the pod's in-cluster service account.",
                 ),
                 click.option(
                     "--api-timeout",
@@ -236,6 +253,15 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
         return f
 
     return deco
+
+
+def context_option(f: F) -> F:
+    """kubectl's --context, for the tools an administrator runs from a workstation."""
+    return click.option(
+        "--context",
+        metavar="NAME",
+        help="The kubeconfig context to use [default: its current-context].",
+    )(f)
 
 
 def common_options(f: F) -> F:
@@ -273,10 +299,46 @@ class Command(click.Command):
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
-def command(name: str, **kwargs: Any) -> Callable[[F], click.Command]:
-    """`click.command` for an edgefd tool: one-line usage errors, `-h` as well as `--help`."""
+def exit_codes_help(notes: Mapping[int, str | None] | None = None) -> str:
+    """The exit codes at the end of `--help` (core.errors.exit_code_lines); the leading \\b
+    keeps click from re-wrapping the list into one paragraph."""
+    return "\n".join(["\b", "Exit codes:", *exit_code_lines(notes)])
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .core.version import version_line  # only when asked: start-up stays click + stdlib
+
+    click.echo(version_line(ctx.command.name or "edgefd"))
+    ctx.exit(EXIT_OK)
+
+
+def command(
+    name: str, exit_codes: Mapping[int, str | None] | None = None, **kwargs: Any
+) -> Callable[[F], click.Command]:
+    """`click.command` for an edgefd tool: one-line usage errors, `-h` as well as `--help`,
+    `--version`, and the exit codes at the end of `--help` (`exit_codes`: see
+    exit_codes_help)."""
     settings = {"help_option_names": ["-h", "--help"], **kwargs.pop("context_settings", {})}
-    return click.command(name=name, cls=Command, context_settings=settings, **kwargs)
+    epilog = "\n\n".join(t for t in (kwargs.pop("epilog", None), exit_codes_help(exit_codes)) if t)
+    make = click.command(name=name, cls=Command, context_settings=settings, epilog=epilog, **kwargs)
+
+    def deco(f: F) -> click.Command:
+        cmd = make(f)
+        cmd.params.append(
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_print_version,
+                help="Print the version and build (Python, platform) and exit.",
+            )
+        )
+        return cmd
+
+    return deco
 
 
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:

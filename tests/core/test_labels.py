@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from edgefd.core.labels import (
     DEFAULT_POLICY,
+    PRODUCER_POLICY,
     NamespacePolicy,
     Rejected,
     check_key,
@@ -98,66 +99,108 @@ def test_keys() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "allowed"),
+    ("key", "sink", "producer"),
     [
-        ("feature.node.kubernetes.io/x", True),
-        ("sub.feature.node.kubernetes.io/x", True),
-        ("profile.node.kubernetes.io/x", True),
-        ("example.com/x", True),
-        ("beta.devicetree.org/x", True),
-        ("x", True),  # unqualified: NFD qualifies it into feature.node.kubernetes.io
-        ("kubernetes.io/x", False),
-        ("topology.kubernetes.io/zone", False),
-        ("k8s.io/x", False),
-        ("foo.k8s.io/x", False),
-        ("node-role.kubernetes.io/control-plane", False),
-        ("node-restriction.kubernetes.io/x", False),
-        ("a.node-role.kubernetes.io/x", False),
-        ("notkubernetes.io/x", True),  # a suffix match must be on a dot boundary
+        ("feature.node.kubernetes.io/x", True, True),
+        ("sub.feature.node.kubernetes.io/x", True, True),
+        ("edgefd.io/edgetpu.present", True, True),
+        ("dra.edgefd.io/x", True, True),
+        ("beta.devicetree.org/x", True, True),
+        ("profile.node.kubernetes.io/x", False, True),  # NFD's, not edgefd's: widen for it
+        ("example.com/x", False, True),
+        ("team.example.com/owner", False, True),
+        ("notedgefd.io/x", False, True),  # a suffix match must be on a dot boundary
+        ("edgefd.io.evil.com/x", False, True),
+        ("x", False, False),  # no namespace: the sink qualifies unprefixed feature-file keys
+        ("team", False, False),
+        ("kubernetes.io/x", False, False),
+        ("topology.kubernetes.io/zone", False, False),
+        ("k8s.io/x", False, False),
+        ("foo.k8s.io/x", False, False),
+        ("node-role.kubernetes.io/control-plane", False, False),
+        ("node-restriction.kubernetes.io/x", False, False),
+        ("a.node-role.kubernetes.io/x", False, False),
+        ("notkubernetes.io/x", False, True),
     ],
 )
-def test_default_namespace_policy(key: str, allowed: bool) -> None:
-    assert (DEFAULT_POLICY.check(key) is None) is allowed
+def test_default_and_producer_namespace_policies(key: str, sink: bool, producer: bool) -> None:
+    """The sink writes edgefd's own namespaces only; a producer may emit any namespace
+    Kubernetes leaves open; neither a key without a namespace."""
+    assert (DEFAULT_POLICY.check(key) is None) is sink
+    assert (PRODUCER_POLICY.check(key) is None) is producer
+
+
+def test_the_sink_policy_is_within_the_producer_policy() -> None:
+    """Whatever the operator allows, the sink never writes what no producer may."""
+    keys = ["a/x", "a.b/x", "edgefd.io/x", "kubernetes.io/x", "sub.k8s.io/x", "x"]
+    wide = NamespacePolicy.from_lists(allowed=["a", "b", "profile.node.kubernetes.io"])
+    for key in keys:
+        if wide.check(key) is None:
+            assert PRODUCER_POLICY.check(key) is None, key
 
 
 def test_extra_allowed_and_denied() -> None:
     policy = NamespacePolicy.from_lists(
-        allowed=[" Topology.Kubernetes.io ", ""], denied=["example.com"]
+        allowed=[" Vendor.Example ", "", "profile.node.kubernetes.io"], denied=["example.com"]
     )
-    assert policy.check("topology.kubernetes.io/zone") is None
+    assert policy.check("vendor.example/x") is None
+    assert policy.check("gpu.vendor.example/x") is None
+    assert policy.check("profile.node.kubernetes.io/edge") is None
+    assert policy.check("edgefd.io/x") is None  # edgefd's own stay
+    assert policy.check("other.example/x") is not None
     reason = policy.check("gpu.example.com/x")
     assert reason is not None and "denied by configuration (example.com)" in reason
-    # denials win, and node-role/node-restriction can never be allowed
-    both = NamespacePolicy.from_lists(allowed=["example.com"], denied=["example.com"])
+    # denials win, also over edgefd's own namespaces
+    both = NamespacePolicy.from_lists(allowed=["example.com"], denied=["example.com", "edgefd.io"])
     assert both.check("example.com/x") is not None
-    sneaky = NamespacePolicy.from_lists(
-        allowed=["kubernetes.io", "node-role.kubernetes.io", "node-restriction.kubernetes.io"]
-    )
-    assert sneaky.check("kubernetes.io/x") is None
-    assert "never writable" in (sneaky.check("node-role.kubernetes.io/worker") or "")
-    assert "never writable" in (sneaky.check("node-restriction.kubernetes.io/x") or "")
+    assert both.check("edgefd.io/x") is not None
 
 
-def test_reserved_reason_points_to_the_fix() -> None:
+@pytest.mark.parametrize(
+    "namespace",
+    ["kubernetes.io", "topology.kubernetes.io", "node-role.kubernetes.io", "k8s.io", "x.k8s.io"],
+)
+def test_kubernetes_namespaces_cannot_be_allowed(namespace: str) -> None:
+    """The admission policy refuses them whatever the sink is told, and one refused label
+    fails the whole patch: an allowance of one is a usage error, not a 403 on every sync."""
+    with pytest.raises(ValueError, match=f"--allow-namespace {namespace}: namespace"):
+        NamespacePolicy.from_lists(allowed=[namespace])
+
+
+@pytest.mark.parametrize("entry", ["Bad_Name", "a..b", "-a.com", "a/b", "x" * 254])
+def test_a_namespace_option_must_be_a_dns_subdomain(entry: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a DNS subdomain|characters long"):
+        NamespacePolicy.from_lists(allowed=[entry])
+    with pytest.raises(ValueError, match="--deny-namespace"):
+        NamespacePolicy.from_lists(denied=[entry])
+
+
+def test_refusal_reasons_point_to_the_fix() -> None:
     reason = DEFAULT_POLICY.check("kubernetes.io/x") or ""
     assert "reserved for Kubernetes" in reason and "feature.node.kubernetes.io/" in reason
+    reason = DEFAULT_POLICY.check("example.com/x") or ""
+    assert "--allow-namespace" in reason and "edgefd.io" in reason
+    reason = DEFAULT_POLICY.check("team") or ""
+    assert "no namespace" in reason
 
 
 def test_check_label_and_partition() -> None:
-    assert check_label("example.com/a", "1") is None
-    assert check_label("example.com/a", "bad value") is not None
+    assert check_label("edgefd.io/a", "1") is None
+    assert check_label("edgefd.io/a", "bad value") is not None
     assert check_label("kubernetes.io/a", "1") is not None
+    assert check_label("example.com/a", "1") is not None
+    assert check_label("example.com/a", "1", PRODUCER_POLICY) is None
     good, bad = partition_labels(
-        {"example.com/ok": "1", "example.com/bad+": "1", "kubernetes.io/x": "y"}, source="f:3"
+        {"edgefd.io/ok": "1", "edgefd.io/bad+": "1", "kubernetes.io/x": "y"}, source="f:3"
     )
-    assert good == {"example.com/ok": "1"}
-    assert [r.key for r in bad] == ["example.com/bad+", "kubernetes.io/x"]
+    assert good == {"edgefd.io/ok": "1"}
+    assert [r.key for r in bad] == ["edgefd.io/bad+", "kubernetes.io/x"]
     assert str(bad[0]) == (
         "f:3: label refused: key name contains '+'; only letters, digits, '-', '_' and '.' "
         "are allowed"
     )
     assert str(Rejected("k", "v", "why")) == "label refused: why"
-    assert bad[0].detail().startswith("f:3: label 'example.com/bad+'='1' refused: ")
+    assert bad[0].detail().startswith("f:3: label 'edgefd.io/bad+'='1' refused: ")
 
 
 @pytest.mark.parametrize(

@@ -233,16 +233,44 @@ def test_json_inventory_lists_rejections_and_uncounted_nodes(
     }
 
 
-def test_explain_goes_to_stderr(rpi4_blob: bytes, tmp_path: Path) -> None:
+def test_explain_prints_the_reasons_and_writes_nothing(rpi4_blob: bytes, tmp_path: Path) -> None:
+    """Issue 25 item 8: like usb-scan's, the explanation is the output; as root, an explain
+    once created the default features.d on the machine."""
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(rpi4_blob)
-    plain = run_bytes("--dry-run", "--dtb", str(dtb))
-    p = run_bytes("--dry-run", "--explain", "--dtb", str(dtb))
-    assert p.stdout == plain.stdout
-    assert (
-        b"beta.devicetree.org/arm-cortex-a72=4 <- /cpus/cpu@0, /cpus/cpu@1, /cpus/cpu@2, "
-        b"/cpus/cpu@3\n" in p.stderr
+    fd = tmp_path / "features.d"
+    for extra in ((), ("--dry-run",), ("-o", "json")):
+        p = run_bytes("--explain", "--dtb", str(dtb), "--features-dir", str(fd), *extra)
+        assert p.returncode == 0, p.stderr
+        assert (
+            b"beta.devicetree.org/arm-cortex-a72=4 <- /cpus/cpu@0, /cpus/cpu@1, /cpus/cpu@2, "
+            b"/cpus/cpu@3\n" in p.stdout
+        )
+        assert p.stderr == b""
+        assert not fd.exists()
+    # and the same run without --explain does write (the directory is not the reason)
+    assert run("--dtb", str(dtb), "--features-dir", str(fd)).returncode == 0
+    assert (fd / "dt-labeller").is_file()
+
+
+def test_devicetree_nodes_are_dt_node_and_node_name_is_a_deprecated_alias(
+    jetson_blob: bytes, tmp_path: Path
+) -> None:
+    """`--node-name` is the Kubernetes Node everywhere else: the devicetree spelling is
+    --dt-node (-n); the old one still works for a release, with a warning saying so."""
+    dtb = tmp_path / "j.dtb"
+    dtb.write_bytes(jetson_blob)
+    new = run("--dry-run", "--dtb", str(dtb), "--dt-node", "pwm-fan", "-n", "fpga")
+    old = run("--dry-run", "--dtb", str(dtb), "--node-name", "pwm-fan", "-n", "fpga")
+    assert new.returncode == old.returncode == 0, old.stderr
+    assert "beta.devicetree.org/pwm-fan=1" in new.stdout.splitlines()
+    assert old.stdout == new.stdout
+    assert "deprecated" not in new.stderr
+    assert old.stderr == (
+        "dt-labeller: WARNING: --node-name is deprecated and will be removed in the next "
+        "release: use --dt-node (everywhere else --node-name is the Kubernetes Node)\n" + new.stderr
     )
+    assert "--node-name" not in run("--help").stdout
 
 
 def test_no_devicetree_is_a_normal_outcome(tmp_path: Path) -> None:
@@ -458,12 +486,14 @@ def test_node_names_cannot_forge_lines_and_json_is_strict_utf8(
     cpus = os.fsencode(base / "cpus")
     os.rename(cpus + b"/cpu@0", cpus + b"/cpu@0\ndt-labeller: ERROR: forged\x1b[2J")
     os.rename(cpus + b"/cpu@1", cpus + b"/cpu@1\xff")
-    p = run_bytes("--host-root", str(root), "--dry-run", "--explain", "-o", "json")
+    p = run_bytes("--host-root", str(root), "--dry-run", "-o", "json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout.decode("utf-8", "strict"))
     json.dumps(doc, ensure_ascii=False).encode("utf-8", "strict")
     assert doc["labels"]["beta.devicetree.org/arm-cortex-a72"] == "4"
-    err = p.stderr.decode("utf-8", "strict")
-    assert not any(line.startswith("dt-labeller: ERROR: forged") for line in err.splitlines())
-    assert "/cpus/cpu@0\\ndt-labeller: ERROR: forged\\x1b[2J" in err
-    assert "/cpus/cpu@1\\xff" in err
+    p = run_bytes("--host-root", str(root), "--explain")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.decode("utf-8", "strict")
+    assert not any(line.startswith("dt-labeller: ERROR: forged") for line in out.splitlines())
+    assert "/cpus/cpu@0\\ndt-labeller: ERROR: forged\\x1b[2J" in out
+    assert "/cpus/cpu@1\\xff" in out

@@ -23,8 +23,8 @@ def cluster(kube_apiserver: Any) -> Cluster:
 def sinks(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[..., Sink]]:
     started: list[Sink] = []
 
-    def start(node: str, features: Path, *extra: str) -> Sink:
-        s = Sink(cluster, node, features, tmp_path, *extra)
+    def start(node: str, features: Path, *extra: str, verbose: bool = True) -> Sink:
+        s = Sink(cluster, node, features, tmp_path, *extra, verbose=verbose)
         started.append(s)
         return s
 

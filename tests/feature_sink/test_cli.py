@@ -48,6 +48,11 @@ def one_line(p: subprocess.CompletedProcess) -> str:
         (["--node-name", "n1", "--api-qps", "nan"], "--api-qps"),
         (["--node-name", "n1", "--api-burst", "0"], "--api-burst"),
         (["--node-name", "n1", "--features-dir", "/nonexistent"], "not an existing directory"),
+        # the admission policy refuses Kubernetes' namespaces whatever the sink is told
+        (["--node-name", "n1", "--allow-namespace", "topology.kubernetes.io"], "reserved"),
+        (["--node-name", "n1", "--allow-namespace", "node-role.kubernetes.io"], "never"),
+        (["--node-name", "n1", "--allow-namespace", "Example_com"], "not a DNS subdomain"),
+        (["--node-name", "n1", "--deny-namespace", "a..b"], "--deny-namespace 'a..b'"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args: list[str], fragment: str, tmp_path: Path):

@@ -75,26 +75,34 @@ def test_desired_rejects_invalid_and_privileged_with_file_and_line():
             "node-role.kubernetes.io/control-plane=\n"
             f"{F}/kernel=4.9.140-tegra+\n"
             "kubernetes.io/arch=arm64\n"
-            "example.com/ok=1\n"
+            "example.com/other=1\n"
+            "edgefd.io/ok=1\n"
         }
     )
-    assert d.labels == {"example.com/ok": "1"}
+    assert d.labels == {"edgefd.io/ok": "1"}
     by_key = {r.key: r for r in d.rejected}
     assert by_key["beta.devicetree.org/nvidia-p3449-0000-b00+p3448"].source == "dt:2"
     assert by_key["node-role.kubernetes.io/control-plane"].source == "dt:3"
     assert "never writable" in by_key["node-role.kubernetes.io/control-plane"].reason
     assert "'+'" in by_key[f"{F}/kernel"].reason
     assert "reserved" in by_key["kubernetes.io/arch"].reason
+    assert "--allow-namespace" in by_key["example.com/other"].reason
 
 
 def test_desired_namespace_policy_options():
     files = {"p": "vendor.example/a=1\nother.example/b=2\nsub.vendor.example/c=3\n"}
-    deny = NamespacePolicy.from_lists(denied=["vendor.example"])
-    assert desired_of(files, deny).labels == {"other.example/b": "2"}
-    allow = NamespacePolicy.from_lists(allowed=["kubernetes.io"])
-    assert desired_of({"p": "kubernetes.io/x=1\n"}, allow).labels == {"kubernetes.io/x": "1"}
-    # node-role stays refused even when kubernetes.io is allowed
-    assert desired_of({"p": "node-role.kubernetes.io/w=\n"}, allow).labels == {}
+    assert desired_of(files).labels == {}  # nobody's but edgefd's by default
+    allow = NamespacePolicy.from_lists(allowed=["vendor.example"])
+    assert desired_of(files, allow).labels == {"vendor.example/a": "1", "sub.vendor.example/c": "3"}
+    both = NamespacePolicy.from_lists(
+        allowed=["vendor.example", "other.example"], denied=["sub.vendor.example"]
+    )
+    assert desired_of(files, both).labels == {"vendor.example/a": "1", "other.example/b": "2"}
+    # NFD's profile namespace is not edgefd's, but may be allowed
+    profile = {"p": "profile.node.kubernetes.io/edge=1\n"}
+    assert desired_of(profile).labels == {}
+    allow = NamespacePolicy.from_lists(allowed=["profile.node.kubernetes.io"])
+    assert desired_of(profile, allow).labels == {"profile.node.kubernetes.io/edge": "1"}
 
 
 def test_desired_skipped_file_is_not_present(tmp_path: Path):
@@ -332,7 +340,10 @@ def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_qu
 
 
 def test_unqualified_keys_get_nfd_namespace_before_merge():
-    d = desired_of({"a": "gpu=1\n", "b": f"{F}/gpu=2\nvendor.example/x\n"})
+    d = desired_of(
+        {"a": "gpu=1\n", "b": f"{F}/gpu=2\nvendor.example/x\n"},
+        NamespacePolicy.from_lists(allowed=["vendor.example"]),
+    )
     assert d.labels == {f"{F}/gpu": "2", "vendor.example/x": "true"}
     assert d.producers["a"] == {}
 
@@ -358,7 +369,7 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     from edgefd.feature_sink.report import Reporter, desired_problems
 
     (tmp_path / "huge").write_bytes(b"x" * 70000)
-    (tmp_path / "binary").write_bytes(b"a.io/k=\xff\xfe\na.io/good=1\n")
+    (tmp_path / "binary").write_bytes(b"edgefd.io/k=\xff\xfe\nedgefd.io/good=1\n")
     (tmp_path / "ok").write_text(f"{F}/ok=1\n# +bogus-directive\n")
     desired = read_directory(tmp_path)
     metrics = SinkMetrics()
@@ -372,7 +383,7 @@ def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplo
     assert "ok:2: unknown directive (known: expiry-time=, no-label, no-feature)" in text
     assert text.count("huge: 70000 bytes") == 1
     assert metrics.value("edgefd_sink_feature_file_problems") == 3
-    assert desired.labels == {f"{F}/ok": "1", "a.io/good": "1"}
+    assert desired.labels == {f"{F}/ok": "1", "edgefd.io/good": "1"}
 
 
 def test_each_problem_is_logged_once_across_syncs(caplog):

@@ -5,6 +5,9 @@ a tampered annotation claims beyond the namespace policy."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -112,13 +115,40 @@ def test_a_tampered_annotation_removes_nothing_beyond_the_policy(cluster, fdir):
     assert not {f"{F}/usb-fe_1a6e_089a.present", "beta.devicetree.org/brcm-bcm2711"} & set(after)
     assert ANNOTATION not in annotations(cluster, node)
     assert b"kubernetes.io/hostname" in p.stderr and b"claim dropped" in p.stderr
-    # without the deny, a claim the policy allows is edgefd's to remove
+    # a claim on a namespace the operator allows is edgefd's to remove
     node = labelled_node(cluster, fdir)
     own = json.loads(annotations(cluster, node)[ANNOTATION])
     own["producers"]["rack"] = ["example.com/rack"]
     cluster.core.patch_node(node, {"metadata": {"annotations": {ANNOTATION: json.dumps(own)}}})
-    assert prune(cluster, node).returncode == 0
+    assert prune(cluster, node, "--allow-namespace", "example.com").returncode == 0
     assert "example.com/rack" not in cluster.labels(node)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        ["team", "zone"],  # issue 22, item 4: keys without a namespace
+        ["example.com/rack"],  # item 13: someone else's namespace, under the default policy
+    ],
+    ids=["unprefixed", "foreign-namespace"],
+)
+def test_prune_with_an_admin_kubeconfig_spares_forged_claims(cluster, fdir, forged):
+    """An annotation that names the user's labels under usb-scan: the sink can never have
+    written them (it qualifies unprefixed keys; by default it writes edgefd's namespaces
+    only), so even --prune with an administrator's kubeconfig, which no admission policy
+    holds back, leaves them and removes only what edgefd wrote."""
+    node = labelled_node(cluster, fdir)
+    cluster.core.patch_node(node, {"metadata": {"labels": {"team": "a", "zone": "b"}}})
+    own = json.loads(annotations(cluster, node)[ANNOTATION])
+    own["producers"]["usb-scan"] = sorted(own["producers"]["usb-scan"] + forged)
+    cluster.core.patch_node(node, {"metadata": {"annotations": {ANNOTATION: json.dumps(own)}}})
+    p = prune(cluster, node)
+    assert p.returncode == 0, p.stderr.decode()
+    after = cluster.labels(node)
+    assert (after["team"], after["zone"], after["example.com/rack"]) == ("a", "b", "r1")
+    assert not {f"{F}/usb-fe_1a6e_089a.present", "beta.devicetree.org/brcm-bcm2711"} & set(after)
+    assert ANNOTATION not in annotations(cluster, node)
+    assert b"claim dropped" in p.stderr
 
 
 @pytest.mark.parametrize("value", ["not json", '{"v":2,"producers":{}}'])
@@ -185,3 +215,140 @@ def test_ownership_read_back_is_the_sinks(cluster, fdir):
         "usb-scan",
         "dt-labeller",
     }
+
+
+# -- issue 25 item 6: a workstation's kubeconfig, every node at once, "would" ----------------
+
+
+def prune_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`feature-sink --prune` with a workstation's environment and no --kubeconfig."""
+    base = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HOME")}
+    return subprocess.run(
+        [sys.executable, "-m", "edgefd.feature_sink", "--prune", *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def two_contexts(cluster: Cluster, path: Path) -> Path:
+    """A kubeconfig whose current context is a dead server; context `up` is the cluster."""
+    cfg = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    real = cfg["clusters"][0]
+    dead = {"name": "dead", "cluster": {**real["cluster"], "server": "https://127.0.0.1:1"}}
+    user = cfg["users"][0]["name"]
+    cfg["clusters"].append(dead)
+    cfg["contexts"] = [
+        {"name": "up", "context": {"cluster": real["name"], "user": user}},
+        {"name": "down", "context": {"cluster": "dead", "user": user}},
+    ]
+    cfg["current-context"] = "down"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_prune_finds_the_kubeconfig_as_kubectl_does(cluster, fdir, tmp_path):
+    """$KUBECONFIG, then ~/.kube/config, and --context; once it exited 1 with "cannot load
+    the in-cluster client configuration"."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    two_contexts(cluster, home / ".kube" / "config")
+    node = labelled_node(cluster, fdir)
+    p = prune_env({"HOME": str(home)}, "--node-name", node, "--context", "up", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith("would remove ")
+    # the current context (a dead server) when none is named: unreachable, exit 5
+    p = prune_env({"HOME": str(home)}, "--node-name", node, "--api-timeout", "2")
+    assert p.returncode == 5, p.stderr
+    # $KUBECONFIG wins over ~/.kube/config; missing entries in it are skipped
+    listed = os.pathsep.join([str(tmp_path / "absent"), cluster.kubeconfig])
+    p = prune_env({"HOME": str(home), "KUBECONFIG": listed}, "--node-name", node)
+    assert p.returncode == 0, p.stderr
+    assert ANNOTATION not in annotations(cluster, node)
+    # a context that is not there: one line, exit 3
+    p = prune_env({"KUBECONFIG": cluster.kubeconfig}, "--node-name", node, "--context", "nope")
+    assert p.returncode == 3
+    has = yaml.safe_load(Path(cluster.kubeconfig).read_text())["contexts"][0]["name"]
+    assert p.stderr.strip().splitlines() == [
+        f"feature-sink: error: --context nope: no such context in KUBECONFIG "
+        f"{cluster.kubeconfig} (it has: {has})"
+    ]
+    # nothing at all: says where it looked
+    p = prune_env({"HOME": str(tmp_path / "nohome")}, "--node-name", node)
+    assert p.returncode == 1 and "pass --kubeconfig or set KUBECONFIG" in p.stderr
+
+
+def forget_other_tests_nodes(cluster: Cluster) -> None:
+    """The API server is the session's: other tests left Nodes with (tampered) annotations.
+    A cluster being uninstalled has only its own sink's; take theirs away."""
+    for n in cluster.core.list_node().items:
+        if ANNOTATION in (n.metadata.annotations or {}):
+            cluster.core.patch_node(
+                n.metadata.name, {"metadata": {"annotations": {ANNOTATION: None}}}
+            )
+
+
+def test_prune_all_nodes_and_a_dry_run_that_says_would(cluster, fdir):
+    forget_other_tests_nodes(cluster)
+    a, b = labelled_node(cluster, fdir), labelled_node(cluster, fdir)
+    bystander = cluster.new_node(FOREIGN)  # never labelled by edgefd: not even read
+    owned = {n: sorted(cluster.ownership(n).keys) for n in (a, b)}
+    rvs = {n: cluster.node(n).metadata.resource_version for n in (a, b, bystander)}
+    kube = ("--kubeconfig", cluster.kubeconfig)
+
+    dry = run_sink("--prune", "--all-nodes", "--dry-run", *kube)
+    assert dry.returncode == 0, dry.stderr.decode()
+    out, err = dry.stdout.decode().splitlines(), dry.stderr.decode()
+    for n in (a, b):
+        mine = [ln for ln in out if ln.startswith(f"{n}: ")]
+        assert [ln.split()[3] for ln in mine] == owned[n]
+        assert all(ln.startswith(f"{n}: would remove ") for ln in mine)
+        assert f"node {n}: would remove 3 label(s) and the ownership annotation" in err
+    assert not [ln for ln in out if ln.startswith(f"{bystander}: ")]
+    assert "dry run: nothing was written" in err
+    assert {n: cluster.node(n).metadata.resource_version for n in rvs} == rvs
+
+    real = run_sink("--prune", "--all-nodes", *kube, "-o", "json")
+    assert real.returncode == 0, real.stderr.decode()
+    shown = json.loads(real.stdout)
+    assert {(c["node"], c["key"]) for c in shown} >= {(n, k) for n in (a, b) for k in owned[n]}
+    for n in (a, b):
+        assert not set(owned[n]) & set(cluster.labels(n))
+        assert ANNOTATION not in annotations(cluster, n)
+        assert cluster.labels(n)["example.com/rack"] == "r1"
+    assert cluster.node(bystander).metadata.resource_version == rvs[bystander]
+    assert "would" not in real.stderr.decode()
+    # and once more: nothing edgefd owns is left anywhere
+    again = run_sink("--prune", "--all-nodes", *kube)
+    assert again.returncode == 0 and not [
+        ln for ln in again.stdout.decode().splitlines() if ln.split(":")[0] in (a, b)
+    ]
+
+
+def test_prune_all_nodes_and_an_untrusted_annotation(cluster, fdir):
+    """One node's failure is its own: the others are pruned, the exit code says it (1)."""
+    forget_other_tests_nodes(cluster)
+    good, bad = labelled_node(cluster, fdir), labelled_node(cluster, fdir)
+    cluster.core.patch_node(bad, {"metadata": {"annotations": {ANNOTATION: "not json"}}})
+    p = run_sink("--prune", "--all-nodes", "--kubeconfig", cluster.kubeconfig)
+    assert p.returncode == 1, p.stderr.decode()
+    assert f"feature-sink: {bad}: error: annotation {ANNOTATION} is not JSON" in p.stderr.decode()
+    assert ANNOTATION not in annotations(cluster, good)
+    assert annotations(cluster, bad)[ANNOTATION] == "not json"
+
+
+def test_prune_all_nodes_in_nodefeature_mode(cluster, fdir, nodefeature_crd):
+    mode = ("--mode", "nodefeature", "--namespace", "default")
+    a, b = cluster.new_node(), cluster.new_node()
+    for n in (a, b):
+        sink_once(cluster, n, fdir, *mode)
+    p = run_sink("--prune", "--all-nodes", "--kubeconfig", cluster.kubeconfig, *mode)
+    assert p.returncode == 0, p.stderr.decode()
+    custom = cluster.k8s.CustomObjectsApi(cluster.core.api_client)
+    for n in (a, b):
+        obj = custom.get_namespaced_custom_object(
+            "nfd.k8s-sigs.io", "v1alpha1", "default", "nodefeatures", n
+        )
+        assert obj["spec"]["labels"] == {}
+        assert f"NodeFeature default/{n}: removed 3 label(s)" in p.stderr.decode()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode
+from tests.k8s.test_manifests import SERVICE_ACCOUNT as SINK_SA
 
 pytestmark = pytest.mark.realpeer
 
@@ -119,7 +120,15 @@ class Cluster:
 class Sink:
     """A feature-sink subprocess with its metrics endpoint."""
 
-    def __init__(self, cluster: Cluster, node: str, features: Path, tmp: Path, *extra: str):
+    def __init__(
+        self,
+        cluster: Cluster,
+        node: str,
+        features: Path,
+        tmp: Path,
+        *extra: str,
+        verbose: bool = True,
+    ):
         self.port = free_port()
         self.log_path = tmp / f"sink-{uuid.uuid4().hex[:6]}.log"
         self.args = [
@@ -140,7 +149,7 @@ class Sink:
             "1s",
             "--api-timeout",
             "3s",
-            "-vv",
+            *(["-vv"] if verbose else []),
             *extra,
         ]
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -546,7 +555,7 @@ def test_least_privilege_token_with_repo_rbac_and_admission_policy(cluster, fdir
     import yaml
 
     api = kube_apiserver.admin_api()
-    kube_apiserver.ensure_service_account("edgefd", "edgefd")
+    kube_apiserver.ensure_service_account("edgefd", SINK_SA)
     for manifest in ("rbac.yaml", "admission-policy.yaml"):
         for doc in yaml.safe_load_all((ROOT / "k8s" / manifest).read_text()):
             if not doc or doc.get("kind") in ("Namespace", "ServiceAccount"):
@@ -558,7 +567,7 @@ def test_least_privilege_token_with_repo_rbac_and_admission_policy(cluster, fdir
                     raise
     node = cluster.new_node({"example.com/keep": "1"})
     other = cluster.new_node()
-    token = kube_apiserver.mint_pod_token("edgefd", "edgefd", f"edgefd-{node}", node)
+    token = kube_apiserver.mint_pod_token("edgefd", SINK_SA, f"edgefd-{node}", node)
     kc = kube_apiserver.kubeconfig_for_token(token)
     write(fdir, "usb-scan", {f"{F}/usb": "true"})
     (fdir / "dt").write_text("node-role.kubernetes.io/worker=\n")
@@ -590,3 +599,20 @@ def test_least_privilege_token_with_repo_rbac_and_admission_policy(cluster, fdir
     assert once(node).returncode == 0
     labels = cluster.labels(node)
     assert f"{F}/usb" not in labels and labels[f"{F}/new"] == "1"
+
+    # Forged claims on the user's labels (issue 22, items 4 and 13): keys without a namespace,
+    # which the policy forbids the token to touch, and a foreign namespace, which it allows.
+    # Trusted, they would make every sync fail with 403 (the whole patch refused) or remove
+    # the user's label; dropped, the sync succeeds and both stay.
+    theirs = {"team": "a", "zone": "b", "team.example.com/owner": "alice"}
+    cluster.core.patch_node(node, {"metadata": {"labels": theirs}})
+    own = json.loads(cluster.node(node).metadata.annotations[ANNOTATION])
+    own["producers"]["usb-scan"] = sorted([*own["producers"]["usb-scan"], *theirs])
+    cluster.core.patch_node(node, {"metadata": {"annotations": {ANNOTATION: json.dumps(own)}}})
+    for _ in range(2):  # and again: no sync fails, none needs to write
+        p = once(node)
+        assert p.returncode == 0, p.stderr
+        assert b"claim dropped" in p.stderr or _ == 1
+    labels = cluster.labels(node)
+    assert theirs.items() <= labels.items() and labels[f"{F}/new"] == "1"
+    assert not set(theirs) & cluster.ownership(node).keys

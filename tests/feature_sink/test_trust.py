@@ -119,6 +119,46 @@ def test_claims_outside_the_namespace_policy_are_dropped_never_acted_on():
     assert "never writable" in text and "the labels are left as they are" in text
 
 
+def _plan_after(labels: dict[str, str], raw: str, files: dict[str, str], policy=DEFAULT_POLICY):
+    n = NodeView("n1", labels, {ANNOTATION: raw}, "5")
+    plan = plan_node(n, desired_of(files, policy), NOW, Rules(GRACE, policy))
+    node = {"metadata": {"labels": dict(labels), "annotations": {ANNOTATION: raw}}}
+    node["metadata"]["resourceVersion"] = "5"
+    return plan, (apply_patch(node, plan.write) if plan.write else node)
+
+
+def test_claims_on_keys_without_a_namespace_are_dropped():
+    """Issue 22, item 4: `team` and `zone` are keys the sink can never write (it qualifies
+    unprefixed feature-file keys) and the admission policy forbids: a claim on them is
+    dropped, so neither a sync nor --prune removes them, and the sink's write carries no
+    change the API server would refuse."""
+    labels = {"team": "a", "zone": "b", f"{F}/usb": "true"}
+    raw = annotation({"usb-scan": ["team", "zone", f"{F}/usb"]})
+    plan, after = _plan_after(labels, raw, {"usb-scan": f"{F}/usb=true\n"})
+    assert after["metadata"]["labels"] == labels
+    own = decode(after["metadata"]["annotations"][ANNOTATION])
+    assert own.producers == {"usb-scan": frozenset({f"{F}/usb"})}
+    changed = {op["path"] for op in plan.write if op["op"] != "test"}
+    assert changed == {"/metadata/annotations/edgefd.io~1owned-labels"}
+    (dropped,) = [p for p in plan.problems if p.reason == "OwnershipClaimDropped"]
+    assert "'team', 'zone'" in dropped.message and "no namespace" in dropped.message
+
+
+def test_a_claim_on_another_namespace_is_inert_by_default():
+    """Issue 22, item 13: `team.example.com/owner` claimed under usb-scan, whose file no
+    longer lists it. edgefd's producers never write that namespace, so the claim is dropped
+    and the user's label stays; only an operator who allows the namespace makes it edgefd's."""
+    labels = {"team.example.com/owner": "alice", f"{F}/usb": "true"}
+    raw = annotation({"usb-scan": ["team.example.com/owner", f"{F}/usb"]})
+    files = {"usb-scan": f"{F}/usb=true\n"}
+    plan, after = _plan_after(labels, raw, files)
+    assert after["metadata"]["labels"] == labels
+    assert any("--allow-namespace" in p.message for p in plan.problems)
+    wide = NamespacePolicy.from_lists(allowed=["example.com"])
+    _, after = _plan_after(labels, raw, files, wide)
+    assert after["metadata"]["labels"] == {f"{F}/usb": "true"}
+
+
 @pytest.mark.parametrize(
     ("producers", "why"),
     [
@@ -181,6 +221,9 @@ claim_keys = st.one_of(
             "kubernetes.io/hostname",
             "node-role.kubernetes.io/x",
             "example.com/z",
+            "team.example.com/owner",
+            "team",
+            "zone",
             "bad key",
             "a/b/c",
             "",
@@ -208,7 +251,13 @@ def test_fuzz_any_text_decodes_or_is_refused_cleanly(raw: str) -> None:
     st.dictionaries(
         producer_names, st.one_of(st.just("2024-05-01T10:00:00Z"), json_values), max_size=2
     ),
-    st.sampled_from([DEFAULT_POLICY, NamespacePolicy.from_lists(denied=["example.com"])]),
+    st.sampled_from(
+        [
+            DEFAULT_POLICY,
+            NamespacePolicy.from_lists(denied=["example.com"]),
+            NamespacePolicy.from_lists(allowed=["example.com"]),
+        ]
+    ),
 )
 def test_fuzz_whatever_the_annotation_says_only_policy_keys_survive(producers, missing, policy):
     raw = json.dumps({"v": 1, "producers": producers, "missing": missing})
@@ -222,6 +271,8 @@ def test_fuzz_whatever_the_annotation_says_only_policy_keys_survive(producers, m
         for k in keys:
             assert check_key(k) is None and policy.check(k) is None
             assert trusted.owner_of(k) == producer
+            # a claim survives only on a key a producer's file can make the sink write
+            assert desired_of({"p": f"{k}=1\n"}, policy).labels == {k: "1"}
     assert set(trusted.missing) <= set(trusted.producers)
     assert trusted.keys | {k for d in dropped for k in d.keys} >= own.keys - {
         k for p in own.producers for k in own.producers[p] if check_producer_name(p)

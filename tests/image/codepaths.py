@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DTS = ROOT / "samples" / "devicetree" / "rpi4-model-b.dts"
 FEATURES = "edgefd.io/edgetpu.present=true\nedgefd.io/edgetpu.count=1\n"
+MOVE = '{"device": {"name": "coral-usb-1-1-3"}, "old": "c:189:4", "new": "c:189:5"}\n'
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class CodePath:
 P = CodePath
 CODE_PATHS: tuple[CodePath, ...] = (
     P("dt-dtb", ("dt-labeller", "--dtb", "{dtb}", "--dry-run"), expect=("arm-cortex-a72=4",)),
-    P("dt-json", ("dt-labeller", "--dtb", "{dtb}", "--dry-run", "--output", "json", "--explain")),
+    P("dt-json", ("dt-labeller", "--dtb", "{dtb}", "--dry-run", "--output", "json")),
+    P("dt-explain", ("dt-labeller", "--dtb", "{dtb}", "--explain"), expect=("<- /cpus/cpu@0",)),
     P("dt-host-write", ("dt-labeller", "--host-root", "{host}", "--features-dir", "{work}/fd")),
     P("usb-dry", ("usb-scan", "--host-root", "{host}", "--dry-run"), expect=("089a",)),
     P("usb-explain", ("usb-scan", "--host-root", "{host}", "--dry-run", "--explain")),
@@ -121,6 +123,32 @@ CODE_PATHS: tuple[CodePath, ...] = (
         ),
         serve="/metrics",
         reaches=("grpc",),
+    ),
+    P(
+        "keeper-grant-missing",
+        ("device-keeper", "grant", "--cgroup", "{work}/no-cgroup", "--allow", "c:189:5"),
+        rc=3,
+        reaches=("edgefd.device_keeper.grant",),
+    ),
+    # one move from stdin; no kubelet here, so nobody holds the device (logged)
+    P(
+        "keeper-moves",
+        (
+            *("device-keeper", "serve", "--events", "-", "--host-root", "{work}"),
+            *("--listen", "", "--output", "json"),
+        ),
+        stdin=MOVE,
+        expect=('"containers": []',),
+        reaches=("edgefd.device_keeper.service", "edgefd.device_keeper.nodes"),
+    ),
+    # what the DaemonSet's device-keeper container runs: following a moves file, with probes
+    P(
+        "keeper-serve",
+        (
+            *("device-keeper", "serve", "--events", "{work}/moves.jsonl", "--follow"),
+            *("--host-root", "{work}", "--listen", "127.0.0.1:{port}"),
+        ),
+        serve="/metrics",
     ),
 )
 

@@ -83,7 +83,10 @@ class Builds:
         """'amd64', 'arm64' (per-architecture archives) and 'index' (both), as built."""
         if self._archives is None and self._error is None:
             if os.geteuid() != 0:
-                self._error = "needs root: buildah (chroot isolation), debootstrap, chroot"
+                self._error = (
+                    "needs root (buildah with chroot isolation, debootstrap, chroot):"
+                    " run `sudo make test`"
+                )
             else:
                 self._build()
         if self._error:
@@ -120,7 +123,10 @@ def archive(builds: Builds):
     def get(arch: str) -> Path:
         archives = builds.archives()
         if arch not in archives:
-            skip_or_fail(f"no {arch} image: {builds.no_arm64}")
+            skip_or_fail(
+                f"no {arch} image: {builds.no_arm64} (qemu-user-static runs it: a kernel with"
+                " binfmt_misc, `modprobe binfmt_misc`)"
+            )
         return archives[arch]
 
     return get

@@ -24,7 +24,7 @@ from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name, free_po
 from tests.image.conftest import BUILD, ROOT, Builds, load_oci
 from tests.image.rootfs import ImageRoot, Mount
 from tests.image.test_slim import wait_ready
-from tests.k8s.test_manifests import all_containers, daemonset, pod_spec
+from tests.k8s.test_manifests import daemonset, every_container, pod_spec
 
 pytestmark = pytest.mark.image
 
@@ -37,9 +37,9 @@ FOUNDATIONS = ("click", "pyyaml", "pyudev", "kubernetes", "grpcio", "protobuf")
 
 
 def uid_of(tool: str) -> int | None:
-    """The uid the DaemonSet runs the container whose command is `tool` as; None (the image's
+    """The uid the DaemonSets run the container whose command is `tool` as; None (the image's
     own user) for a tool no container runs by itself."""
-    for _, c in all_containers(pod_spec(daemonset())):
+    for c in every_container():
         if c["command"][0] == tool:
             return int(c["securityContext"]["runAsUser"])
     return None
@@ -59,7 +59,18 @@ def prepare(inp: Inputs) -> None:
         p.chmod(0o777 if p.is_dir() else 0o666)
 
 
+# (arch, code path) -> its run: the byte comparison reuses the runs of the code-path tests (a
+# run under qemu costs seconds) instead of running them all again
+RUNS: dict[tuple[str, str], tuple[int, str, str]] = {}
+
+
 def run_in_image(root: ImageRoot, path: CodePath, inp: Inputs) -> tuple[int, str, str]:
+    if (root.arch, path.name) not in RUNS:
+        RUNS[root.arch, path.name] = _run_in_image(root, path, inp)
+    return RUNS[root.arch, path.name]
+
+
+def _run_in_image(root: ImageRoot, path: CodePath, inp: Inputs) -> tuple[int, str, str]:
     prepare(inp)
     port = free_port()
     argv = inp.fill(path.argv, port, "/host", "/x86", "/work")
@@ -220,13 +231,37 @@ def test_build_script_names_the_image_the_manifests_run() -> None:
     text = BUILD.read_text()
     (image,) = re.findall(r"^IMAGE=(\S+)$", text, re.M)
     assert image == IMAGE
-    assert {c["image"] for _, c in all_containers(pod_spec(daemonset()))} == {IMAGE}
+    assert {c["image"] for c in every_container()} == {IMAGE}
 
 
 def test_build_script_refuses_bad_arguments() -> None:
     r = subprocess.run([str(BUILD), "--arch", "s390x"], capture_output=True, text=True)
     assert r.returncode == 2
     assert "usage" in r.stderr
+
+
+def test_the_manifests_startup_probe_runs_in_the_image(image_root, inputs: Inputs) -> None:
+    """bus-scan's exec startup probe, word for word from the DaemonSet but for the port, run
+    inside the image as the container's uid while the sidecar starts (issue 25 item 5): it
+    waits for the sidecar's /readyz instead of failing, and passes."""
+    root = image_root("amd64")
+    prepare(inputs)
+    port = free_port()
+    spec = pod_spec(daemonset())
+    (sidecar,) = [c for c in spec["initContainers"] if c["name"] == "bus-scan"]
+    listen = next(a for a in sidecar["command"] if a.startswith("--listen="))
+    probe = [str(port) if a == listen.rpartition(":")[2] else a
+             for a in sidecar["startupProbe"]["exec"]["command"]]  # fmt: skip
+    argv = inputs.fill(by_name("bus-scan-sidecar").argv, port, "/host", "/x86", "/work")
+    uid = int(sidecar["securityContext"]["runAsUser"])
+    proc = root.popen(argv, mounts(inputs), uid=uid, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        r = root.run(probe, [], uid=uid, timeout=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("/readyz: ok"), r.stdout
 
 
 # -- against the real peers ----------------------------------------------------------------------

@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from tests.k8s.test_manifests import (
-    all_containers,
+    DAEMONSET_OF,
     daemonset,
+    every_container,
     find,
     load_manifests,
     pod_spec,
@@ -61,7 +62,7 @@ def command_of(script: str) -> click.Command:
 
 
 def manifest_containers() -> list[dict[str, Any]]:
-    return [c for _, c in all_containers(pod_spec(daemonset()))]
+    return list(every_container())
 
 
 # -- manifest commands vs. the tools ------------------------------------------------------------
@@ -106,7 +107,8 @@ def _materialise_paths(
     validation of it (if its option type does any) sees what the pod would.
     """
     docs = load_manifests()
-    volumes = {v["name"]: v for v in pod_spec(daemonset(docs))["volumes"]}
+    spec = pod_spec(daemonset(docs, DAEMONSET_OF[c["name"]]))
+    volumes = {v["name"]: v for v in spec["volumes"]}
     out = list(argv)
     for param in cmd.params:
         if not isinstance(param, click.Option) or not isinstance(param.type, click.Path):
@@ -242,6 +244,7 @@ def final_stage_problems(text: str) -> list[str]:
     args = _global_args(stages)
     final = stages[-1]
     (base,) = [rest for i, rest in final if i == "FROM"]
+    base = " ".join(w for w in base.split() if not w.startswith("--platform="))
     if _expand(base.split()[0], args) != "python:3.11-slim":
         problems.append(f"final stage is FROM {base}, not python:3.11-slim")
     for instr, rest in final:
@@ -273,7 +276,7 @@ def test_dockerfile_final_stage() -> None:
     (user,) = [rest for i, rest in stages[-1] if i == "USER"]
     assert user.split(":")[0] == str(NONROOT_UID)
     # the pod's non-root containers run as the image's user
-    for _, c in all_containers(pod_spec(daemonset())):
+    for c in every_container():
         uid = c["securityContext"]["runAsUser"]
         assert uid in (0, NONROOT_UID), c["name"]
 
@@ -288,7 +291,10 @@ def test_dockerfile_final_stage() -> None:
             "COPY --from=builder /opt/edgefd /opt/edgefd\n"
             "RUN apt-get update && apt-get install -y gcc",
         ),
-        lambda t: t.rsplit("FROM ${PYTHON_IMAGE}\n", 1)[0] + "FROM python:3.12\nUSER 65532\n",
+        lambda t: (
+            t.rsplit("FROM --platform=$TARGETPLATFORM ${PYTHON_IMAGE}\n", 1)[0]
+            + "FROM python:3.12\nUSER 65532\n"
+        ),
     ],
     ids=["root-user", "no-user", "compiler", "other-base"],
 )
@@ -301,8 +307,12 @@ def test_dockerfile_check_catches_mistakes(edit: Any) -> None:
 
 def test_builder_installs_the_package_and_checks_every_entrypoint() -> None:
     stages = dockerfile_stages(DOCKERFILE.read_text())
+    (base,) = [rest for i, rest in stages[0] if i == "FROM"]
+    # the builder runs on the build machine's architecture: nothing emulated
+    assert base.split()[0] == "--platform=$BUILDPLATFORM", base
     builder = " ".join(rest for i, rest in stages[0] if i == "RUN")
-    assert f"{VENV}/bin/pip install" in builder
+    assert 'scripts/image/install_venv.py --arch "$TARGETARCH"' in builder
+    assert f"--installer /tmp/installer {VENV} /src" in builder
     for script in console_scripts():
         assert f"{VENV}/bin/{script} --help" in builder, f"builder does not smoke-test {script}"
 

@@ -2,10 +2,12 @@
 
 1. Every object in k8s/ passes a server-side-apply dry run with strict field validation, in
    the order `kubectl apply -f k8s/` sends them; then everything is applied for real.
-2. With a pod-bound token of edgefd's ServiceAccount (pod on node-a), the
+2. With a pod-bound token of feature-sink's ServiceAccount (pod on node-a), the
    ValidatingAdmissionPolicy lets it patch node-a's allowed labels and the ownership
    annotation, and refuses: node-b, Kubernetes-owned labels, spec/taints, other annotations,
-   status, and a token that names no node. Administrators are unaffected.
+   status, and a token that names no node; the Event policy lets it create Events about
+   node-a in `default` and nothing else. Administrators, also ServiceAccounts holding every
+   verb, are unaffected.
 3. The real feature-sink (`--once`) labels its node through all of this, and cannot label
    another node with its token.
 """
@@ -17,13 +19,19 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.k8s.test_manifests import NAMESPACE, SERVICE_ACCOUNT, load_manifests
+from tests.k8s.test_manifests import (
+    NAMESPACE,
+    POLICIES,
+    SERVICE_ACCOUNT,
+    daemonset,
+    load_manifests,
+)
 
 pytestmark = pytest.mark.realpeer
 
@@ -97,6 +105,33 @@ def _refused(core: Any, name: str, ops: list[dict[str, Any]], *, expect: str = "
         assert expect in message, message
         return message
     raise AssertionError(f"patch {ops} on {name} was accepted")
+
+
+def until_refused(
+    attempt: Callable[[], Any],
+    policy: str,
+    deadline: float,
+    undo: Callable[[Any], Any] | None = None,
+) -> str:
+    """Retry `attempt` until the API server refuses it naming `policy`, and return the
+    message: a new policy is enforced once the API server's informer has it. What gets
+    through meanwhile is undone (`undo` of its result); past the deadline, fail."""
+    k8s = _kubernetes()
+    while True:
+        try:
+            result = attempt()
+        except k8s.client.exceptions.ApiException as e:
+            status, message = _status_and_message(e)
+            if status == 403 and policy in message:
+                return message
+            if status != 403:
+                raise
+        else:
+            if undo is not None:
+                undo(result)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{policy} was never enforced")
+        time.sleep(0.5)
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -183,40 +218,29 @@ def applied(
     # label, a foreign annotation), so that one broken rule still shows up as its own test
     # failure below; while the change still gets through, undo it.
     deadline = time.monotonic() + POLICY_ACTIVE_TIMEOUT
-    probe_label = "node-role.kubernetes.io/edgefd-policy-probe"
-    probe_annotation = "example.com/edgefd-policy-probe"
-    while True:
-        try:
-            _json_patch(
-                sa_core,
-                NODE_B,
-                [
-                    {"op": "add", "path": f"/metadata/labels/{_esc(probe_label)}", "value": "x"},
-                    {
-                        "op": "add",
-                        "path": f"/metadata/annotations/{_esc(probe_annotation)}",
-                        "value": "x",
-                    },
-                ],
-            )
-        except k8s.client.exceptions.ApiException as e:
-            status, message = _status_and_message(e)
-            if status == 403 and "edgefd-node-restriction" in message:
-                break
-            if status != 403 or time.monotonic() > deadline:
-                raise
-        else:
-            _json_patch(
-                core,
-                NODE_B,
-                [
-                    {"op": "remove", "path": f"/metadata/labels/{_esc(probe_label)}"},
-                    {"op": "remove", "path": f"/metadata/annotations/{_esc(probe_annotation)}"},
-                ],
-            )
-        if time.monotonic() > deadline:
-            raise AssertionError("the ValidatingAdmissionPolicy never became enforced")
-        time.sleep(0.5)
+    label = _esc("node-role.kubernetes.io/edgefd-policy-probe")
+    annotation = _esc("example.com/edgefd-policy-probe")
+    probe = [
+        {"op": "add", "path": f"/metadata/labels/{label}", "value": "x"},
+        {"op": "add", "path": f"/metadata/annotations/{annotation}", "value": "x"},
+    ]
+    undo = [
+        {"op": "remove", "path": f"/metadata/labels/{label}"},
+        {"op": "remove", "path": f"/metadata/annotations/{annotation}"},
+    ]
+    until_refused(
+        lambda: _json_patch(sa_core, NODE_B, probe),
+        "edgefd-node-restriction",
+        deadline,
+        undo=lambda _: _json_patch(core, NODE_B, undo),
+    )
+    # and the Event policy: an Event about node-b, until refused
+    until_refused(
+        lambda: sa_core.create_namespaced_event("default", _event(NODE_B)),
+        "edgefd-event-restriction",
+        deadline,
+        undo=lambda ev: core.delete_namespaced_event(ev.metadata.name, "default"),
+    )
 
     yield {
         "core": core,
@@ -275,8 +299,7 @@ def test_strict_dry_run_rejects_an_unknown_field(applied: dict[str, Any]) -> Non
     """The dry run above would have caught a misspelt field: the server says so."""
     k8s = _kubernetes()
     dyn = applied["dyn"]
-    (ds,) = [d for d in load_manifests() if d["kind"] == "DaemonSet"]
-    bad = json.loads(json.dumps(ds))
+    bad = json.loads(json.dumps(daemonset()))
     bad["spec"]["template"]["spec"]["containers"][0]["securityContext"][
         "readOnlyRootFileSystem"
     ] = True
@@ -297,7 +320,8 @@ def test_strict_dry_run_rejects_an_unknown_field(applied: dict[str, Any]) -> Non
     assert "readOnlyRootFileSystem" in message
 
 
-def test_policy_type_checks_cleanly(applied: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", POLICIES)
+def test_policy_type_checks_cleanly(applied: dict[str, Any], name: str) -> None:
     """Type warnings (e.g. a field Node does not have) land in the policy's status.
 
     Compilation errors already failed the apply above. The status is written by
@@ -308,13 +332,13 @@ def test_policy_type_checks_cleanly(applied: dict[str, Any]) -> None:
     api = k8s.client.AdmissionregistrationV1Api(applied["core"].api_client)
     deadline = time.monotonic() + 30
     while True:
-        policy = api.read_validating_admission_policy("edgefd-node-restriction")
+        policy = api.read_validating_admission_policy(name)
         status = policy.status
         if status is not None and status.type_checking is not None:
             break
         if time.monotonic() > deadline:
             pytest.fail(
-                "status.typeChecking of ValidatingAdmissionPolicy edgefd-node-restriction not "
+                f"status.typeChecking of ValidatingAdmissionPolicy {name} not "
                 "written within 30 s: is the fixture's kube-controller-manager "
                 "(validatingadmissionpolicy-status-controller) running? See "
                 "kube-controller-manager.log in the kube_apiserver fixture's directory.",
@@ -557,6 +581,107 @@ def test_administrators_are_not_affected(fresh_nodes: dict[str, Any]) -> None:
     )
 
 
+def test_a_service_account_holding_every_verb_is_not_affected(
+    kube_apiserver: Any, fresh_nodes: dict[str, Any]
+) -> None:
+    """cluster-admin holds edgefd's mark too (a wildcard verb): the policies tell it apart by
+    a verb nobody is granted, so another tool's all-powerful pod-bound token (a cluster
+    operator's, say) keeps working on every Node."""
+    k8s = _kubernetes()
+    rbac = k8s.client.RbacAuthorizationV1Api(fresh_nodes["core"].api_client)
+    kube_apiserver.ensure_service_account(NAMESPACE, "edgefd-test-admin")
+    binding = {
+        "metadata": {"name": "edgefd-test-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "edgefd-test-admin",
+                      "namespace": NAMESPACE}],
+    }  # fmt: skip
+    try:
+        rbac.create_cluster_role_binding(binding)
+    except k8s.client.exceptions.ApiException as e:
+        assert e.status == 409, e
+    try:
+        token = kube_apiserver.mint_pod_token(NAMESPACE, "edgefd-test-admin", "admin-pod", NODE_A)
+        admin_sa = k8s.client.CoreV1Api(_api_client_for(kube_apiserver, token))
+        deadline = time.monotonic() + 30
+        while True:  # RBAC's cache takes a moment to see the new binding
+            try:
+                _json_patch(
+                    admin_sa,
+                    NODE_B,
+                    [{"op": "add", "path": "/metadata/labels/node-role.kubernetes.io~1x",
+                      "value": ""}],
+                )  # fmt: skip
+                break
+            except k8s.client.exceptions.ApiException as e:
+                status, message = _status_and_message(e)
+                assert status == 403 and "edgefd" not in message, message
+                assert time.monotonic() < deadline, message
+                time.sleep(0.3)
+    finally:
+        rbac.delete_cluster_role_binding("edgefd-test-admin")
+        k8s.client.CoreV1Api(fresh_nodes["core"].api_client).delete_namespaced_pod(
+            "admin-pod", NAMESPACE
+        )
+
+
+def _event(node: str, name: str | None = None, namespace: str = "default") -> dict[str, Any]:
+    """An Event as the sink posts one (nodeapi.create_node_event): about a Node, named
+    `<node>.<digest>`; in another namespace about a Pod there (the API server's validation
+    keeps Events about cluster-scoped objects in `default`)."""
+    about = {"apiVersion": "v1", "kind": "Node", "name": node}
+    if namespace != "default":
+        about = {"apiVersion": "v1", "kind": "Pod", "name": node, "namespace": namespace}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name or f"{node}.{os.urandom(8).hex()}", "namespace": namespace},
+        "involvedObject": about,
+        "reason": "LabelRejected",
+        "message": "x",
+        "type": "Warning",
+        "source": {"component": "feature-sink"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("event", "expect"),
+    [
+        (_event(NODE_B), "may only create Events about that Node"),
+        (_event(NODE_A, name=f"{NODE_B}.0123456789abcdef"), "named after it"),
+        (_event(NODE_A, namespace="kube-system"), "namespace default"),
+        (_event(NODE_A, namespace=NAMESPACE), "namespace default"),
+    ],
+    ids=["other-node", "other-nodes-name", "kube-system", "own-namespace"],
+)
+def test_events_only_about_its_own_node(
+    kube_apiserver: Any, applied: dict[str, Any], event: dict[str, Any], expect: str
+) -> None:
+    """RBAC lets the sink create Events anywhere; admission confines it to Events in
+    `default` about its own Node, named after it (so node-b's Event names stay node-b's)."""
+    k8s = _kubernetes()
+    ns = event["metadata"]["namespace"]
+    kube_apiserver.ensure_namespace(ns)
+    sa_core = applied["sa_core"]
+    sa_core.create_namespaced_event("default", _event(NODE_A))  # what the sink does: allowed
+    with pytest.raises(k8s.client.exceptions.ApiException) as err:
+        sa_core.create_namespaced_event(ns, event)
+    status, message = _status_and_message(err.value)
+    assert status == 403 and "edgefd-event-restriction" in message and expect in message, message
+
+
+def test_events_need_a_node_claim(kube_apiserver: Any, applied: dict[str, Any]) -> None:
+    k8s = _kubernetes()
+    tr = applied["core"].create_namespaced_service_account_token(
+        SERVICE_ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": 600}}
+    )
+    core = k8s.client.CoreV1Api(_api_client_for(kube_apiserver, tr.status.token))
+    with pytest.raises(k8s.client.exceptions.ApiException) as err:
+        core.create_namespaced_event("default", _event(NODE_A))
+    assert err.value.status == 403 and "pod-bound token" in (err.value.body or "")
+
+
 def test_rbac_is_narrow(applied: dict[str, Any]) -> None:
     k8s = _kubernetes()
     authz = k8s.client.AuthorizationV1Api(applied["sa"])
@@ -577,13 +702,19 @@ def test_rbac_is_narrow(applied: dict[str, Any]) -> None:
         return bool(review.status.allowed)
 
     assert can("get", "nodes") and can("patch", "nodes")
+    # anywhere, for RBAC (a RoleBinding in `default` would not survive a kustomize
+    # `namespace:`); the Event policy confines it (test_events_only_about_its_own_node)
     assert can("watch", "nodes") and can("list", "nodes")  # the sink watches its own Node
     assert can("create", "events", "default")
     for verb, resource, ns, group in [
         ("update", "nodes", "", ""),
         ("delete", "nodes", "", ""),
         ("patch", "nodes/status", "", ""),
-        ("create", "events", "kube-system", ""),
+        ("patch", "events", "default", ""),
+        ("delete", "events", "default", ""),
+        ("create", "events", "default", "events.k8s.io"),
+        ("create", "resourceslices", "", "resource.k8s.io"),
+        ("get", "resourceclaims", "default", "resource.k8s.io"),
         ("get", "secrets", NAMESPACE, ""),
         ("list", "pods", "", ""),
         ("create", "nodefeatures", "kube-system", "nfd.k8s-sigs.io"),

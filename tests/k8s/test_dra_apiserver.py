@@ -2,7 +2,7 @@
 
 1. Every object passes a strict server-side dry run, then is applied; the DeviceClasses'
    CEL compiles (the API server compiles it on create) and the policy type-checks cleanly.
-2. With a pod-bound token of edgefd's ServiceAccount (pod on node A), the ResourceSlice
+2. With a pod-bound token of devplugin's ServiceAccount (pod on node A), the ResourceSlice
    policy lets it create, update and delete node A's slice of driver edgefd.io, and refuses:
    node B's slice (create, update, delete), another driver, another pool, and a token that
    names no node. RBAC grants only the verbs the DRA mode uses.
@@ -26,7 +26,7 @@ from edgefd.kube.errors import ApiNotFound, ApiRefused
 from tests.devplugin.dra.peer import DraPlugin, wait_for
 from tests.fixturegen import build_host
 from tests.k8s.test_dra_manifests import dra_docs
-from tests.k8s.test_manifests import NAMESPACE, SERVICE_ACCOUNT, find, load_manifests
+from tests.k8s.test_manifests import DEVPLUGIN_SA, NAMESPACE, find, load_manifests
 
 pytestmark = pytest.mark.realpeer
 
@@ -60,7 +60,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
     admin_client = kube_apiserver.admin_api()
     dyn = DynamicClient(admin_client)
     base = load_manifests()
-    needed = [find(base, "Namespace"), find(base, "ServiceAccount", SERVICE_ACCOUNT)]
+    needed = [find(base, "Namespace"), find(base, "ServiceAccount", DEVPLUGIN_SA)]
     docs = dra_docs()
     report: dict[str, list] = {"dry_run": [], "applied": []}
 
@@ -89,7 +89,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
     admin = connect(kube_apiserver.kubeconfig, 10.0, client_class=DraApi)
     for n in (NODE_A, NODE_B):
         kube_apiserver.create_node(n)
-    token = kube_apiserver.mint_pod_token(NAMESPACE, SERVICE_ACCOUNT, POD_A, NODE_A)
+    token = kube_apiserver.mint_pod_token(NAMESPACE, DEVPLUGIN_SA, POD_A, NODE_A)
     kubeconfig = kube_apiserver.kubeconfig_for_token(token)
     sa = connect(kubeconfig, 10.0, client_class=DraApi)
 
@@ -248,7 +248,7 @@ def test_another_nodes_slice_cannot_be_changed_or_deleted(clean: dict[str, Any])
 def test_a_token_without_a_node_claim_writes_no_slice(
     kube_apiserver: Any, clean: dict[str, Any]
 ) -> None:
-    token = kube_apiserver.mint_token(NAMESPACE, SERVICE_ACCOUNT, expiration_seconds=600)
+    token = kube_apiserver.mint_token(NAMESPACE, DEVPLUGIN_SA, expiration_seconds=600)
     plain = connect(kube_apiserver.kubeconfig_for_token(token), 10.0, client_class=DraApi)
     refused(lambda: plain.create_slice(slice_body("a-0", NODE_A)), "pod-bound token")
 
@@ -263,7 +263,7 @@ def test_rbac_is_narrow(kube_apiserver: Any, applied: dict[str, Any]) -> None:
     from kubernetes import client
 
     sa_client = kube_apiserver.api_for_token(
-        kube_apiserver.mint_pod_token(NAMESPACE, SERVICE_ACCOUNT, POD_A, NODE_A)
+        kube_apiserver.mint_pod_token(NAMESPACE, DEVPLUGIN_SA, POD_A, NODE_A)
     )
     authz = client.AuthorizationV1Api(sa_client)
 

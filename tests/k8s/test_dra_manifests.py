@@ -2,9 +2,10 @@
 admission policy) and the k8s/overlays/dra component, rendered by the real kustomize
 (`kubectl kustomize`, from the harness) over the base k8s/.
 
-What the component may change is exactly the devplugin container (its command, the kubelet's
-plugin registry, its own plugin directory, the CDI directory, an API token) and nothing else:
-every other container and the pod's privileges are the base's.
+What the component may change is exactly devplugin's DaemonSet (its command, the kubelet's
+plugin registry, its own plugin directory, the CDI directory, an API token of its own
+ServiceAccount) and nothing else: the labels DaemonSet, feature-sink's token and rights, and
+the pod's privileges are the base's.
 """
 
 from __future__ import annotations
@@ -23,13 +24,18 @@ import yaml
 from edgefd.bus.catalogue import load_catalogue
 from tests.k8s import test_manifests as base
 from tests.k8s.test_manifests import (
+    DEVPLUGIN_DS,
+    DEVPLUGIN_SA,
+    MARK_GRANT,
     NAMESPACE,
-    SA_USERNAME,
     SERVICE_ACCOUNT,
     TOKEN_PATH,
     container,
+    daemonset,
     find,
     flag_value,
+    granted_to,
+    mark_condition,
     pod_spec,
     schema_errors,
 )
@@ -119,21 +125,16 @@ def test_one_device_class_per_catalogue_kind() -> None:
 
 
 def _granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    out = set()
-    for ns, rule in base.rules_of(docs, SERVICE_ACCOUNT):
-        assert ns is None
-        for field in ("apiGroups", "resources", "verbs"):
-            assert "*" not in rule[field]
-        for g in rule["apiGroups"]:
-            for r in rule["resources"]:
-                for v in rule["verbs"]:
-                    out.add((g, r, v))
-    return out
+    granted = granted_to(docs, DEVPLUGIN_SA)
+    assert all(ns is None for ns, *_ in granted)
+    return {(g, r, v) for _, g, r, v in granted - {MARK_GRANT}}
 
 
 def test_rbac_is_what_the_dra_mode_calls() -> None:
     """Every verb the DRA code uses (kubeapi.py), and nothing else: no patch, no
     deletecollection, claims read-only and one at a time."""
+    assert MARK_GRANT in granted_to(dra_docs(), DEVPLUGIN_SA)
+    assert granted_to(dra_docs(), SERVICE_ACCOUNT) == set(), "nothing of DRA's for the sink"
     granted = _granted(dra_docs())
     slices = {("resource.k8s.io", "resourceslices", v) for v in ("get", "list", "watch")}
     slices |= {("resource.k8s.io", "resourceslices", v) for v in ("create", "update", "delete")}
@@ -155,7 +156,7 @@ def test_admission_policy_is_bound_denying_and_scoped() -> None:
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     [cond] = spec["matchConditions"]
-    assert SA_USERNAME in cond["expression"]
+    assert mark_condition(cond["expression"])
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == ["resource.k8s.io"] and rule["resources"] == ["resourceslices"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
@@ -163,59 +164,51 @@ def test_admission_policy_is_bound_denying_and_scoped() -> None:
     assert "authentication.kubernetes.io/node-name" in text
     assert "s.spec.driver == 'edgefd.io'" in text
     # the node policy of the base is another object: both stay in force
-    assert (
-        policy["metadata"]["name"]
-        != find(base.load_manifests(), "ValidatingAdmissionPolicy")["metadata"]["name"]
-    )
+    assert policy["metadata"]["name"] not in base.POLICIES
 
 
 # -- the component over the base
 
 
-def test_component_adds_k8s_dra_and_changes_only_the_daemonset(
+def test_component_adds_k8s_dra_and_changes_only_devplugins_daemonset(
     rendered: list[dict[str, Any]], rendered_base: list[dict[str, Any]]
 ) -> None:
     by_key = {_key(d): d for d in rendered}
     base_keys = {_key(d) for d in rendered_base}
     assert set(by_key) == base_keys | {_key(d) for d in dra_docs()}
     for d in rendered_base:
-        if d["kind"] != "DaemonSet":
+        if _key(d) != ("DaemonSet", NAMESPACE, DEVPLUGIN_DS):
             assert by_key[_key(d)] == d, _key(d)
 
 
 def _devplugin(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return container(pod_spec(find(docs, "DaemonSet")), "devplugin")
+    return container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")
 
 
 def test_only_the_devplugin_container_changes(
     rendered: list[dict[str, Any]], rendered_base: list[dict[str, Any]]
 ) -> None:
-    ds, ds0 = find(rendered, "DaemonSet"), find(rendered_base, "DaemonSet")
+    ds, ds0 = daemonset(rendered, DEVPLUGIN_DS), daemonset(rendered_base, DEVPLUGIN_DS)
     spec, spec0 = pod_spec(ds), pod_spec(ds0)
-    for kind in ("initContainers", "containers"):
-        for c0 in spec0.get(kind, []):
-            if c0["name"] != "devplugin":
-                assert container(spec, c0["name"]) == c0, c0["name"]
+    assert [c["name"] for c in spec["containers"]] == ["devplugin"]
     rest = {k: v for k, v in spec.items() if k not in ("containers", "volumes")}
     assert rest == {k: v for k, v in spec0.items() if k not in ("containers", "volumes")}
+    assert rest["serviceAccountName"] == DEVPLUGIN_SA
     c, c0 = _devplugin(rendered), _devplugin(rendered_base)
     assert {k: v for k, v in c.items() if k not in ("command", "volumeMounts")} == {
         k: v for k, v in c0.items() if k not in ("command", "volumeMounts")
     }
-    # the same command, in DRA mode: no device-plugin directory, the DRA flags added
-    kept = [a for a in c0["command"] if not a.startswith("--plugin-dir")]
-    assert c["command"][: len(kept)] == kept
-    assert c["command"][len(kept) :] == [
-        "--api=dra",
-        f"--kubelet-dir={KUBELET_DIR}",
-        "--cdi-dir=/var/run/cdi",
-    ]
+    # the same command, in DRA mode: --api=dra where --plugin-dir was (every other flag at
+    # its place, so the hostnetwork component's --listen holds in either order), the DRA
+    # directories added
+    want = [a if not a.startswith("--plugin-dir") else "--api=dra" for a in c0["command"]]
+    assert c["command"] == [*want, f"--kubelet-dir={KUBELET_DIR}", "--cdi-dir=/var/run/cdi"]
 
 
 def test_dra_paths_are_mounted_at_the_host_paths(rendered: list[dict[str, Any]]) -> None:
     """The kubelet is told host paths (the service socket, CDI device IDs whose specs the
     runtime reads): each is at the same path in the container."""
-    spec = pod_spec(find(rendered, "DaemonSet"))
+    spec = pod_spec(daemonset(rendered, DEVPLUGIN_DS))
     volumes = {v["name"]: v for v in spec["volumes"]}
     c = _devplugin(rendered)
     mounts = {
@@ -243,7 +236,8 @@ def test_the_pod_keeps_least_privilege(rendered: list[dict[str, Any]], monkeypat
     for path in DRA_HOSTPATHS:
         allowed[path] = ({"devplugin"}, False)
     monkeypatch.setattr(base, "HOSTPATHS_ALLOWED", allowed)
-    ds = find(rendered, "DaemonSet")
+    assert base.privilege_violations(daemonset(rendered)) == []
+    ds = daemonset(rendered, DEVPLUGIN_DS)
     violations = base.privilege_violations(ds)
     created = [
         v["name"]
@@ -255,14 +249,15 @@ def test_the_pod_keeps_least_privilege(rendered: list[dict[str, Any]], monkeypat
     )
     # and the check still bites: the DRA paths for another container are refused
     bad = copy.deepcopy(ds)
-    container(pod_spec(bad), "feature-sink")["volumeMounts"].append(
-        {"name": "cdi-specs", "mountPath": "/var/run/cdi"}
-    )
+    sink = copy.deepcopy(container(pod_spec(daemonset(rendered)), "feature-sink"))
+    sink["volumeMounts"].append({"name": "cdi-specs", "mountPath": "/var/run/cdi"})
+    pod_spec(bad)["containers"].append(sink)
     assert "feature-sink may not mount /var/run/cdi" in base.privilege_violations(bad)
 
 
-def test_token_only_for_feature_sink_and_devplugin(rendered: list[dict[str, Any]]) -> None:
-    spec = pod_spec(find(rendered, "DaemonSet"))
+def _token_users(ds: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """container -> the projected token volume it mounts at the standard path."""
+    spec = pod_spec(ds)
     assert spec["automountServiceAccountToken"] is False
     tokens = {
         v["name"]: v
@@ -275,13 +270,29 @@ def test_token_only_for_feature_sink_and_devplugin(rendered: list[dict[str, Any]
             for m in c.get("volumeMounts", []):
                 if m["name"] in tokens:
                     assert m["mountPath"] == TOKEN_PATH and m.get("readOnly") is True
-                    users[c["name"]] = m["name"]
-    assert set(users) == {"feature-sink", "devplugin"}
-    assert users["devplugin"] != users["feature-sink"]  # its own volume: removable alone
+                    users[c["name"]] = tokens[m["name"]]
+    return users
+
+
+def test_devplugin_and_feature_sink_tokens_are_two_identities(rendered: list[dict[str, Any]]):
+    """Issue 22, item 12: the sink's token cannot write ResourceSlices and devplugin's cannot
+    patch labels. Each DaemonSet's pod mounts a token of its own ServiceAccount only, and each
+    ServiceAccount holds only its own rights (plus the mark, so every policy applies)."""
+    labels, plugin = daemonset(rendered), daemonset(rendered, DEVPLUGIN_DS)
+    assert set(_token_users(labels)) == {"feature-sink"}
+    assert set(_token_users(plugin)) == {"devplugin"}
+    assert pod_spec(labels)["serviceAccountName"] == SERVICE_ACCOUNT
+    assert pod_spec(plugin)["serviceAccountName"] == DEVPLUGIN_SA
     # the same pod-bound, short-lived token and in-cluster files as the sink's
-    assert tokens[users["devplugin"]] == dict(
-        tokens[users["feature-sink"]], name=users["devplugin"]
+    sink_token = _token_users(labels)["feature-sink"]
+    assert _token_users(plugin)["devplugin"] == dict(
+        sink_token, name=_token_users(plugin)["devplugin"]["name"]
     )
+    sink = {(g, r, v) for _, g, r, v in granted_to(rendered, SERVICE_ACCOUNT)}
+    plugin_rights = {(g, r, v) for _, g, r, v in granted_to(rendered, DEVPLUGIN_SA)}
+    assert not {r for g, r, v in sink} & {"resourceslices", "resourceclaims"}
+    assert not {r for g, r, v in plugin_rights} & {"nodes", "events", "nodefeatures"}
+    assert sink & plugin_rights == {MARK_GRANT[1:]}
 
 
 def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -316,7 +327,7 @@ def test_namespace_and_service_account_are_the_base_s() -> None:
     for d in dra_docs():
         assert d["metadata"].get("namespace") in (None, NAMESPACE)
         for s in d.get("subjects", []):
-            assert (s["name"], s["namespace"]) == (SERVICE_ACCOUNT, NAMESPACE)
+            assert (s["name"], s["namespace"]) == (DEVPLUGIN_SA, NAMESPACE)
 
 
 def test_the_e2e_dra_overlay_gives_devplugin_the_sinks_api_address() -> None:
@@ -330,8 +341,9 @@ def test_the_e2e_dra_overlay_gives_devplugin_the_sinks_api_address() -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    spec = pod_spec(find([d for d in yaml.safe_load_all(out.stdout) if d], "DaemonSet"))
-    dp, sink = container(spec, "devplugin"), container(spec, "feature-sink")
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    dp = container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")
+    sink = container(pod_spec(daemonset(docs)), "feature-sink")
 
     def api_env(c: dict[str, Any]) -> dict[str, str]:
         return {e["name"]: e.get("value") for e in c["env"] if e["name"].startswith("KUBERNETES_")}

@@ -26,10 +26,15 @@ import yaml
 
 from tests.k8s.test_kustomize import OVERLAYS, keyed, present
 from tests.k8s.test_manifests import (
+    DEVPLUGIN_DS,
     K8S,
     NAMESPACE,
+    POLICIES,
+    SERVICE_ACCOUNT,
     container,
     daemonset,
+    daemonsets,
+    every_container,
     pod_spec,
     privilege_violations,
     schema_errors,
@@ -65,6 +70,15 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         s("labels.mode=nodefeature", "devicePlugin.api=dra"),
         ("nodefeature", "dra"),
     ),
+    "device-keeper": (s("deviceKeeper.enabled=true"), ("device-keeper",)),
+    "device-keeper+dra": (
+        s("deviceKeeper.enabled=true", "devicePlugin.api=dra"),
+        ("device-keeper", "dra"),
+    ),
+    "device-keeper+crio": (
+        s("deviceKeeper.enabled=true", "deviceKeeper.criSocket=/var/run/crio/crio.sock"),
+        None,
+    ),
     "devplugin-only": (s("labels.enabled=false"), None),
     "devplugin-only+dra": (s("labels.enabled=false", "devicePlugin.api=dra"), None),
     "hostnetwork+apiserver": (
@@ -81,7 +95,24 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         None,
     ),
     "namespace": (s("namespace.name=edgefd-helm"), None),
+    # the post-delete prune hook (tests/k8s/test_prune_job.py: the same objects as k8s/prune)
+    "prune": (s("labels.pruneOnUninstall=true"), None),
+    "host-features": (
+        s("labels.hostFeaturesDir=/etc/kubernetes/node-feature-discovery/features.d"),
+        ("host-features",),
+    ),
+    "nodefeature+host-features": (
+        s(
+            "labels.mode=nodefeature",
+            "labels.hostFeaturesDir=/etc/kubernetes/node-feature-discovery/features.d",
+        ),
+        ("nodefeature", "host-features"),
+    ),
     "existing-namespace": (s("namespace.create=false"), None),
+    "allow-namespaces": (
+        ["--set-json", 'labels.allowNamespaces=["example.com","profile.node.kubernetes.io"]'],
+        None,
+    ),
     "tuned": (
         [
             *s(
@@ -199,9 +230,12 @@ def test_default_render_is_the_kustomize_base() -> None:
 
     assert normalise(template()) == normalise(render([K8S], []))
     # and the normalisation hides only what it says: the labels are there, the checksum too
-    ds = daemonset(template())
-    assert set(HELM_LABELS) <= set(ds["metadata"]["labels"])
-    assert set(ds["spec"]["template"]["metadata"]["annotations"]) == {CHECKSUM}
+    docs = template()
+    for ds in daemonsets(docs):
+        assert set(HELM_LABELS) <= set(ds["metadata"]["labels"])
+    assert "annotations" not in daemonset(docs)["spec"]["template"]["metadata"]
+    plugin = daemonset(docs, DEVPLUGIN_DS)
+    assert set(plugin["spec"]["template"]["metadata"]["annotations"]) == {CHECKSUM}
 
 
 @pytest.mark.parametrize("name", [n for n, (_, c) in VALUE_SETS.items() if c], ids=str)
@@ -220,36 +254,60 @@ def test_render_is_valid_and_least_privilege(name: str) -> None:
     for d in docs:
         if d["kind"] not in ("DeviceClass", "PodMonitor"):  # not in the client's models
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
-    spec = pod_spec(daemonset(docs))
-    violations = set(privilege_violations(daemonset(docs)))
-    if "dra" in name:  # its host paths: tests/k8s/test_dra_manifests.py
-        violations = {v for v in violations if "/var/lib/kubelet/plugins" not in v
-                      and "/var/run/cdi" not in v}  # fmt: skip
-    assert violations == ({"pod uses hostNetwork"} if "hostnetwork" in name else set())
-    tokens = {c["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])
+    assert daemonsets(docs)
+    for ds in daemonsets(docs):
+        if "device-keeper" in name and ds["metadata"]["name"] == DEVPLUGIN_DS:
+            # its own check: tests/k8s/test_device_keeper_manifests.py
+            from tests.k8s.test_device_keeper_manifests import keeper_violations, without_keeper
+
+            assert keeper_violations(ds) == []
+            ds = without_keeper(ds)
+        violations = set(privilege_violations(ds))
+        if "dra" in name:  # its host paths: tests/k8s/test_dra_manifests.py
+            violations = {v for v in violations if "/var/lib/kubelet/plugins" not in v
+                          and "/var/run/cdi" not in v}  # fmt: skip
+        assert violations == ({"pod uses hostNetwork"} if "hostnetwork" in name else set())
+    tokens = {c["name"] for c in every_container(docs) for m in c.get("volumeMounts", [])
               if m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"}  # fmt: skip
     want = {"feature-sink"} if "only" not in name else set()
     assert tokens == want | ({"devplugin"} if "dra" in name else set())
+    # one ServiceAccount per DaemonSet: no token of one pod is the other's identity
+    accounts = [pod_spec(ds)["serviceAccountName"] for ds in daemonsets(docs)]
+    assert len(set(accounts)) == len(accounts)
 
 
 def test_values_reach_the_objects() -> None:
     docs = template(*value_set("tuned"))
-    ds = daemonset(docs)
-    spec = pod_spec(ds)
-    images = {c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
+    images = {c["image"] for c in every_container(docs)}
     assert images == {f"registry.example.com/edgefd@sha256:{'ab' * 32}"}
-    assert {c["imagePullPolicy"] for c in spec["containers"]} == {"Always"}
-    assert "priorityClassName" not in spec
-    assert spec["tolerations"] == [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}]
-    # Helm merges maps into the defaults: the linux selector stays unless set to null
-    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}
-    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
-    assert "nodeAffinity" in spec["affinity"]
-    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    assert {c["imagePullPolicy"] for c in every_container(docs)} == {"Always"}
+    assert len(daemonsets(docs)) == 2
+    for ds in daemonsets(docs):
+        spec = pod_spec(ds)
+        assert "priorityClassName" not in spec
+        want = [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}]
+        assert spec["tolerations"] == want
+        # Helm merges maps into the defaults: the linux selector stays unless set to null
+        assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+        assert "nodeAffinity" in spec["affinity"]
+        assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    spec = pod_spec(daemonset(docs))
     assert "--removal-grace=30m" in container(spec, "feature-sink")["command"]
-    plugin = container(spec, "devplugin")["resources"]
+    plugin = container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")["resources"]
     assert plugin == {"requests": {"cpu": "10m", "memory": "64Mi"},
                       "limits": {"cpu": "200m", "memory": "128Mi"}}  # fmt: skip
+
+
+def test_allow_namespaces_reach_the_sink() -> None:
+    """labels.allowNamespaces: the sink's --allow-namespace flags, nothing else changes."""
+    docs = template(*value_set("allow-namespaces"))
+    command = container(pod_spec(daemonset(docs)), "feature-sink")["command"]
+    flags = [a for a in command if a.startswith("--allow-namespace")]
+    assert flags == ["--allow-namespace=example.com",
+                     "--allow-namespace=profile.node.kubernetes.io"]  # fmt: skip
+    default = container(pod_spec(daemonset(template())), "feature-sink")["command"]
+    assert [a for a in command if a not in flags] == default
 
 
 def test_api_server_goes_to_the_containers_with_a_token() -> None:
@@ -257,20 +315,20 @@ def test_api_server_goes_to_the_containers_with_a_token() -> None:
         {"name": "KUBERNETES_SERVICE_HOST", "value": "10.0.0.10"},
         {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
     ]
-    spec = pod_spec(daemonset(template(*value_set("hostnetwork+apiserver"))))
-    assert container(spec, "feature-sink")["env"][-2:] == want
-    assert not [e for e in container(spec, "devplugin")["env"] if e["name"].startswith("KUBER")]
-    spec = pod_spec(daemonset(template(*value_set("hostnetwork+dra+apiserver"))))
-    assert container(spec, "devplugin")["env"][-2:] == want
+    docs = template(*value_set("hostnetwork+apiserver"))
+    assert container(pod_spec(daemonset(docs)), "feature-sink")["env"][-2:] == want
+    plugin = container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")
+    assert not [e for e in plugin["env"] if e["name"].startswith("KUBER")]
+    docs = template(*value_set("hostnetwork+dra+apiserver"))
+    assert container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")["env"][-2:] == want
 
 
 def test_namespace_is_the_release_setting_everywhere() -> None:
     docs = template(*value_set("namespace"))
-    text = yaml.safe_dump_all(docs)
-    assert "edgefd:edgefd" not in text and "system:serviceaccount:edgefd-helm:edgefd" in text
+    # no ServiceAccount name in any policy: they follow the mark in the roles
+    assert "system:serviceaccount:edgefd" not in yaml.safe_dump_all(docs)
     for d in docs:
-        ns = d["metadata"].get("namespace")
-        assert ns in (None, "edgefd-helm") or d["metadata"]["name"] == "edgefd-node-events", d
+        assert d["metadata"].get("namespace") in (None, "edgefd-helm"), d["metadata"]
         for subject in d.get("subjects", []):
             assert subject["namespace"] == "edgefd-helm"
     assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["edgefd-helm"]
@@ -285,10 +343,13 @@ def test_resources_file_and_its_checksum(tmp_path: Path) -> None:
     assert cm["data"]["resources.yaml"] == config.read_text()
 
     def checksum(docs: list[dict[str, Any]]) -> str:
-        return daemonset(docs)["spec"]["template"]["metadata"]["annotations"][CHECKSUM]
+        plugin = daemonset(docs, DEVPLUGIN_DS)
+        return plugin["spec"]["template"]["metadata"]["annotations"][CHECKSUM]
 
     assert checksum(docs) != checksum(template())
-    assert CHECKSUM not in json.dumps(daemonset(template(*value_set("no-devplugin"))))
+    # only the plugin's pods roll with its file
+    assert daemonset(docs) == daemonset(template())
+    assert CHECKSUM not in json.dumps(template(*value_set("no-devplugin")))
 
 
 def test_podmonitor_only_when_the_kind_is_served() -> None:
@@ -297,10 +358,10 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     docs = template(*value_set("podmonitor"))
     (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
     assert pm["metadata"]["namespace"] == NAMESPACE and pm["metadata"]["labels"]["release"] == "p"
-    pod = daemonset(docs)["spec"]["template"]
-    assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-    ports = {p["name"] for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
-             for p in c.get("ports", [])}  # fmt: skip
+    selector = pm["spec"]["selector"]["matchLabels"].items()
+    for ds in daemonsets(docs):  # both pods
+        assert selector <= ds["spec"]["template"]["metadata"]["labels"].items()
+    ports = {p["name"] for c in every_container(docs) for p in c.get("ports", [])}
     scraped = [e["port"] for e in pm["spec"]["podMetricsEndpoints"]]
     assert sorted(scraped) == sorted(ports) and all(
         e["path"] == "/metrics" for e in pm["spec"]["podMetricsEndpoints"]
@@ -320,8 +381,22 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
         (s("labels.enabled=false", "devicePlugin.enabled=false"), "nothing would run"),
         (s("apiServer.host=10.0.0.1"), "apiServer.port"),
         (s("image.digest=latest"), "digest"),
+        (["--set-json", 'labels.allowNamespaces=["Example.COM"]'], "allowNamespaces"),
+        (["--set-json", 'labels.allowNamespaces=["topology.kubernetes.io"]'], "Kubernetes"),
+        (["--set-json", 'labels.allowNamespaces=["k8s.io"]'], "Kubernetes"),
     ],
-    ids=["mode", "api", "grace", "typo", "nothing", "host-without-port", "digest"],
+    ids=[
+        "mode",
+        "api",
+        "grace",
+        "typo",
+        "nothing",
+        "host-without-port",
+        "digest",
+        "namespace-not-dns",
+        "namespace-kubernetes",
+        "namespace-k8s",
+    ],
 )
 def test_bad_values_are_refused(args: list[str], message: str) -> None:
     r = helm("template", RELEASE, str(CHART), *args, check=False)
@@ -422,14 +497,14 @@ def test_server_side_dry_run(kube_apiserver: Any, podmonitor_crd: None, name: st
 
 
 # What a release in its own namespace has in common with the base and the other tests' objects
-# of the shared API server: these cluster-wide names and the Role for Node Events in `default`.
+# of the shared API server: these cluster-wide names.
 SHARED = [
     ("clusterrolebinding", None, "edgefd-nodes"),
     ("clusterrole", None, "edgefd-nodes"),
-    ("validatingadmissionpolicybinding", None, "edgefd-node-restriction"),
-    ("validatingadmissionpolicy", None, "edgefd-node-restriction"),
-    ("rolebinding", "default", "edgefd-node-events"),
-    ("role", "default", "edgefd-node-events"),
+    ("clusterrolebinding", None, "edgefd-feature-sink"),
+    ("clusterrole", None, "edgefd-feature-sink"),
+    *(("validatingadmissionpolicybinding", None, p) for p in POLICIES),
+    *(("validatingadmissionpolicy", None, p) for p in POLICIES),
 ]
 # the release's own namespace (the API server runs no namespace controller: deleted, it stays)
 HELM_NS = "edgefd-release"
@@ -465,17 +540,14 @@ def test_helm_install_applies_server_side(kube_apiserver: Any, release: list[str
 
 @pytest.mark.realpeer
 def test_policy_binds_the_releases_service_account(kube_apiserver: Any, release: list[str]) -> None:
-    """The policy's user name follows namespace.name: the release's pod-bound token may
-    label its own node and nothing else."""
+    """The policy follows the release's ServiceAccount (by the mark in its role, not by name):
+    the release's pod-bound token may label its own node and nothing else."""
     import kubernetes
 
-    policy = json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy",
-                                "edgefd-node-restriction", "-o", "json").stdout)  # fmt: skip
-    assert f"system:serviceaccount:{HELM_NS}:edgefd" in json.dumps(policy["spec"])
     own, other = "edgefd-release-node-a", "edgefd-release-node-b"
     for n in (own, other):
         kube_apiserver.create_node(n, {"kubernetes.io/hostname": n})
-    token = kube_apiserver.mint_pod_token(HELM_NS, "edgefd", "edgefd-release-pod", own)
+    token = kube_apiserver.mint_pod_token(HELM_NS, SERVICE_ACCOUNT, "edgefd-release-pod", own)
     core = kubernetes.client.CoreV1Api(kube_apiserver.api_for_token(token))
     patch = [{"op": "add", "path": "/metadata/labels/feature.node.kubernetes.io~1x", "value": "1"}]
     deadline = time.monotonic() + 60

@@ -4,19 +4,17 @@
 Offline: the base is the plain files; each component changes exactly what its header says
 (nodefeature: the sink's mode and no Node rights; no-devplugin: the plugin and what only it
 used; hostnetwork: hostNetwork, loopback listeners and probes); the documented combinations
-render, stay least-privilege and valid, and a wrong order fails the build instead of going
-unpatched. Real API server: `kubectl apply --server-side -k k8s/`, a server-side dry run of
-every combination, and the nodefeature rights with a pod-bound token: the real sink publishes
-its NodeFeature and can no longer touch a Node.
+render, in any order, stay least-privilege and valid, and a base changed under a guarded
+patch fails the build instead of going unpatched. Real API server: `kubectl apply
+--server-side -k k8s/`, a server-side dry run of every combination, and the nodefeature rights
+with a pod-bound token: the real sink publishes its NodeFeature and can no longer touch a Node.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +25,15 @@ import yaml
 
 from tests.k8s.test_dra_manifests import render
 from tests.k8s.test_manifests import (
+    DEVPLUGIN_DS,
+    DEVPLUGIN_SA,
     K8S,
     NAMESPACE,
+    POLICIES,
     SERVICE_ACCOUNT,
     container,
     daemonset,
+    daemonsets,
     load_manifests,
     manifest_files,
     pod_spec,
@@ -42,8 +44,8 @@ from tests.peers.processes import harness_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = K8S / "overlays"
-# The documented combinations, in the documented order (k8s/overlays/*/kustomization.yaml:
-# hostnetwork first, dra last; their guarded JSON patches find containers by index).
+# The documented combinations; the components touch different flags and select devplugin's
+# DaemonSet by name, so any order gives the same objects (test_order_does_not_matter).
 COMBINATIONS = [
     ("nodefeature",),
     ("no-devplugin",),
@@ -56,6 +58,13 @@ COMBINATIONS = [
     ("nodefeature", "dra"),
     ("hostnetwork", "dra"),
     ("hostnetwork", "nodefeature", "dra"),
+    ("dra", "hostnetwork"),
+    ("dra", "nodefeature"),
+    ("no-devplugin", "hostnetwork"),
+    ("host-features",),
+    ("nodefeature", "host-features", "dra"),
+    ("dra", "host-features"),  # its merge patch names feature-sink first: any order works
+    ("hostnetwork", "host-features", "no-devplugin"),
 ]
 DRA_HOSTPATHS = (
     "/var/lib/kubelet/plugins_registry",
@@ -117,7 +126,7 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin"):
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features"):
         for f in (OVERLAYS / name).iterdir():
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
@@ -144,28 +153,25 @@ def test_nodefeature(base: list[dict[str, Any]]) -> None:
                                "--mode=nodefeature"]  # fmt: skip
     sink["command"].pop()
     assert ds_o == ds_b
-    # what the sink's NodeFeature mode needs is still there (rights are tested for real below)
+    # what the sink's NodeFeature mode needs is still there (rights are tested for real below),
+    # and so is the mark: the admission policies keep confining the account
     assert ("Role", NAMESPACE, "edgefd-nodefeatures") in o
-    assert ("Role", "default", "edgefd-node-events") in o
+    assert ("ClusterRole", None, "edgefd-feature-sink") in o
 
 
 def test_no_devplugin(base: list[dict[str, Any]]) -> None:
     b, o = keyed(base), keyed(combo(("no-devplugin",)))
-    assert set(b) - set(o) == {("ConfigMap", NAMESPACE, "edgefd-devplugin")}
-    ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
-    spec = pod_spec(ds_o)
-    assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
-    used = {m["name"] for c in [*spec["initContainers"], *spec["containers"]]
-            for m in c.get("volumeMounts", [])}  # fmt: skip
-    assert {v["name"] for v in spec["volumes"]} == used, "a volume nobody mounts"
-    expected = copy.deepcopy(ds_b)
-    bspec = pod_spec(expected)
-    bspec["containers"] = [c for c in bspec["containers"] if c["name"] != "devplugin"]
-    bspec["volumes"] = [v for v in bspec["volumes"] if v["name"] in used]
-    assert ds_o == expected
+    assert set(b) - set(o) == {
+        ("ConfigMap", NAMESPACE, "edgefd-devplugin"),
+        ("DaemonSet", NAMESPACE, DEVPLUGIN_DS),
+        ("ServiceAccount", NAMESPACE, DEVPLUGIN_SA),
+    }
+    assert set(o) <= set(b)
     for key in o:
-        if key[0] != "DaemonSet":
-            assert o[key] == b[key], key
+        assert o[key] == b[key], key
+    # nothing left mounts the device-plugins directory or /dev
+    text = yaml.safe_dump_all(list(o.values()))
+    assert "/var/lib/kubelet/device-plugins" not in text and "path: /dev\n" not in text
 
 
 def test_hostnetwork(base: list[dict[str, Any]]) -> None:
@@ -174,27 +180,63 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
     for key in o:
         if key[0] != "DaemonSet":
             assert o[key] == b[key], key
-    ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
-    spec = pod_spec(ds_o)
-    assert spec.pop("hostNetwork") is True
-    # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
-    assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
     probes = 0
-    for c in [*spec["initContainers"], *spec["containers"]]:
-        listen = [a for a in c["command"] if a.startswith("--listen=")]
-        assert all(a.startswith("--listen=127.0.0.1:") for a in listen), (c["name"], listen)
-        c["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in c["command"]]
-        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            if "httpGet" in c.get(probe, {}):
-                assert c[probe]["httpGet"].pop("host") == "127.0.0.1", (c["name"], probe)
-                probes += 1
-    assert probes == 6
+    for name in ("edgefd", DEVPLUGIN_DS):
+        ds_b, ds_o = b[("DaemonSet", NAMESPACE, name)], o[("DaemonSet", NAMESPACE, name)]
+        spec = pod_spec(ds_o)
+        assert spec.pop("hostNetwork") is True, name
+        if name == "edgefd":
+            # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
+            assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            listen = [a for a in c["command"] if a.startswith("--listen=")]
+            assert all(a.startswith("--listen=127.0.0.1:") for a in listen), (c["name"], listen)
+            c["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in c["command"]]
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                if "httpGet" in c.get(probe, {}):
+                    assert c[probe]["httpGet"].pop("host") == "127.0.0.1", (c["name"], probe)
+                    probes += 1
+        assert ds_o == ds_b, name
+    assert probes == 5  # the startup probes ask 127.0.0.1 from inside the container anyway
+
+
+def only_the_daemonset_differs(
+    base: list[dict[str, Any]], components: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The base's and the components' labels DaemonSet, once every other object is the base's."""
+    b, o = keyed(base), keyed(combo(components))
+    assert set(b) == set(o)
+    key = ("DaemonSet", NAMESPACE, "edgefd")
+    for k in o:
+        if k != key:
+            assert o[k] == b[k], k
+    return b[key], o[key]
+
+
+def test_host_features(base: list[dict[str, Any]]) -> None:
+    """The host's features.d, read-only, in feature-sink alone, and the flag naming it."""
+    ds_b, ds_o = only_the_daemonset_differs(base, ("host-features",))
+    spec = pod_spec(ds_o)
+    sink = container(spec, "feature-sink")
+    inside = "/host/etc/kubernetes/node-feature-discovery/features.d"
+    assert sink["command"].pop() == f"--host-features-dir={inside}"
+    (mount,) = [m for m in sink["volumeMounts"] if m["name"] == "host-features-d"]
+    assert mount == {"name": "host-features-d", "mountPath": inside, "readOnly": True}
+    sink["volumeMounts"].remove(mount)
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "host-features-d"]
+    assert vol["hostPath"] == {
+        "path": "/etc/kubernetes/node-feature-discovery/features.d",
+        "type": "DirectoryOrCreate",
+    }
+    spec["volumes"].remove(vol)
     assert ds_o == ds_b
+    others = [c for c in [*spec["initContainers"], *spec["containers"]] if c is not sink]
+    assert not [m for c in others for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
 
 
 def test_dra_component_renders_with_the_base() -> None:
     """Its content is tests/k8s/test_dra_manifests.py's; here: it combines with the others."""
-    spec = pod_spec(daemonset(combo(("dra",))))
+    spec = pod_spec(daemonset(combo(("dra",)), DEVPLUGIN_DS))
     assert "--api=dra" in container(spec, "devplugin")["command"]
 
 
@@ -207,33 +249,71 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
     for d in docs:
         if d["kind"] != "DeviceClass":  # resource.k8s.io/v1: newer than the client's models
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
-    violations = privilege_violations(daemonset(docs))
-    allowed = {"pod uses hostNetwork"} if "hostnetwork" in components else set()
-    if "dra" in components:  # its host paths are checked by test_dra_manifests.py
-        violations = [v for v in violations if not any(p in v for p in DRA_HOSTPATHS)]
-    assert set(violations) == allowed, violations
+    for ds in daemonsets(docs):
+        violations = privilege_violations(ds)
+        allowed = {"pod uses hostNetwork"} if "hostnetwork" in components else set()
+        if "dra" in components:  # its host paths are checked by test_dra_manifests.py
+            violations = [v for v in violations if not any(p in v for p in DRA_HOSTPATHS)]
+        assert set(violations) == allowed, violations
     spec = pod_spec(daemonset(docs))
     assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
+    assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
     if "nodefeature" in components:
         assert "--mode=nodefeature" in container(spec, "feature-sink")["command"]
-    if "no-devplugin" in components:
-        assert "devplugin" not in [c["name"] for c in spec["containers"]]
+    plugin = [ds for ds in daemonsets(docs) if ds["metadata"]["name"] == DEVPLUGIN_DS]
+    assert bool(plugin) is ("no-devplugin" not in components)
 
 
 @pytest.mark.parametrize(
     "components",
-    [("no-devplugin", "hostnetwork"), ("dra", "hostnetwork"), ("dra", "nodefeature")],
+    [
+        ("hostnetwork", "dra"),
+        ("hostnetwork", "nodefeature", "dra"),
+        ("hostnetwork", "no-devplugin"),
+    ],
     ids=lambda c: "+".join(c),
 )
-def test_a_wrong_order_fails_the_build(components: tuple[str, ...]) -> None:
-    """A guarded JSON patch finds another container at its index: kustomize stops, rather
-    than patching the wrong container (or leaving a listener on every address)."""
-    if not present(components):
-        pytest.skip("component not there yet")
-    kubectl = harness_binary("kubectl")
-    with tempfile.TemporaryDirectory() as d:
-        write_kustomization(Path(d), components)
-        r = subprocess.run([str(kubectl), "kustomize", d], capture_output=True, text=True)
+def test_order_does_not_matter(components: tuple[str, ...]) -> None:
+    """No component patches what another one moved: every order gives the same objects."""
+    import itertools
+
+    first = keyed(combo(components))
+    for order in itertools.permutations(components):
+        assert keyed(combo(order)) == first, order
+
+
+@pytest.mark.parametrize(
+    ("component", "file", "flag"),
+    [
+        ("hostnetwork", "devplugin.yaml", "--listen=:8082"),
+        ("hostnetwork", "pod-template.yaml", "--listen=:8081"),
+        ("dra", "devplugin.yaml", "--plugin-dir=/var/lib/kubelet/device-plugins"),
+        ("nodefeature", "pod-template.yaml", "- name: feature-sink"),
+    ],
+)
+def test_a_changed_base_fails_the_build(
+    component: str, file: str, flag: str, tmp_path: Path
+) -> None:
+    """The guarded JSON patches test what they replace: a base whose command line moved on
+    fails the build, instead of being patched at the wrong place or not at all."""
+    import shutil
+
+    copy_ = tmp_path / "k8s"
+    shutil.copytree(K8S, copy_)
+    text = (copy_ / file).read_text()
+    assert flag in text
+    # a renamed container (its name is what is tested), or another flag at that place
+    changed = "- name: labels-sink" if flag.startswith("- name") else flag + "0"
+    (copy_ / file).write_text(text.replace(flag, changed))
+    doc = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["k8s"],
+        "components": [os.path.relpath(OVERLAYS / component, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path)],
+                       capture_output=True, text=True)  # fmt: skip
     assert r.returncode != 0 and "test" in r.stderr, r.stderr
 
 
@@ -274,7 +354,7 @@ def applied(kube_apiserver: Any) -> Iterator[Any]:
     assert r.returncode == 0, r.stderr
     yield r
     for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy"):
-        kubectl(kube_apiserver, "delete", kind, "edgefd-node-restriction", "--ignore-not-found")
+        kubectl(kube_apiserver, "delete", kind, *POLICIES, "--ignore-not-found")
     # what the nodefeature test removed, back as the base has it
     kubectl(kube_apiserver, "apply", "--server-side", *SSA,
             "-k", str(K8S))  # fmt: skip
@@ -356,3 +436,30 @@ def test_nodefeature_rights_with_a_pod_token(
         "nfd.k8s-sigs.io", "v1alpha1", NAMESPACE, "nodefeatures", node
     )
     assert obj["spec"]["labels"] == {"feature.node.kubernetes.io/usb-fe_1a6e_089a.present": "1"}
+
+
+def test_the_documented_allow_namespace_patch(tmp_path: Path) -> None:
+    """k8s/README.md's patch widening the sink's label namespaces, as a user copies it: the
+    sink's command gains the flag, nothing else changes, and the real CLI takes it."""
+    import re
+
+    text = (K8S / "README.md").read_text()
+    (snippet,) = re.findall(r"```yaml\n(patches:.*?)```", text, re.S)
+    doc = yaml.safe_load(snippet)
+    doc.update(resources=[os.path.relpath(K8S, tmp_path)])
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    b, o = keyed(render([K8S], [])), keyed(docs)
+    sink = container(pod_spec(daemonset(docs)), "feature-sink")
+    assert sink["command"][-1] == "--allow-namespace=example.com"
+    sink["command"].pop()
+    assert o == b
+    p = subprocess.run(
+        [sys.executable, "-m", "edgefd.feature_sink", "--dry-run", "--node-name=n1",
+         "--features", "-", "--allow-namespace=example.com", "--kubeconfig=/none"],
+        input="example.com/rack=r1\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0 and p.stdout == "add     example.com/rack=r1\n", p.stderr

@@ -23,13 +23,26 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 
 NAMESPACE = "edgefd"
-SERVICE_ACCOUNT = "edgefd"
-SA_USERNAME = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+# one DaemonSet, and one ServiceAccount, per identity: the labels pod (feature-sink's token)
+# and the device plugin's pod (a token of its own in DRA mode only)
+LABELS_DS = "edgefd"
+DEVPLUGIN_DS = "edgefd-devplugin"
+SERVICE_ACCOUNT = "edgefd-feature-sink"
+DEVPLUGIN_SA = "edgefd-devplugin"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+# edgefd's mark (k8s/rbac.yaml): what the admission policies find edgefd's accounts by
+MARK = {"apiGroups": ["admission.edgefd.io"], "resources": ["restrictions"], "verbs": ["subject"]}
 
 INIT_CONTAINERS = ("dt-labeller", "bus-scan")  # bus-scan is a native sidecar
 SIDECARS = ("bus-scan",)
 LONG_RUNNING = ("feature-sink", "devplugin")
+# container -> the DaemonSet that runs it
+DAEMONSET_OF = {
+    "dt-labeller": LABELS_DS,
+    "bus-scan": LABELS_DS,
+    "feature-sink": LABELS_DS,
+    "devplugin": DEVPLUGIN_DS,
+}
 # Containers allowed to run as uid 0, and why (see the comments in k8s/pod-template.yaml).
 ROOT_ALLOWED = {
     "dt-labeller": "reads /sys/firmware/fdt (0400 root): as its owner, with no capabilities",
@@ -40,7 +53,12 @@ HOSTPATHS_ALLOWED = {
     "/sys": (set(INIT_CONTAINERS) | {"devplugin"}, True),
     "/dev": ({"devplugin"}, True),
     "/var/lib/kubelet/device-plugins": ({"devplugin"}, False),
+    # k8s/overlays/host-features: the host's NFD features.d, read by the sink alone
+    "/etc/kubernetes/node-feature-discovery/features.d": ({"feature-sink"}, True),
 }
+# hostPath types other than Directory (which fails the pod where the path is missing): the
+# host's features.d is created empty on a node without NFD, so the pod runs on every node
+HOSTPATH_TYPES = {"/etc/kubernetes/node-feature-discovery/features.d": "DirectoryOrCreate"}
 
 # Kinds edgefd may create; anything else in k8s/ is a review item, not an accident.
 NAMESPACED_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}
@@ -79,8 +97,19 @@ def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
     return hits[0]
 
 
-def daemonset(docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return find(docs if docs is not None else load_manifests(), "DaemonSet")
+def daemonset(docs: list[dict[str, Any]] | None = None, name: str = LABELS_DS) -> dict[str, Any]:
+    return find(docs if docs is not None else load_manifests(), "DaemonSet", name)
+
+
+def daemonsets(docs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    return [d for d in (docs if docs is not None else load_manifests()) if d["kind"] == "DaemonSet"]
+
+
+def every_container(docs: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+    """Every container of every DaemonSet (init containers first, within each)."""
+    for ds in daemonsets(docs):
+        for _, c in all_containers(pod_spec(ds)):
+            yield c
 
 
 def pod_spec(ds: dict[str, Any]) -> dict[str, Any]:
@@ -208,9 +237,16 @@ def effective_security(spec: dict[str, Any], c: dict[str, Any]) -> dict[str, Any
 
 
 def test_container_set() -> None:
+    assert {ds["metadata"]["name"] for ds in daemonsets()} == {LABELS_DS, DEVPLUGIN_DS}
     spec = pod_spec(daemonset())
     assert [c["name"] for c in spec["initContainers"]] == list(INIT_CONTAINERS)
-    assert sorted(c["name"] for c in spec["containers"]) == sorted(LONG_RUNNING)
+    assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
+    plugin = pod_spec(daemonset(name=DEVPLUGIN_DS))
+    assert "initContainers" not in plugin
+    assert [c["name"] for c in plugin["containers"]] == ["devplugin"]
+    for ds in daemonsets():
+        for _, c in all_containers(pod_spec(ds)):
+            assert DAEMONSET_OF[c["name"]] == ds["metadata"]["name"]
 
 
 def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
@@ -229,9 +265,11 @@ def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
     assert flag_value(cmd, "--also") == "pci-scan"
     listen = flag_value(cmd, "--listen")
     ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
-    probe = sidecar["startupProbe"]["httpGet"]
-    assert probe["path"] == "/readyz" and listen == f":{ports[probe['port']]}"
+    probe = sidecar["startupProbe"]["exec"]["command"]
+    assert probe[1:4] == ["-m", "edgefd.probe", listen.lstrip(":")]  # its /readyz, strictly
+    assert not [a for a in probe if a.startswith("--or-alive")]  # it gates feature-sink
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert ports[sidecar["livenessProbe"]["httpGet"]["port"]] == int(listen.lstrip(":"))
     assert "readinessProbe" not in sidecar  # a sidecar's readiness would gate nothing useful
     # the sink reads what the sidecar writes, and starts after it
     assert spec["containers"][0]["name"] == "feature-sink"
@@ -279,8 +317,10 @@ def privilege_violations(ds: dict[str, Any]) -> list[str]:
         if "hostPath" in v:
             if v["hostPath"]["path"] not in HOSTPATHS_ALLOWED:
                 out.append(f"volume {v['name']}: hostPath {v['hostPath']['path']} not allowed")
-            elif v["hostPath"].get("type") != "Directory":
-                out.append(f"volume {v['name']}: hostPath type must be Directory")
+            else:
+                want = HOSTPATH_TYPES.get(v["hostPath"]["path"], "Directory")
+                if v["hostPath"].get("type") != want:
+                    out.append(f"volume {v['name']}: hostPath type must be {want}")
     for _, c in all_containers(spec):
         for m in c.get("volumeMounts", []):
             vol = volumes.get(m["name"], {})
@@ -297,8 +337,9 @@ def privilege_violations(ds: dict[str, Any]) -> list[str]:
     return out
 
 
-def test_pod_has_least_privilege() -> None:
-    assert privilege_violations(daemonset()) == []
+@pytest.mark.parametrize("name", [LABELS_DS, DEVPLUGIN_DS])
+def test_pod_has_least_privilege(name: str) -> None:
+    assert privilege_violations(daemonset(name=name)) == []
 
 
 def test_feature_sink_is_non_root() -> None:
@@ -309,6 +350,19 @@ def test_feature_sink_is_non_root() -> None:
 
 def _c(ds: dict[str, Any], name: str) -> dict[str, Any]:
     return container(pod_spec(ds), name)
+
+
+def _plugin_dir_in_sink(ds: dict[str, Any]) -> None:
+    """The device-plugins directory, as a volume of the labels pod mounted into the sink."""
+    pod_spec(ds)["volumes"].append(
+        {
+            "name": "device-plugins",
+            "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
+        }
+    )
+    _c(ds, "feature-sink")["volumeMounts"].append(
+        {"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}
+    )
 
 
 def _mount(ds: dict[str, Any], name: str, path: str) -> dict[str, Any]:
@@ -335,24 +389,31 @@ ESCALATIONS = {
         {"name": "root", "hostPath": {"path": "/", "type": "Directory"}}
     ),
     "writable-sys": lambda ds: _mount(ds, "devplugin", "/host/sys").update(readOnly=False),
-    "plugin-dir-in-sink": lambda ds: _c(ds, "feature-sink")["volumeMounts"].append(
-        {"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}
-    ),
+    "plugin-dir-in-sink": _plugin_dir_in_sink,
+    "plugin-host-network": lambda ds: pod_spec(ds).update(hostNetwork=True),
+}
+# the DaemonSet each escalation is tried on: the one running the container it changes
+ESCALATED_DS = {
+    "added-cap": DEVPLUGIN_DS,
+    "writable-rootfs": DEVPLUGIN_DS,
+    "writable-sys": DEVPLUGIN_DS,
+    "plugin-host-network": DEVPLUGIN_DS,
 }
 
 
 @pytest.mark.parametrize("name", sorted(ESCALATIONS))
 def test_privilege_check_catches_escalations(name: str) -> None:
-    ds = copy.deepcopy(daemonset())
+    ds = copy.deepcopy(daemonset(name=ESCALATED_DS.get(name, LABELS_DS)))
+    assert privilege_violations(ds) == []
     ESCALATIONS[name](ds)
     assert privilege_violations(ds)
 
 
 def test_host_root_layout_matches_the_flags() -> None:
     """Tools that read the host get --host-root=/host and have host /sys at /host/sys."""
-    spec = pod_spec(daemonset())
-    volumes = {v["name"]: v for v in spec["volumes"]}
     for name in (*INIT_CONTAINERS, "devplugin"):
+        spec = pod_spec(daemonset(name=DAEMONSET_OF[name]))
+        volumes = {v["name"]: v for v in spec["volumes"]}
         c = container(spec, name)
         root = flag_value(c["command"] + c.get("args", []), "--host-root")
         assert root == "/host", name
@@ -369,7 +430,7 @@ def test_host_root_layout_matches_the_flags() -> None:
 
 def test_device_plugin_dir_is_mounted_at_the_host_path() -> None:
     """The plugin hands the kubelet host paths under --plugin-dir: same path both sides."""
-    spec = pod_spec(daemonset())
+    spec = pod_spec(daemonset(name=DEVPLUGIN_DS))
     volumes = {v["name"]: v for v in spec["volumes"]}
     c = container(spec, "devplugin")
     plugin_dir = flag_value(c["command"] + c.get("args", []), "--plugin-dir")
@@ -425,6 +486,18 @@ def test_only_feature_sink_gets_an_api_token() -> None:
     assert {"ca.crt", "namespace"} <= paths
 
 
+def test_devplugin_has_an_identity_of_its_own_and_no_token() -> None:
+    """A pod has one ServiceAccount: devplugin's DaemonSet has its own, so a token it gets in
+    DRA mode (k8s/overlays/dra) is never the sink's; here, as a device plugin (its peer is
+    the kubelet), it gets none."""
+    spec = pod_spec(daemonset(name=DEVPLUGIN_DS))
+    assert spec["serviceAccountName"] == DEVPLUGIN_SA != SERVICE_ACCOUNT
+    assert spec["automountServiceAccountToken"] is False
+    assert not [v for v in spec["volumes"] if "projected" in v or "secret" in v]
+    sa = find(load_manifests(), "ServiceAccount", DEVPLUGIN_SA)
+    assert sa.get("automountServiceAccountToken") is False
+
+
 def test_feature_sink_knows_its_node() -> None:
     spec = pod_spec(daemonset())
     env = {e["name"]: e for e in container(spec, "feature-sink").get("env", [])}
@@ -433,7 +506,7 @@ def test_feature_sink_knows_its_node() -> None:
 
 @pytest.mark.parametrize("name", LONG_RUNNING)
 def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> None:
-    c = container(pod_spec(daemonset()), name)
+    c = container(pod_spec(daemonset(name=DAEMONSET_OF[name])), name)
     listen = flag_value(c["command"] + c.get("args", []), "--listen")
     assert listen, f"{name} must say where it listens"
     port = int(listen.rpartition(":")[2])
@@ -444,17 +517,44 @@ def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> 
         target = ports.get(get["port"], get["port"])
         assert target == port, f"{name} {probe} probes {target}, the tool listens on {port}"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    start = c["startupProbe"]["exec"]["command"]
+    assert start[:4] == ["/opt/edgefd/bin/python", "-m", "edgefd.probe", str(port)], name
+
+
+def startup_waits(c: dict[str, Any]) -> float:
+    """How long a container's exec startup probe waits (its --within)."""
+    return float(flag_value(c["startupProbe"]["exec"]["command"], "--within") or 25)
+
+
+@pytest.mark.parametrize("name", [*LONG_RUNNING, "bus-scan"])
+def test_a_healthy_start_fails_no_probe(name: str) -> None:
+    """Issue 25 item 5. The kubelet (v1.37.2, pkg/kubelet/prober) posts a Warning Event for
+    every failed probe, whatever its failureThreshold; readiness and liveness wait for the
+    startup probe, and readiness runs right after it passes. So: no HTTP probe may run before
+    the container is ready. Each long-running container's startup probe waits inside the
+    container (tools/probe.py) for /readyz, and must end before the kubelet's timeout (or the
+    wait itself would be a failure); its first run comes within a second of the start."""
+    spec = pod_spec(daemonset())
+    c = {x["name"]: x for _, x in all_containers(spec)}[name]
+    probe = c["startupProbe"]
+    assert set(probe) == {"exec", "periodSeconds", "timeoutSeconds", "failureThreshold"}
+    assert probe["periodSeconds"] == 1
+    assert startup_waits(c) + 3 <= probe["timeoutSeconds"]
+    assert "initialDelaySeconds" not in c.get("livenessProbe", {})
+    for kind in ("livenessProbe", "readinessProbe"):
+        assert "exec" not in c.get(kind, {}), "periodic exec probes cost a process each"
 
 
 def test_every_container_has_requests_and_limits() -> None:
-    for _, c in all_containers(pod_spec(daemonset())):
+    for c in every_container():
         res = c.get("resources", {})
         assert {"cpu", "memory"} <= set(res.get("requests", {})), c["name"]
         assert "memory" in res.get("limits", {}), c["name"]
 
 
-def test_runs_on_every_node_and_rolls_gently() -> None:
-    ds = daemonset()
+@pytest.mark.parametrize("name", [LABELS_DS, DEVPLUGIN_DS])
+def test_runs_on_every_node_and_rolls_gently(name: str) -> None:
+    ds = daemonset(name=name)
     spec = pod_spec(ds)
     assert {"operator": "Exists"} in spec["tolerations"], "tolerate every taint"
     assert spec["priorityClassName"] == "system-node-critical"
@@ -463,24 +563,26 @@ def test_runs_on_every_node_and_rolls_gently() -> None:
     assert strategy["rollingUpdate"]["maxUnavailable"]
     selector = ds["spec"]["selector"]["matchLabels"]
     assert selector.items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    # neither DaemonSet's selector picks the other's pods
+    for other in daemonsets():
+        if other["metadata"]["name"] != name:
+            assert not selector.items() <= other["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_everything_lives_in_the_edgefd_namespace() -> None:
-    docs = load_manifests()
-    for d in docs:
-        ns = d["metadata"].get("namespace")
-        if ns is None or ns == NAMESPACE:
-            continue
-        # the one exception: the Role allowing Node Events where the sink creates them
-        from edgefd.feature_sink.nodeapi import EVENT_NAMESPACE
-
-        assert d["kind"] in ("Role", "RoleBinding") and ns == EVENT_NAMESPACE, d["metadata"]
+    """Without exception: a kustomize `namespace:` moves every namespaced object, so one that
+    had to stay elsewhere (a RoleBinding for Node Events in `default`) would lose its right
+    (tests/k8s/test_relocation.py)."""
+    for d in load_manifests():
+        assert d["metadata"].get("namespace") in (None, NAMESPACE), d["metadata"]
 
 
 # -- RBAC --------------------------------------------------------------------------------------
 
 
-def rules_of(docs: list[dict[str, Any]], subject_sa: str) -> list[tuple[str | None, dict]]:
+def rules_of(
+    docs: list[dict[str, Any]], subject_sa: str, namespace: str = NAMESPACE
+) -> list[tuple[str | None, dict]]:
     """(namespace or None for cluster-wide, rule) for every rule bound to the ServiceAccount."""
     out = []
     for b in docs:
@@ -490,7 +592,7 @@ def rules_of(docs: list[dict[str, Any]], subject_sa: str) -> list[tuple[str | No
         if not any(
             s["kind"] == "ServiceAccount"
             and s["name"] == subject_sa
-            and s.get("namespace") == NAMESPACE
+            and s.get("namespace") == namespace
             for s in subjects
         ):
             continue
@@ -503,13 +605,12 @@ def rules_of(docs: list[dict[str, Any]], subject_sa: str) -> list[tuple[str | No
     return out
 
 
-def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
-    docs = load_manifests()
-    sa = find(docs, "ServiceAccount", SERVICE_ACCOUNT)
-    assert sa["metadata"]["namespace"] == NAMESPACE
-    assert sa.get("automountServiceAccountToken") is False
+def granted_to(
+    docs: list[dict[str, Any]], subject_sa: str, namespace: str = NAMESPACE
+) -> set[tuple[str | None, str, str, str]]:
+    """(namespace or None, group, resource, verb) the ServiceAccount may use; no wildcards."""
     granted: set[tuple[str | None, str, str, str]] = set()
-    for ns, rule in rules_of(docs, SERVICE_ACCOUNT):
+    for ns, rule in rules_of(docs, subject_sa, namespace):
         assert "resourceNames" not in rule or rule["resourceNames"]
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], f"no wildcards: {rule}"
@@ -518,48 +619,113 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
             for r in rule["resources"]:
                 for v in rule["verbs"]:
                     granted.add((ns, g, r, v))
+    return granted
+
+
+MARK_GRANT = (None, "admission.edgefd.io", "restrictions", "subject")
+
+
+def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
+    docs = load_manifests()
+    sa = find(docs, "ServiceAccount", SERVICE_ACCOUNT)
+    assert sa["metadata"]["namespace"] == NAMESPACE
+    assert sa.get("automountServiceAccountToken") is False
     from edgefd.feature_sink import nodeapi
 
-    # node mode (the base): the Node (read, watched, patched) and its Events; NodeFeature
-    # rights come only with the nodefeature option (k8s/overlays/nodefeature, tested in
-    # test_kustomize.py)
+    # node mode (the base): the Node (read, watched, patched), Events (confined by
+    # admission-policy.yaml to its Node's in `default`) and the mark; NodeFeature rights come
+    # only with the nodefeature option (k8s/overlays/nodefeature, tested in test_kustomize.py)
     expected = {
         (None, "", "nodes", "get"),
         (None, "", "nodes", "list"),
         (None, "", "nodes", "watch"),
         (None, "", "nodes", "patch"),
-        (nodeapi.EVENT_NAMESPACE, "", "events", "create"),
+        (None, "", "events", "create"),
+        MARK_GRANT,
     }
+    granted = granted_to(docs, SERVICE_ACCOUNT)
     assert granted == expected
     assert not any(r == nodeapi.NFD_PLURAL for _, _, r, _ in granted)
 
 
+def test_devplugin_has_no_rights_as_a_device_plugin() -> None:
+    """Its rights come with the dra component (test_dra_manifests.py), bound to its own
+    ServiceAccount; nothing of the sink's is bound to it, nor the other way round."""
+    docs = load_manifests()
+    assert granted_to(docs, DEVPLUGIN_SA) == set()
+
+
 # -- ValidatingAdmissionPolicy -------------------------------------------------------------------
 
+POLICIES = ("edgefd-node-restriction", "edgefd-event-restriction")
 
-def test_admission_policy_is_bound_denying_and_scoped_to_the_service_account() -> None:
+
+def mark_condition(expression: str) -> bool:
+    """The policies' match condition: ServiceAccounts holding the mark and not every verb."""
+    e = " ".join(expression.split())
+    return (
+        e.startswith("request.userInfo.username.startsWith('system:serviceaccount:') && ")
+        and "authorizer.group('admission.edgefd.io').resource('restrictions')"
+        ".check('subject').allowed()"
+        in e
+        and "&& !authorizer.group('admission.edgefd.io').resource('restrictions') "
+        ".check('unassigned').allowed()"
+        in e
+    )
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_admission_policy_is_bound_denying_and_scoped_by_the_mark(name: str) -> None:
+    """No ServiceAccount name is written into a policy (a kustomize `namespace:` or
+    `namePrefix:` would not rename it); the mark they match on is in the sink's role."""
     docs = load_manifests()
-    policy = find(docs, "ValidatingAdmissionPolicy")
-    binding = find(docs, "ValidatingAdmissionPolicyBinding")
+    policy = find(docs, "ValidatingAdmissionPolicy", name)
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", name)
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert "paramRef" not in binding["spec"]
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     (cond,) = spec["matchConditions"]
-    assert SA_USERNAME in cond["expression"]
+    assert mark_condition(cond["expression"])
+    assert "serviceaccount:edgefd" not in yaml.safe_dump(spec)
+    assert "authentication.kubernetes.io/node-name" in yaml.safe_dump(spec)
+    assert MARK_GRANT in granted_to(docs, SERVICE_ACCOUNT)
+
+
+def test_every_policy_is_one_of_these() -> None:
+    docs = load_manifests()
+    names = {d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    assert names == set(POLICIES)
+
+
+def test_node_policy_scope() -> None:
+    spec = find(load_manifests(), "ValidatingAdmissionPolicy", "edgefd-node-restriction")["spec"]
     (rule,) = spec["matchConstraints"]["resourceRules"]
     assert {"UPDATE", "CREATE", "DELETE"} <= set(rule["operations"])
     assert "nodes" in rule["resources"] and "nodes/status" in rule["resources"]
-    text = yaml.safe_dump(spec)
-    assert "authentication.kubernetes.io/node-name" in text
-    assert "object.spec == oldObject.spec" in text
+    assert "object.spec == oldObject.spec" in yaml.safe_dump(spec)
+
+
+def test_event_policy_confines_events_to_the_sinks_node() -> None:
+    """What the sink creates: Events in nodeapi.EVENT_NAMESPACE, about its Node, named
+    `<node>.<digest>` (the real API server holds it to that: test_apiserver.py)."""
+    from edgefd.feature_sink.nodeapi import EVENT_NAMESPACE
+
+    spec = find(load_manifests(), "ValidatingAdmissionPolicy", "edgefd-event-restriction")["spec"]
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["events"] and rule["apiGroups"] == [""]
+    assert {"UPDATE", "CREATE", "DELETE"} <= set(rule["operations"])
+    text = " ".join(" ".join(v["expression"] for v in spec["validations"]).split())
+    assert f"request.namespace == '{EVENT_NAMESPACE}'" in text
+    assert "object.involvedObject.name == variables.nodeName" in text
+    assert "startsWith(variables.nodeName + '.')" in text
 
 
 def test_admission_policy_names_the_sinks_ownership_annotation() -> None:
     from edgefd.feature_sink.ownership import ANNOTATION
 
-    policy = find(load_manifests(), "ValidatingAdmissionPolicy")
+    policy = find(load_manifests(), "ValidatingAdmissionPolicy", "edgefd-node-restriction")
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     assert variables["ownershipAnnotation"] == repr(ANNOTATION)
 
@@ -570,7 +736,7 @@ def policy_forbids_label(key: str) -> bool:
     The expression is `!k.contains('/') || (k.matches(R) && !k.matches(E))`; RE2 and Python
     agree on these simple patterns (CEL's matches() is a search, like re.search).
     """
-    policy = find(load_manifests(), "ValidatingAdmissionPolicy")
+    policy = find(load_manifests(), "ValidatingAdmissionPolicy", "edgefd-node-restriction")
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     expr = " ".join(variables["forbiddenLabels"].split())
     reserved, exception = re.findall(r"k\.matches\('([^']*)'\)", expr)
@@ -597,15 +763,25 @@ LABEL_SAMPLES = [
     "feature.node.kubernetes.io.evil.com/x",
     "evilfeature.node.kubernetes.io/x",
     "node.kubernetes.io/exclude-from-external-load-balancers",
+    "team",
+    "zone",
 ]
 
 
 @pytest.mark.parametrize("key", LABEL_SAMPLES)
 def test_admission_policy_label_rule_matches_the_tools_policy(key: str) -> None:
-    """The API server's ceiling is exactly the tools' default namespace policy."""
-    from edgefd.core.labels import DEFAULT_POLICY
+    """The API server's ceiling is exactly what a producer may emit at all (no namespace
+    Kubernetes reserves, none missing); the sink's default, and any policy its
+    --allow-namespace can make, stays within it."""
+    from edgefd.core.labels import DEFAULT_POLICY, PRODUCER_POLICY, NamespacePolicy
 
-    assert policy_forbids_label(key) == (DEFAULT_POLICY.check(key) is not None)
+    assert policy_forbids_label(key) == (PRODUCER_POLICY.check(key) is not None)
+    widest = NamespacePolicy.from_lists(
+        allowed=["nvidia.com", "notkubernetes.io", "evil.com", "profile.node.kubernetes.io"]
+    )
+    for policy in (DEFAULT_POLICY, widest):
+        if policy.check(key) is None:
+            assert not policy_forbids_label(key)
 
 
 def test_admission_policy_refuses_unqualified_labels() -> None:
@@ -619,7 +795,7 @@ def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
     from edgefd.devplugin.config import parse_config
 
     docs = load_manifests()
-    spec = pod_spec(daemonset(docs))
+    spec = pod_spec(daemonset(docs, DEVPLUGIN_DS))
     c = container(spec, "devplugin")
     path = flag_value(c["command"] + c.get("args", []), "--config")
     assert path, "devplugin must be given --config"

@@ -1,4 +1,4 @@
-"""The pod's own command lines, run against a sample node with only what the pod mounts.
+"""The pods' own command lines, run against a sample node with only what each pod mounts.
 
 Each container gets a private root holding exactly its volume mounts: the hostPath volumes
 copied from a generated node (tests/fixturegen), the shared features.d emptyDir, and the
@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.k8s.test_manifests import container, daemonset, find, load_manifests, pod_spec
+from tests.k8s.test_manifests import (
+    DAEMONSET_OF,
+    container,
+    daemonset,
+    find,
+    load_manifests,
+    pod_spec,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "rpi4-coral"
@@ -33,15 +40,18 @@ def _module(script: str) -> str:
 
 
 class Pod:
-    """Per-container roots on the local filesystem standing in for the pod's mount namespace."""
+    """Per-container roots on the local filesystem standing in for the pods' mount namespaces
+    (the labels pod's and devplugin's: each container finds its own pod's volumes)."""
 
     def __init__(self, tmp: Path, host: Path) -> None:
         self.tmp = tmp
         self.host = host
         self.docs = load_manifests()
-        self.spec = pod_spec(daemonset(self.docs))
-        self.volumes = {v["name"]: v for v in self.spec["volumes"]}
+        self.spec = pod_spec(daemonset(self.docs))  # the labels pod: its init containers
         self.empty_dirs: dict[str, Path] = {}
+
+    def spec_of(self, name: str) -> dict:
+        return pod_spec(daemonset(self.docs, DAEMONSET_OF[name]))
 
     def root_of(self, name: str) -> Path:
         return self.tmp / "containers" / name
@@ -51,8 +61,9 @@ class Pod:
         root = self.root_of(name)
         if root.exists():  # a container restart starts from a fresh root, not the emptyDir
             shutil.rmtree(root)
-        for m in container(self.spec, name).get("volumeMounts", []):
-            vol = self.volumes[m["name"]]
+        volumes = {v["name"]: v for v in self.spec_of(name)["volumes"]}
+        for m in container(self.spec_of(name), name).get("volumeMounts", []):
+            vol = volumes[m["name"]]
             where = root / m["mountPath"].lstrip("/")
             where.parent.mkdir(parents=True, exist_ok=True)
             if "hostPath" in vol:
@@ -74,7 +85,7 @@ class Pod:
         return root
 
     def argv(self, name: str, extra: tuple[str, ...] = ()) -> list[str]:
-        c = container(self.spec, name)
+        c = container(self.spec_of(name), name)
         root = self.root_of(name)
         args = []
         for a in c["command"][1:] + c.get("args", []):
@@ -87,7 +98,7 @@ class Pod:
     def env(self, name: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("EDGEFD_", "KUBE"))}
         env.pop("NODE_NAME", None)
-        for e in container(self.spec, name).get("env", []):
+        for e in container(self.spec_of(name), name).get("env", []):
             env[e["name"]] = e.get("value", "node-a")
         return env
 

@@ -1,6 +1,7 @@
 """The README's first command and its documented CI pipeline keep working."""
 
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ def test_readme_ci_pipeline(tmp_path: Path) -> None:
     """`usb-scan --dry-run | feature-sink --dry-run --features -`, as the README shows."""
     host = tmp_path / "host"
     subprocess.run(
-        ["python3", "-m", "tests.fixturegen", "rpi4-coral", str(host)],
+        [sys.executable, "-m", "tests.fixturegen", "rpi4-coral", str(host)],
         cwd=ROOT,
         check=True,
         capture_output=True,

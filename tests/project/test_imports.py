@@ -164,3 +164,4 @@ def test_a_quiet_successful_run_never_imports_logging(tool: str, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split())
     assert "logging" not in loaded and "yaml" not in loaded and "pyudev" not in loaded
+    assert "importlib.metadata" not in loaded  # the version is a constant (core/version.py)

@@ -125,3 +125,34 @@ def test_hostile_sriov_totalvfs_identical_to_nfd_worker(nfd_worker: Any, tmp_pat
     capable = sorted(k for k in ours if k.endswith(".sriov.capable"))
     assert "feature.node.kubernetes.io/pci-0300_1000.sriov.capable" not in capable  # the loop
     assert "feature.node.kubernetes.io/pci-0300_1005.sriov.capable" in capable
+
+
+# An unknown deviceLabelFields item: NFD ignores it (logging at info) and falls back to its
+# defaults when none is left (source/usb/usb.go, source/pci/pci.go at v0.17.3). An
+# nfd-worker.conf that works with NFD must work here: edgefd warns, exits 0, and labels the
+# same; `--label-fields` goes through the same rule (issue 25 item 8).
+UNKNOWN_FIELDS = {
+    "known-and-unknown": {"usb": ["vendor", "bogus"], "pci": ["class", "nonsense", "vendor"]},
+    "only-unknown": {"usb": ["bogus"], "pci": ["nonsense"]},
+}
+
+
+@pytest.mark.parametrize("case", UNKNOWN_FIELDS)
+def test_unknown_label_fields_are_ignored_as_nfd_does(
+    case: str, nfd_worker: Any, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, "x86-server")
+    fields = UNKNOWN_FIELDS[case]
+    conf_doc = {"sources": {bus: {"deviceLabelFields": f} for bus, f in fields.items()}}
+    conf = tmp_path / "nfd-worker.conf"
+    conf.write_text(yaml.safe_dump(conf_doc))
+    theirs = nfd_worker.run(host, options=conf_doc)
+    assert edgefd_labels(host, conf) == theirs
+    for tool, bus in (("usb_scan", "usb"), ("pci_scan", "pci")):
+        argv = [sys.executable, "-m", f"edgefd.{tool}", "--host-root", str(host), "--dry-run",
+                "--no-capabilities", "--label-fields", ",".join(fields[bus])]  # fmt: skip
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"{bus}: ignoring unknown label field(s)" in proc.stderr
+        ours = parse_text(proc.stdout).labels()
+        assert ours == {k: v for k, v in theirs.items() if f"/{bus}-" in k}

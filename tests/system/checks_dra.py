@@ -5,15 +5,16 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
 1-2 are the device-plugin run's (the DaemonSet as the manifest says, the Node's labels).
 3. The node's ResourceSlice is what `devplugin --api dra --dry-run` says for the host tree,
    and the kubelet registered the plugin.
-4. A pod with a ResourceClaimTemplate for `edgetpu.edgefd.io`, scheduled by the real
-   kube-scheduler, gets the Coral through CDI: `/dev/edgefd/<id>` with the host node's
-   major:minor, openable, the env var, the read-only `/dev/bus/usb`; a second such pod stays
-   Pending (one Coral).
+4. Pods with a ResourceClaimTemplate for the DeviceClass of the host tree's first device (e.g.
+   `edgetpu.edgefd.io`), scheduled by the real kube-scheduler, get one device of that class each
+   through CDI: its node with the host's major:minor, openable, the env var, the read-only
+   `/dev/bus/usb` for a USB device; one more such pod stays Pending.
 5. A kubelet restart: the plugin registers again, the slice the starting kubelet wipes is back,
-   the running pod is undisturbed, and a pod created afterwards gets the NCS2.
+   the running pod is undisturbed, and a pod created afterwards gets a free device (of another
+   class, e.g. the NCS2, when the tree has one).
 6. Hot-plug while the workload runs: unplug -> the device is tainted in the slice, plug back
-   with a new devnum -> untainted, each within a second; the claim's CDI spec follows and the
-   restarted container gets the new node.
+   (a USB device with a new devnum) -> untainted, each within a second; the claim's CDI spec
+   follows and the restarted container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
@@ -21,6 +22,7 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -30,15 +32,24 @@ from typing import Any
 from tests.peers.processes import REPO_ROOT
 
 from . import checks_pod
-from .checks_devices import NCS2, _device_ok, probe, restart_and_probe
-from .context import NAMESPACE, RESOURCES, Run, metric, plugin_metrics
+from .checks_devices import (
+    device_problems,
+    free_for_new_pod,
+    mount_problems,
+    nodes_of,
+    probe,
+    restart_and_probe,
+    ungranted_node,
+    unschedulable,
+)
+from .context import NAMESPACE, Run, metric, plugin_metrics
+from .expect import Device
 from .kube import KubeError, wait_for
 
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-dra"
-CORAL = RESOURCES[0]
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
 HOTPLUG_S = 1.0
-PROBE_USB_BUS = "/dev/bus/usb"
 
 
 def node_slices(run: Run) -> list[dict[str, Any]]:
@@ -144,47 +155,64 @@ def check_slice(run: Run) -> dict[str, Any]:
     }
 
 
+def _allocated(run: Run, pod: str) -> Device:
+    """The device the scheduler allocated to the pod's claim."""
+    claim = _claim_of(run, pod) or {}
+    results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
+    if not results:
+        raise AssertionError(f"{pod}: its claim has no allocation")
+    return run.offer.by_dra_name(results[0]["device"])
+
+
+def claim_pod(run: Run, name: str, device_class: str, ungranted: str = "") -> dict[str, Any]:
+    """Create a pod with a claim for one device of ``device_class``; probe what it got."""
+    template = device_class.split(".")[0]
+    if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
+        run.api.request("POST", TEMPLATES, claim_template(template, device_class))
+    run.create_pod(claim_workload(name, run.image, template))
+    c = run.running_container(name)
+    device = _allocated(run, name)
+    p = probe(run, c["id"], [device], ungranted)
+    uid = (_claim_of(run, name) or {}).get("metadata", {}).get("uid", "")
+    return {"pod": name, "container": c["id"], "id": p["env"], "name": device.dra_name,
+            "uid": uid, "probe": p, "device": device}  # fmt: skip
+
+
 def check_claim_workload(run: Run) -> dict[str, Any]:
-    """4. A ResourceClaimTemplate workload gets the Coral through CDI; a second one waits."""
-    run.api.request(
-        "POST",
-        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
-        claim_template("coral", "edgetpu.edgefd.io"),
-    )
-    run.create_pod(claim_workload("coral-claim", run.image, "coral"))
-    c = run.running_container("coral-claim")
-    coral = next(n for n in run.node.device_nodes if n.devname == run.facts["coral_devname"])
-    p = probe(run, c["id"], CORAL, run.facts["ncs2_path"])
-    problems = _device_ok(p, (coral.major, coral.minor))
-    if p.get("usb_bus_mount", "").split(",")[0] != "ro":
-        problems.append(f"{PROBE_USB_BUS} mount: {p.get('usb_bus_mount')!r}, want read-only")
-    if p["ungranted_open"] != "EPERM":
-        problems.append(f"an ungranted device opened with {p['ungranted_open']}, want EPERM")
-    claim = _claim_of(run, "coral-claim") or {}
-    uid = claim.get("metadata", {}).get("uid", "")
-    results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-    spec_file = cdi_dir(run) / f"edgefd.io-{uid}.json"
-    if not spec_file.exists():
-        problems.append(f"no CDI spec {spec_file.name} on the node")
-    run.facts["claim"] = {"container": c["id"], "id": p["env"], "uid": uid, "spec": spec_file}
-
-    run.create_pod(claim_workload("coral-claim-2", run.image, "coral"))
-
-    def unschedulable() -> str | None:
-        pod = run.api.get("/api/v1/namespaces/default/pods/coral-claim-2")
-        for cond in pod["status"].get("conditions", []):
-            if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return cond.get("message", "")
-        return None
-
-    message, _ = wait_for("second claim workload Unschedulable", unschedulable, timeout=30)
-    run.delete_pod("coral-claim-2")
+    """4. Claim workloads for the first device's class get a device of their own each; one
+    more waits."""
+    resource = run.offer.primary()
+    if resource is None:
+        return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}
+    device_class = run.offer.resources[resource][0].device_class
+    devices = run.offer.of_class(device_class)
+    ungranted = ungranted_node(run, devices)
+    pods, problems = [], []
+    for i in range(len(devices)):
+        w = claim_pod(run, f"claim-{i + 1}", device_class, ungranted if i == 0 else "")
+        name, p, device = w["pod"], w["probe"], w["device"]
+        problems += [f"{name}: {x}" for x in device_problems(p, nodes_of([device]))]
+        probed = ungranted if i == 0 else ""
+        problems += [f"{name}: {x}" for x in mount_problems(p, device, probed)]
+        if any(o["name"] == w["name"] for o in pods):
+            problems.append(f"{name}: got {w['name']}, which another pod has")
+        spec_file = cdi_dir(run) / f"edgefd.io-{w['uid']}.json"
+        if not spec_file.exists():
+            problems.append(f"{name}: no CDI spec {spec_file.name} on the node")
+        pods.append({**w, "spec": spec_file})
+    run.facts["claim"] = pods[0]
+    run.facts["fillers"] = [w["pod"] for w in pods[1:]]
+    extra = "claim-pending"
+    run.create_pod(claim_workload(extra, run.image, device_class.split(".")[0]))
+    message = unschedulable(run, extra)
+    run.delete_pod(extra)
     return {
         "ok": not problems,
         "problems": problems,
-        "probe": p,
-        "allocated": [(r["pool"], r["device"]) for r in results],
-        "second_pod": message,
+        "device_class": device_class,
+        "allocated": {w["pod"]: w["name"] for w in pods},
+        "probe": pods[0]["probe"],
+        "pending": message,
     }
 
 
@@ -199,33 +227,34 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     t_slice = time.monotonic()
     problems = []
     w = run.facts["claim"]
-    pod = run.api.get("/api/v1/namespaces/default/pods/coral-claim")
+    pod = run.api.get(f"/api/v1/namespaces/default/pods/{w['pod']}")
     status = pod["status"]["containerStatuses"][0]
     same = status["containerID"].endswith(w["container"]) and status["restartCount"] == 0
     if not (same and status["state"].get("running")):
         problems.append(f"the running workload was disturbed: {status}")
-    coral = next(n for n in run.node.device_nodes if n.devname == run.facts["coral_devname"])
-    problems += _device_ok(
-        probe(run, w["container"], CORAL, "/dev/null"), (coral.major, coral.minor)
-    )
+    device: Device = w["device"]
+    problems += device_problems(probe(run, w["container"], [device]), nodes_of([device]))
 
-    run.api.request(
-        "POST",
-        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates",
-        claim_template("ncs2", "myriadx.edgefd.io"),
-    )
-    run.create_pod(claim_workload("ncs2-claim", run.image, "ncs2"))
-    c = run.running_container("ncs2-claim")
-    ncs2 = next(n for n in run.node.device_nodes if n.path == run.facts["ncs2_path"])
-    p_new = probe(run, c["id"], NCS2, "/dev/null")
-    problems += _device_ok(p_new, (ncs2.major, ncs2.minor))
-    run.delete_pod("ncs2-claim")
+    classes = sorted({d.device_class for d in run.offer.devices} - {device.device_class})
+    device_class, free = free_for_new_pod(run, classes, device.device_class)
+    new_pod = None
+    if device_class is not None:
+        n = claim_pod(run, "claim-after-restart", device_class)
+        problems += device_problems(n["probe"], nodes_of([n["device"]]))
+        new_pod = n["name"]
+        run.delete_pod(n["pod"])
     figures = {
         "dra_kubelet_start_to_registered_s": round(t_reg - t0, 2),
         "dra_kubelet_start_to_slice_s": round(t_slice - t0, 2),
     }
     run.figures.update(figures)
-    return {"ok": not problems, "problems": problems, **figures, "new_pod_device": p_new["env"]}
+    return {
+        "ok": not problems,
+        "problems": problems,
+        **figures,
+        "free_device": free,
+        "new_pod_device": new_pod,
+    }
 
 
 def _taints(run: Run, name: str) -> list[dict[str, Any]] | None:
@@ -234,17 +263,17 @@ def _taints(run: Run, name: str) -> list[dict[str, Any]] | None:
 
 
 def check_hotplug(run: Run) -> dict[str, Any]:
-    """6. Unplug and re-plug the Coral at its port while the workload runs: the slice follows
-    within a second each way; the CDI spec names the new node; a restarted container gets it."""
+    """6. Unplug and re-plug the workload's device at its place while the workload runs: the
+    slice follows within a second each way; the CDI spec names the device's node; a restarted
+    container gets it."""
     w = run.facts["claim"]
-    dev_id = w["id"]
-    name = dev_id.replace(".", "-")
-    port = dev_id.removeprefix("usb-")
-    old = run.node.host.unplug_usb(port)
+    device: Device = w["device"]
+    name = device.dra_name
+    old = run.node.host.unplug(device.bus, device.location)
     t0 = time.monotonic()
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)
     t_taint = time.monotonic() - t0
-    new = run.node.host.plug_usb(port, int(old.devname.rsplit("/", 1)[1]) + 10)
+    new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
@@ -258,9 +287,9 @@ def check_hotplug(run: Run) -> dict[str, Any]:
         nodes = spec["devices"][0]["containerEdits"]["deviceNodes"]
         return nodes[0]["hostPath"] == new.path
 
-    wait_for("CDI spec names the new node", spec_follows, timeout=10, interval=0.05)
-    p = restart_and_probe(run, "coral-claim", w["container"], old, new)
-    problems += _device_ok(p, (new.major, new.minor))
+    wait_for("CDI spec names the device's node", spec_follows, timeout=10, interval=0.05)
+    p = restart_and_probe(run, w["pod"], w["container"], [device], old, new)
+    problems += device_problems(p, {i: new for i in nodes_of([device])})
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
         "dra_plug_to_slice_s": round(t_back, 3),
@@ -270,23 +299,34 @@ def check_hotplug(run: Run) -> dict[str, Any]:
 
 
 def check_unprepare(run: Run) -> dict[str, Any]:
-    """7. Deleting the pod unprepares its claim: the CDI spec goes."""
+    """7. Deleting the pods unprepares their claims: the CDI specs go."""
     spec = Path(run.facts["claim"]["spec"])
     t0 = time.monotonic()
-    run.delete_pod("coral-claim")
+    run.delete_pod(run.facts["claim"]["pod"])
     wait_for("CDI spec removed", lambda: not spec.exists(), timeout=60, interval=0.1)
-    left = sorted(p.name for p in cdi_dir(run).glob("edgefd.io-*.json"))
+    t_first = time.monotonic() - t0
+
+    def specs() -> list[str]:
+        return sorted(p.name for p in cdi_dir(run).glob("edgefd.io-*.json"))
+
+    for name in run.facts["fillers"]:
+        run.delete_pod(name)
+    with contextlib.suppress(TimeoutError):
+        wait_for("every CDI spec removed", lambda: not specs(), timeout=60, interval=0.1)
+    left = specs()
     return {
         "ok": not left,
         "problems": [f"CDI specs left: {left}"] if left else [],
-        "delete_to_unprepared_s": round(time.monotonic() - t0, 2),
+        "delete_to_unprepared_s": round(t_first, 2),
     }
 
 
 def check_delete(run: Run) -> dict[str, Any]:
-    """8. Deleting the DaemonSet (no claim prepared): the slice and the sockets go."""
-    run.api.request("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/edgefd")
-    wait_for("edgefd pods gone", lambda: not run.edgefd_pods(), timeout=90, interval=0.2)
+    """8. Deleting the DaemonSets (no claim prepared): the slice and the sockets go."""
+    for ds in ("edgefd", "edgefd-devplugin"):  # devplugin runs in a DaemonSet of its own
+        run.api.request("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{ds}")
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/part-of=edgefd"
+    wait_for("edgefd pods gone", lambda: not run.api.get(pods)["items"], timeout=90, interval=0.2)
     problems = []
     try:
         left = node_slices(run)
@@ -305,7 +345,12 @@ def check_delete(run: Run) -> dict[str, Any]:
 
 def check_figures(run: Run) -> dict[str, Any]:
     """9. The figures of the DRA run; a check only in that each must have been measured."""
-    want = ("ds_create_to_labels_s", "ds_create_to_slice_s", "memory_mib", "image_archive_bytes")
+    want = (
+        "ds_create_to_labels_s",
+        "ds_create_to_slice_s",
+        *(("memory_mib",) if run.measure_idle else ()),
+        "image_archive_bytes",
+    )
     missing = [k for k in want if not run.figures.get(k)]
     return {"ok": not missing, "missing": missing, **{k: run.figures.get(k) for k in want}}
 

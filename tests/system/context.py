@@ -1,10 +1,10 @@
-"""What the checks share: the running system, what the sample node should produce, and small
-helpers to find edgefd's pod and containers and to read the device plugin's metrics."""
+"""What the checks share: the running system, what the host tree should produce (expect.py),
+and small helpers to find edgefd's pod and containers and to read the device plugin's
+metrics."""
 
 from __future__ import annotations
 
 import re
-import subprocess
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,15 +12,14 @@ from typing import Any
 
 from tests.peers.apiserver import KubeAPIServer
 
+from .expect import Offer
 from .kube import Api, Kubectl, NodeSampler, wait_for
 from .node import Node
 
 NAMESPACE = "edgefd"
 DS_SELECTOR = "app.kubernetes.io/name=edgefd"
 PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin listener
-RESOURCES = ("edgefd.io/coral-usb", "edgefd.io/ncs2")
 OWNERSHIP = "edgefd.io/owned-labels"
-PRODUCERS = ("dt-labeller", "usb-scan", "pci-scan")
 
 
 @dataclass
@@ -34,6 +33,8 @@ class Run:
     daemonset: dict[str, Any]  # as rendered from the overlay
     image: str
     expected: dict[str, str]  # the labels the producers compute for the host tree
+    offer: Offer  # the devices the plugin offers on the host tree
+    measure_idle: bool = True  # the memory at rest (the first scenario of each way)
     t_apply: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # found by one check, used by a later
@@ -41,6 +42,10 @@ class Run:
     @property
     def node_name(self) -> str:
         return self.node.spec.name
+
+    def allocatable_ok(self, allocatable: dict[str, str]) -> bool:
+        """status.allocatable shows what the tree offers (a resource without a device: 0)."""
+        return all(allocatable.get(r, "0") == n for r, n in self.offer.allocatable().items())
 
     def get_node(self) -> dict[str, Any]:
         return self.api.get(f"/api/v1/nodes/{self.node_name}")
@@ -72,6 +77,11 @@ class Run:
                 **{"io.kubernetes.pod.name": pod_name, "io.kubernetes.pod.namespace": namespace}
             )
             running = [c for c in cs if c["state"] == "CONTAINER_RUNNING"]
+            if not running:  # a pod the kubelet refused (admission) never runs: say why now
+                pod = self.api.get_or_none(f"/api/v1/namespaces/{namespace}/pods/{pod_name}")
+                status = (pod or {}).get("status", {})
+                if status.get("phase") == "Failed":
+                    raise AssertionError(f"pod {pod_name} failed: {status.get('message')}")
             return running[-1] if running else None
 
         return wait_for(f"pod {pod_name} running", find, timeout=90, interval=0.2)[0]
@@ -80,10 +90,13 @@ class Run:
         ns = manifest["metadata"].get("namespace", "default")
         self.api.request("POST", f"/api/v1/namespaces/{ns}/pods", manifest)
 
-    def delete_pod(self, name: str, namespace: str = "default") -> None:
-        self.api.request(
-            "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0"
-        )
+    def delete_pod(self, name: str, namespace: str = "default", wait: bool = False) -> None:
+        """Delete at once; with ``wait``, through the kubelet (the pod's own grace period)
+        until the Pod is gone, so its devices are free for the next pod to be admitted."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        self.api.request("DELETE", path if wait else f"{path}?gracePeriodSeconds=0")
+        if wait:
+            wait_for(f"{name} gone", lambda: self.api.get_or_none(path) is None, timeout=60)
 
 
 def plugin_metrics() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -104,24 +117,3 @@ def metric(
 ) -> float:
     want = set(labels.items())
     return sum(v for (n, ls), v in metrics.items() if n == name and want <= ls)
-
-
-def producer_labels(host_tree: Path) -> dict[str, str]:
-    """The labels edgefd's producers compute for the host tree, run here with ``--dry-run``:
-    what the Node must end up carrying."""
-    labels: dict[str, str] = {}
-    for tool in PRODUCERS:
-        r = subprocess.run(
-            [tool, f"--host-root={host_tree}", "--dry-run"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if r.returncode != 0:
-            raise RuntimeError(f"{tool} --dry-run on {host_tree}: {r.stderr.strip()}")
-        for raw in r.stdout.splitlines():
-            line = raw.strip()
-            if line and not line.startswith("#"):
-                key, _, value = line.partition("=")
-                labels[key.strip()] = value.strip() if "=" in line else "true"
-    return labels

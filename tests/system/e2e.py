@@ -1,18 +1,21 @@
 """``python -m tests.system.e2e``: the body of ``scripts/e2e`` (which builds what it needs
-first). Brings up a control plane and one real node on a sample host tree, applies k8s/
-through tests/system/overlay (the shipped k8s/overlays/hostnetwork plus this node's settings)
-with ``kubectl apply --server-side -k``, or installs the chart with the same settings
-(``--helm``, install.py), runs the issue's checks 1-9, tears
-everything down (also on failure, Ctrl-C and SIGTERM) and prints one JSON line.
+first). Brings up a control plane and one real node (session.py), then runs each scenario on it
+in turn (scenario.py): edgefd installed from k8s/ through tests/system/overlay with
+``kubectl apply --server-side -k`` or from the chart with ``helm`` (install.py), offering
+devices as a device plugin or through DRA, on a host tree; checks 1-9 each; the node is put
+back to a fresh one between scenarios. Everything is torn down at the end (also on failure,
+Ctrl-C and SIGTERM). One JSON line per scenario on stdout as it finishes, then one for the run.
 
-Exit status: 0 every check passed, 1 a check failed or the node could not be brought up,
-2 usage. Logs go to stderr; the logs of every component are kept in ``.cache/e2e/logs``.
+Exit status: 0 every check of every scenario passed, 1 a check failed or the node could not be
+brought up, 2 usage. Logs go to stderr; the logs of every component are kept in
+``.cache/e2e/logs``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -21,52 +24,24 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.fixturegen import build_host
+from tests.fixturegen import NODES_DIR
 from tests.peers.processes import REPO_ROOT, harness_bin_dir
 
-from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
 from .cgroups import stale_roots
-from .context import Run, producer_labels
-from .hosttree import usb_ids
-from .install import HelmInstall, chart_values
-from .kube import Api, Kubectl, NodeSampler, control_plane, start_control_plane
-from .node import Node, NodeSpec
+from .scenario import OVERLAY, Scenario, overlay_settings, rendered_daemonset, run_scenario
+from .session import DEFAULT_NODE, Session
 
 log = logging.getLogger("e2e")
-OVERLAY = REPO_ROOT / "tests" / "system" / "overlay"
 CACHE = REPO_ROOT / ".cache" / "e2e"
-DEFAULT_NODE = "rpi4-coral"
 CGROUP_PREFIX = "edgefd-e2e-"
 LOCK = Path(tempfile.gettempdir()) / "edgefd-e2e.lock"
-IDLE_S = 30.0
-# USB IDs of the two accelerators the checks use, in both of their states (REFERENCE.md §8)
-CORAL_IDS = {("1a6e", "089a"), ("18d1", "9302")}
-NCS2_IDS = {("03e7", "2485"), ("03e7", "f63b")}
 
-Check = Callable[[Run], dict[str, Any]]
-CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
-    ("1_daemonset", checks_pod.check_daemonset, ()),
-    ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
-    ("3_allocatable", checks_pod.check_allocatable, ("1_daemonset",)),
-    ("4_workload", checks_devices.check_workload, ("3_allocatable",)),
-    ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
-    ("6_replug", checks_devices.check_replug, ("4_workload",)),
-    ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
-    ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
-    ("9_figures", checks_lifecycle.check_figures, ()),
-]
-
-
-class SetupError(RuntimeError):
-    pass
+__all__ = ["OVERLAY", "main", "overlay_settings"]
 
 
 class Interrupted(BaseException):
@@ -85,14 +60,40 @@ def _on_signals(handler: Any) -> None:
 
 @contextlib.contextmanager
 def machine_lock() -> Iterator[None]:
-    """One e2e run at a time on a machine: the pods use fixed loopback ports (hostNetwork)."""
+    """One e2e run at a time on a machine: the pods use fixed loopback ports (hostNetwork).
+    A lock held by one of our own parents (`flock /tmp/edgefd-e2e.lock scripts/e2e ...`) is
+    ours: waiting for it would wait forever."""
     with open(LOCK, "w") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if held_by_ancestor(LOCK):
+                yield
+                return
             log.info("waiting for another e2e run on this machine to finish (%s)", LOCK)
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
+
+
+def held_by_ancestor(path: Path) -> bool:
+    """Whether a flock(2) lock on ``path`` belongs to a process we descend from."""
+    st = path.stat()
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        holders = {
+            int(f[4])
+            for f in (line.split() for line in Path("/proc/locks").read_text().splitlines())
+            if len(f) > 5 and f[1] == "FLOCK" and f[5] == inode
+        }
+    except (OSError, ValueError):
+        return False
+    pid = os.getppid()
+    while pid > 1:
+        if pid in holders:
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rpartition(")")[2].split()[1])
+    return False
 
 
 def clean_stale() -> None:
@@ -108,171 +109,76 @@ def clean_stale() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def rendered_daemonset(kubectl: Kubectl, overlay: Path = OVERLAY) -> dict[str, Any]:
-    docs = yaml.safe_load_all(kubectl("kustomize", str(overlay)))
-    return next(d for d in docs if d and d["kind"] == "DaemonSet")
-
-
-def overlay_settings(ds: dict[str, Any]) -> tuple[int, str, str]:
-    """(API port, host sysfs path inside the node, image) as the overlay sets them."""
-    spec = ds["spec"]["template"]["spec"]
-    sink = next(c for c in spec["containers"] if c["name"] == "feature-sink")
-    port = int(next(e["value"] for e in sink["env"] if e["name"] == "KUBERNETES_SERVICE_PORT"))
-    sys_path = next(v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "host-sys")
-    return port, sys_path, sink["image"]
+def log_phase(name: str, start: float, seconds: float) -> None:
+    """A line for .ci/run's table of phase times (scripts/lib/phase), when it asks for one."""
+    path = os.environ.get("EDGEFD_PHASE_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{name}\t{int(start)}\t{round(seconds)}\n")
 
 
 class E2E:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.bin = harness_bin_dir()
+    def __init__(self, scenarios: list[Scenario], image_archive: Path, keep: bool) -> None:
+        self.scenarios = scenarios
+        self.archive = image_archive
+        self.keep_node = keep
         self.work = Path(tempfile.mkdtemp(prefix=CGROUP_PREFIX))
-        self.kubectl = Kubectl(self.bin, str(self.work / "cp" / "admin.kubeconfig"))
-        self.result: dict[str, Any] = {"ok": False, "checks": {}, "timings": {}}
-        self.run: Run | None = None
-        self.node: Node | None = None
-        self.cp: Any = None
-        self.keeper: Keeper | None = None
-        self.helm: HelmInstall | None = None  # --helm: the chart instead of the overlay
-        dra = getattr(args, "api", "device-plugin") == "dra"  # the DRA run: checks_dra.py
-        self.overlay = checks_dra.OVERLAY if dra else OVERLAY
-        self.checks_list = checks_dra.CHECKS if dra else CHECKS
-
-    def host_tree(self) -> Path:
-        """A copy of --host-tree (check 6 re-plugs a device in it), else a generated node."""
-        dest = self.work / "host"
-        if self.args.host_tree:
-            shutil.copytree(self.args.host_tree, dest, symlinks=True)
-            return dest
-        return build_host(DEFAULT_NODE, dest)
-
-    def bring_up(self) -> Run:
-        t0 = time.monotonic()
-        ds = rendered_daemonset(self.kubectl, self.overlay)
-        port, sys_inside, image = overlay_settings(ds)
-        if self.args.helm:  # the same settings as chart values; its DaemonSet is what runs
-            api = getattr(self.args, "api", "device-plugin")
-            self.helm = HelmInstall(self.bin, self.kubectl, chart_values(port, sys_inside, api))
-            ds = self.helm.daemonset()
-        tree = self.host_tree()
-        name = (
-            (tree / "etc/hostname").read_text().strip()
-            if (tree / "etc/hostname").exists()
-            else "e2e-node"
-        )
-        archive = Path(self.args.image_archive)
-        self.cp = control_plane(self.work / "cp", self.bin, port)
-        spec = NodeSpec(
-            name=name,
-            workdir=self.work / "node",
-            bin_dir=self.bin,
-            host_tree=tree,
-            host_tree_inside=str(Path(sys_inside).parent),
-            images=(archive,),
-            cgroup_root=self.work.name,
-            cache=CACHE,
-        )
-        self.node = node = Node(spec, self.cp)
-        self.keeper = Keeper(lambda: start_control_plane(self.cp), self.cp.stop)
-        node.start_runtime()
-        self.keeper.wait_started()
-        self.result["timings"]["control_plane_and_runtime_s"] = round(time.monotonic() - t0, 2)
-        node.join()
-        self.result["timings"].update(node.timings)
-        self.result["timings"]["bring_up_s"] = round(time.monotonic() - t0, 2)
-        api = Api(self.cp)
-        run = Run(
-            cp=self.cp,
-            node=node,
-            api=api,
-            kubectl=self.kubectl,
-            sampler=NodeSampler(api, name).start(),
-            overlay=self.overlay,
-            daemonset=ds,
-            image=image,
-            expected=producer_labels(tree),
-        )
-        run.figures["image_archive_bytes"] = archive.stat().st_size
-        run.figures["image_bytes"] = node.runtime.image_size(image)
-        ids = usb_ids(tree)
-        coral = next((p for p, i in ids.items() if i in CORAL_IDS), None)
-        ncs2 = next((p for p, i in ids.items() if i in NCS2_IDS), None)
-        if coral is None or ncs2 is None:
-            raise SetupError(f"{tree}: the checks need a Coral USB and an NCS2 in the host tree")
-        run.facts["coral_devname"] = _devname(tree, coral)
-        run.facts["ncs2_path"] = "/dev/" + _devname(tree, ncs2)
-        self.result["node"] = name
-        return run
-
-    def checks(self, run: Run) -> None:
-        run.t_apply = t0 = time.monotonic()
-        if self.helm:
-            self.helm.install()
-        else:
-            self.kubectl("apply", "--server-side", "-k", str(self.overlay))
-        for key, check, needs in self.checks_list:
-            if key == "4_workload":  # everything before only read: measure memory at rest
-                self.measure_idle(run)
-            failed = [n for n in needs if not self.result["checks"].get(n, {}).get("ok")]
-            t = time.monotonic()
-            if failed:
-                res: dict[str, Any] = {"ok": False, "skipped": f"needs {', '.join(failed)}"}
-            else:
-                try:
-                    res = check(run)
-                except Exception as e:  # a check that cannot finish has failed; go on
-                    log.debug("check %s", key, exc_info=True)
-                    res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            res["s"] = round(time.monotonic() - t, 2)
-            self.result["checks"][key] = res
-            verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
-            log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
-        self.result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
-
-    def measure_idle(self, run: Run) -> None:
-        if not self.result["checks"].get("1_daemonset", {}).get("ok"):
-            return
-        ready_at = run.t_apply + run.figures["ds_create_to_ready_s"]
-        time.sleep(max(0.0, ready_at + IDLE_S - time.monotonic()))
-        with contextlib.suppress(Exception):
-            run.figures["memory_mib"] = checks_pod.container_memory(run)
+        self.session = Session(self.work, harness_bin_dir())
+        self.run: dict[str, Any] = {"run": True, "ok": False, "scenarios": {}, "timings": {}}
 
     def main(self) -> int:
-        t0 = time.monotonic()
+        t0, wall = time.monotonic(), time.time()
         try:
-            self.run = self.bring_up()
-            self.checks(self.run)
+            # the API server's port and where the pod finds the tree, as the overlay says
+            port, sys_inside, _ = overlay_settings(rendered_daemonset(self.session.kubectl))
+            self.session.port, self.session.tree_inside = port, str(Path(sys_inside).parent)
+            self.session.start(
+                self.scenarios[0].tree, (self.archive,), CACHE, cgroup=self.work.name
+            )
+            self.run["node"] = self.session.node and self.session.node.spec.name
+            log_phase("e2e bring-up", wall, time.monotonic() - t0)
+            apis: set[str] = set()  # the memory figure: once per device API
+            ways: set[tuple[bool, bool]] = set()  # the lifecycle checks: once per way
+            for i, sc in enumerate(self.scenarios):
+                self.scenario(sc, i > 0, sc.api not in apis, sc.way not in ways)
+                apis.add(sc.api)
+                ways.add(sc.way)
         except (Exception, Interrupted) as e:
-            self.result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-            log.error("%s", self.result["error"])
+            self.run["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            log.error("%s", self.run["error"])
         finally:
             _on_signals(signal.SIG_IGN)  # nothing may cut the teardown short
-            if self.run:
-                self.result["figures"] = self.run.figures
-                self.result["samples"] = len(self.run.sampler.stop())
-            self.result["ok"] = (
-                bool(self.result["checks"])
-                and all(c["ok"] for c in self.result["checks"].values())
-                and "error" not in self.result
-            )
-            if self.args.keep and self.node:
+            if self.keep_node and self.session.node:
                 self.keep()
             self.teardown()
-            self.result["timings"]["total_s"] = round(time.monotonic() - t0, 2)
-        print(json.dumps(self.result, sort_keys=True), flush=True)
-        return 0 if self.result["ok"] else 1
+            self.run["timings"].update(self.session.timings)
+            self.run["timings"]["total_s"] = round(time.monotonic() - t0, 2)
+            self.run["ok"] = (
+                len(self.run["scenarios"]) == len(self.scenarios)
+                and all(self.run["scenarios"].values())
+                and not self.run.get("error")
+            )
+        print(json.dumps(self.run, sort_keys=True), flush=True)
+        return 0 if self.run["ok"] else 1
+
+    def scenario(self, sc: Scenario, reset: bool, measure_idle: bool, first_of_way: bool) -> None:
+        t0, wall = time.monotonic(), time.time()
+        problems = self.session.reset() if reset else []
+        result = run_scenario(self.session, sc, measure_idle, first_of_way)
+        if problems:
+            result["reset_problems"] = problems
+            result["ok"] = False
+        spent = time.monotonic() - t0
+        result["timings"]["reset_s"] = round(spent - result["timings"]["scenario_s"], 2)
+        self.run["scenarios"][sc.name] = result["ok"]
+        log_phase(f"e2e {sc.name}", wall, time.monotonic() - t0)
+        print(json.dumps(result, sort_keys=True, default=str), flush=True)
 
     def keep(self) -> None:
-        checks = self.result["checks"].values()
-        log.info(
-            "%d passed, %d failed (the JSON line follows the teardown)",
-            sum(c["ok"] for c in checks),
-            sum(not c["ok"] for c in checks),
-        )
         log.info(
             "node kept: KUBECONFIG=%s; crictl --runtime-endpoint %s; Ctrl-C tears it down",
-            self.kubectl.argv[1].split("=", 1)[1],
-            self.node.runtime.endpoint if self.node else "",
+            self.session.kubectl.argv[1].split("=", 1)[1],
+            self.session.node.runtime.endpoint if self.session.node else "",
         )
         _on_signals(_interrupt)
         with contextlib.suppress(Interrupted):
@@ -291,60 +197,43 @@ class E2E:
 
     def teardown(self) -> None:
         t = time.monotonic()
-        problems: list[str] = []
-        for what, step in (
-            ("node", self.node and self.node.stop),
-            ("control plane", self.keeper and self.keeper.release),
-            ("logs", self.save_logs),
-        ):
-            t_step = time.monotonic()
-            try:
-                problems += (step() or []) if step else []
-            except Exception as e:  # the rest of the teardown still runs
-                problems.append(f"{what}: {type(e).__name__}: {e}")
-            log.debug("teardown: %s %.1fs", what, time.monotonic() - t_step)
-        t_rm = time.monotonic()
-        shutil.rmtree(self.work, ignore_errors=True)
-        log.debug("teardown: scratch removed in %.1fs", time.monotonic() - t_rm)
-        self.result["timings"]["teardown_s"] = round(time.monotonic() - t, 2)
-        if problems:
-            self.result["teardown_problems"] = problems
-
-
-class Keeper:
-    """Runs ``start`` in a thread that then waits for ``release()`` and runs ``stop``. The
-    processes ``start`` spawns are killed when the *thread* that spawned them ends
-    (PR_SET_PDEATHSIG is per thread), so that thread lives exactly as long as they should."""
-
-    def __init__(self, start: Callable[[], Any], stop: Callable[[], Any]) -> None:
-        self._start, self._stop = start, stop
-        self._started, self._released = threading.Event(), threading.Event()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="control-plane", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+        problems = self.session.stop()
         try:
-            self._start()
-        except BaseException as e:
-            self.error = e
-        self._started.set()
-        self._released.wait()
-        self._stop()
-
-    def wait_started(self) -> None:
-        self._started.wait()
-        if self.error:
-            raise self.error
-
-    def release(self) -> None:
-        self._released.set()
-        self._thread.join(timeout=120)
+            self.save_logs()
+        except Exception as e:
+            problems.append(f"logs: {type(e).__name__}: {e}")
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.run["timings"]["teardown_s"] = round(time.monotonic() - t, 2)
+        if problems:
+            self.run["teardown_problems"] = problems
 
 
-def _devname(tree: Path, port: str) -> str:
-    ev = (tree / "sys/bus/usb/devices" / port / "uevent").read_text()
-    return next(line.split("=", 1)[1] for line in ev.splitlines() if line.startswith("DEVNAME="))
+def scenarios_of(args: argparse.Namespace) -> list[Scenario]:
+    """--scenario SPEC..., or the one the single-run flags describe. A tree is a directory
+    (relative to where scripts/e2e was started) or a fixture node name."""
+    if args.scenario:
+        if args.host_tree or args.helm or args.api != "device-plugin":
+            raise ValueError("--scenario names the way and the tree: no --host-tree/--helm/--api")
+        specs = args.scenario
+    else:
+        ways = [w for w, on in (("helm", args.helm), ("dra", args.api == "dra")) if on]
+        tree = f"@{args.host_tree}" if args.host_tree else ""
+        specs = [("+".join(ways) or "device-plugin") + tree]
+    out = []
+    caller = Path(os.environ.get("EDGEFD_E2E_CWD", "."))
+    for spec in specs:
+        sc = Scenario.parse(spec)
+        if sc.tree:
+            if (caller / sc.tree).is_dir():
+                tree = (caller / sc.tree).resolve()
+                if not (tree / "sys").is_dir():
+                    raise ValueError(f"{sc.tree}: not a host tree (no sys/)")
+                name = f"{spec.partition('@')[0]}@{tree.name}"  # short, for logs and tables
+                sc = dataclasses.replace(sc, name=name, tree=str(tree))
+            elif not (NODES_DIR / f"{sc.tree}.yaml").is_file():
+                raise ValueError(f"{sc.tree}: neither a directory nor a node in {NODES_DIR}")
+        out.append(sc)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
         default="device-plugin",
         help="how devplugin hands out devices (dra: k8s/overlays/dra, tests/system/checks_dra.py)",
     )
+    ap.add_argument(
+        "--scenario",
+        action="append",
+        metavar="WAY[+WAY][@TREE]",
+        help="run these on one node, in order (WAY: device-plugin, helm, dra; TREE: a fixture"
+        " node name or a host tree directory); instead of --host-tree/--helm/--api",
+    )
     ap.add_argument("--image-archive", required=True, help="OCI archive of the edgefd image")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -372,16 +268,18 @@ def main(argv: list[str] | None = None) -> int:
         format="e2e: %(message)s",
         stream=sys.stderr,
     )
+    try:
+        scenarios = scenarios_of(args)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     if os.geteuid() != 0:
         log.error("needs root (a mount namespace, mknod, cgroups, containers)")
         return 1
-    if args.host_tree and not (Path(args.host_tree) / "sys").is_dir():
-        log.error("%s: not a host tree (no sys/)", args.host_tree)
-        return 2
     _on_signals(_interrupt)
     with machine_lock():
         clean_stale()
-        return E2E(args).main()
+        return E2E(scenarios, Path(args.image_archive), args.keep).main()
 
 
 if __name__ == "__main__":

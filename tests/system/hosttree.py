@@ -1,15 +1,20 @@
 """The sample node's hardware: a host tree (``sys/`` and ``dev/`` as ``tests.fixturegen``
-writes them) seen by edgefd's pod, and its device nodes made real inside the node's /dev.
+writes them, or a snapshot of a real host) seen by edgefd's pod, and its device nodes made real
+inside the node's /dev.
 
-The fixture generator writes ``dev/`` entries as empty regular files (it must run unprivileged).
-A container runtime needs character devices, so the nodes are created here the way devtmpfs
-does it: from each device's ``uevent`` (``MAJOR``, ``MINOR``, ``DEVNAME``), with ``mknod`` in
-the node's private /dev, never in the machine's.
+The fixture generator writes ``dev/`` entries as empty regular files (it must run unprivileged);
+a snapshot of a real host holds real device nodes, which must be copied as nodes, never read
+(reading one gives ENXIO, or worse, the device's data). A container runtime needs character
+devices, so the node's are created here the way devtmpfs does it: from each device's ``uevent``
+(``MAJOR``, ``MINOR``, ``DEVNAME``), with ``mknod`` in the node's private /dev, never in the
+machine's.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,23 @@ def device_nodes(host_root: Path, under: str = "sys/devices") -> list[DevNode]:
             block = sub.is_symlink() and os.path.basename(os.readlink(sub)) == "block"
             nodes.append(DevNode(ev["DEVNAME"], int(ev["MAJOR"]), int(ev["MINOR"]), block))
     return sorted(nodes, key=lambda n: n.devname)
+
+
+def copy_host_tree(src: Path, dest: Path) -> Path:
+    """Copy a host tree: symlinks as links (sysfs is made of them), device nodes and FIFOs as
+    nodes (never opened), sockets left out, regular files with their metadata."""
+
+    def copy_entry(s: str, d: str) -> None:
+        mode = os.lstat(s).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            os.mknod(d, mode, os.lstat(s).st_rdev)
+        elif stat.S_ISFIFO(mode):
+            os.mkfifo(d, stat.S_IMODE(mode))
+        elif stat.S_ISREG(mode):
+            shutil.copy2(s, d)
+
+    shutil.copytree(src, dest, symlinks=True, copy_function=copy_entry, dirs_exist_ok=True)
+    return dest
 
 
 def usb_node(host_root: Path, port: str) -> DevNode:
@@ -103,11 +125,28 @@ class SampleHost:
         self.ns.run(["sh", "-c", mknod_commands(nodes)])
         return nodes
 
+    def remove_nodes(self, nodes: list[DevNode]) -> None:
+        if nodes:
+            self.ns.run(["rm", "-f", *(n.path for n in nodes)])
+
+    def unplug(self, bus: str, location: str) -> DevNode:
+        """Unplug the device at ``location`` (a USB port path or a PCI address)."""
+        return self.unplug_usb(location) if bus == "usb" else self.unplug_pci(location)
+
+    def plug(self, bus: str, location: str) -> DevNode:
+        """Plug the device unplugged from ``location`` back in, as the kernel would bring it
+        back: a USB device with the next free device number (a new node), a PCI function at
+        the same address with its driver's same node."""
+        if bus == "usb":
+            old = self._unplugged[location]["devnum"]
+            return self.plug_usb(location, int(old) + 10)
+        return self.plug_pci(location)
+
     def unplug_usb(self, port: str) -> DevNode:
         node = usb_node(self.root, port)
         desc = self.builder.describe_usb(port)
         self.builder.remove_usb(port)
-        self.ns.run(["rm", "-f", node.path])
+        self.remove_nodes([node])
         self._unplugged[port] = desc
         return node
 
@@ -115,5 +154,27 @@ class SampleHost:
         """Plug the device unplugged from ``port`` back in, with ``devnum``."""
         self.builder.add_usb({**self._unplugged.pop(port), "devnum": devnum})
         node = usb_node(self.root, port)
+        self.ns.run(["sh", "-c", mknod_commands([node])])
+        return node
+
+    def unplug_pci(self, address: str) -> DevNode:
+        """Hot-remove a PCI function: its sysfs directory goes aside, its node away."""
+        link = self.root / "sys/bus/pci/devices" / address
+        real = Path(os.path.realpath(link))
+        (node,) = device_nodes(self.root, str(real.relative_to(self.root)))
+        aside = self.root.parent / f"unplugged-{address}"
+        self._unplugged[address] = {"real": real, "aside": aside, "link": os.readlink(link)}
+        shutil.move(real, aside)
+        link.unlink()
+        self.remove_nodes([node])
+        return node
+
+    def plug_pci(self, address: str) -> DevNode:
+        """The function back at its address after a rescan, with the same node."""
+        u = self._unplugged.pop(address)
+        shutil.move(u["aside"], u["real"])
+        link = self.root / "sys/bus/pci/devices" / address
+        os.symlink(u["link"], link)
+        (node,) = device_nodes(self.root, str(Path(u["real"]).relative_to(self.root)))
         self.ns.run(["sh", "-c", mknod_commands([node])])
         return node

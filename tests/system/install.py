@@ -47,9 +47,11 @@ class HelmInstall:
         return r.stdout
 
     def daemonset(self) -> dict[str, Any]:
-        """The DaemonSet as the chart renders it with these values."""
+        """The labels DaemonSet as the chart renders it with these values."""
         docs = yaml.safe_load_all(self("template", RELEASE, str(CHART), *self.values))
-        return next(d for d in docs if d and d["kind"] == "DaemonSet")
+        return next(
+            d for d in docs if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "edgefd"
+        )
 
     def install(self) -> None:
         """Server-side (Helm 4's default). The release record goes to `default`, the objects

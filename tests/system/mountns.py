@@ -84,6 +84,14 @@ class MountNamespace:
             raise MountNamespaceError(f"mount namespace did not come up:\n{tail(self.log)}")
         return self
 
+    def outside(self, inside: str) -> Path:
+        """Where a path under one of the namespace's scratch directories is on the machine."""
+        for target in ("/var/lib", "/var/log", "/run"):
+            if inside == target or inside.startswith(target + "/"):
+                rest = inside[len(target) :].lstrip("/")
+                return self.dir / target.strip("/").replace("/", "-") / rest
+        raise ValueError(f"{inside} is not under /var/lib, /var/log or /run")
+
     @property
     def ns_path(self) -> str:
         if self._holder is None or self._holder.poll() is not None:

@@ -1,8 +1,12 @@
-"""scripts/e2e as a test: the whole system on a real node, in each way it is installed and
-offers devices (device plugin with kustomize, the same with the Helm chart, and DRA with
-`--api dra`), each check a test outcome. It runs where it can (root, and the Debian packages the
-node needs already there, so a developer's `make test` never installs a container runtime by
-surprise); under CI it always runs, installing and building what is missing, and never skips."""
+"""scripts/e2e as a test: the whole system on a real node, in each way edgefd is installed and
+offers devices (device plugin with kustomize, the same with the Helm chart, DRA), and on host
+trees of other shapes: two Corals (one in its boot state), as a snapshot of a real host with
+real device nodes in dev/; an x86 host with a PCIe Coral and nothing on USB. All scenarios run
+on one node brought up once (tests/system/session.py); each check of each is a test outcome.
+
+It runs wherever the machine can run a node: as root, with cgroup v1 hierarchies (the node's
+pods live in them); scripts/e2e installs the Debian packages it needs. Otherwise it skips,
+saying what is missing and how to get it; under CI it never skips."""
 
 from __future__ import annotations
 
@@ -10,94 +14,109 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fixturegen import build_host
 from tests.peers.processes import REPO_ROOT
+
+from . import checks_dra
+from .cgroups import CGROUP_FS
+from .hosttree import device_nodes
+from .scenario import CHECKS, ONCE_PER_WAY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
+# the cgroup v1 controllers the kubelet (cgroupfs driver) puts pods into
+NODE_CGROUPS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
 NEEDS = {"runc": "runc", "buildah": "buildah", "gcc": "gcc", "nsenter": "util-linux"}
+SNAPSHOT = "rpi4-two-corals"  # made into a snapshot with real device nodes
+
+ALL = [k for k, _, _ in CHECKS]
+TREE = [k for k in ALL if k not in ONCE_PER_WAY]  # a way's later scenarios: the tree's checks
+# label -> (scenario spec, the checks it reports); {snapshot} is the snapshot tree's directory
+SCENARIOS: dict[str, tuple[str, list[str]]] = {
+    "device-plugin": ("device-plugin", ALL),
+    "helm": ("helm", ALL),
+    "dra": ("dra", [k for k, _, _ in checks_dra.CHECKS]),
+    SNAPSHOT: ("device-plugin@{snapshot}", TREE),
+    "x86-coral-pcie": ("device-plugin@x86-coral-pcie", TREE),
+}
+CASES = [(label, check) for label, (_, checks) in SCENARIOS.items() for check in checks]
 
 
-def _why_not() -> str | None:
+def why_not() -> str | None:
+    """What keeps this machine from running the node, and how to get it; None if nothing."""
     if os.geteuid() != 0:
-        return "needs root"
-    missing = sorted(pkg for cmd, pkg in NEEDS.items() if shutil.which(cmd) is None)
+        return "needs root (a mount namespace, mknod, cgroups, containers): run `sudo make test`"
+    missing = [c for c in NODE_CGROUPS if not (CGROUP_FS / c / "cgroup.procs").exists()]
     if missing:
-        return f"Debian packages missing: {' '.join(missing)} (scripts/e2e installs them)"
+        return (
+            f"needs the cgroup v1 hierarchies {', '.join(missing)} under {CGROUP_FS} (the node's"
+            " kubelet uses cgroupfs v1); on a cgroup v2-only system boot with"
+            " systemd.unified_cgroup_hierarchy=0"
+        )
+    packages = sorted({pkg for cmd, pkg in NEEDS.items() if shutil.which(cmd) is None})
+    if packages and not shutil.which("apt-get"):
+        return f"needs {' '.join(packages)} (Debian packages; no apt-get here to install them)"
     return None
 
 
-# scripts/e2e's modes and the checks each reports (tests/system/e2e.py, checks_dra.py)
-MODES: dict[str, tuple[list[str], list[str]]] = {
-    "device-plugin": (
-        [],
-        ["1_daemonset", "2_labels", "3_allocatable", "4_workload", "5_kubelet_restart",
-         "6_replug", "7_rolling_update", "8_delete", "9_figures"],
-    ),
-    "helm": (  # the same checks, with the chart installed by helm instead of kustomize
-        ["--helm"],
-        ["1_daemonset", "2_labels", "3_allocatable", "4_workload", "5_kubelet_restart",
-         "6_replug", "7_rolling_update", "8_delete", "9_figures"],
-    ),
-    "dra": (
-        ["--api", "dra"],
-        ["1_daemonset", "2_labels", "3_slice", "4_workload", "5_kubelet_restart", "6_hotplug",
-         "7_unprepare", "8_delete", "9_figures"],
-    ),
-}  # fmt: skip
-CASES = [(mode, check) for mode, (_, checks) in MODES.items() for check in checks]
+def snapshot_tree(dest: Path) -> Path:
+    """A generated tree made like a snapshot of a real host: dev/ holds character devices."""
+    tree = build_host(SNAPSHOT, dest)
+    for n in device_nodes(tree):
+        node = tree / "dev" / n.devname
+        node.unlink(missing_ok=True)
+        node.parent.mkdir(parents=True, exist_ok=True)
+        os.mknod(node, 0o600 | (0o060000 if n.block else 0o020000), os.makedev(n.major, n.minor))
+    return tree
 
 
 @pytest.fixture(scope="module")
-def e2e() -> Callable[[str], dict[str, Any]]:
-    """One scripts/e2e run per mode, on first use, shared by that mode's tests."""
-    why = _why_not()
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One scripts/e2e run of every scenario on one node; the results by label."""
+    why = why_not()
     if why and not os.environ.get("CI"):
         pytest.skip(why)
-    runs: dict[str, dict[str, Any]] = {}
-
-    def run(mode: str) -> dict[str, Any]:
-        if mode not in runs:
-            runs[mode] = _run(MODES[mode][0])
-        return runs[mode]
-
-    return run
-
-
-def _run(args: list[str]) -> dict[str, Any]:
+    snapshot = snapshot_tree(tmp_path_factory.mktemp("e2e") / f"{SNAPSHOT}-snapshot")
+    specs = [spec.format(snapshot=snapshot) for spec, _ in SCENARIOS.values()]
     r = subprocess.run(
-        [str(REPO_ROOT / "scripts" / "e2e"), *args],
+        [str(REPO_ROOT / "scripts" / "e2e"), *(f"--scenario={s}" for s in specs)],
         capture_output=True,
         text=True,
         timeout=3600,  # a cold machine builds the harness groups and the image first
     )
-    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert lines, f"scripts/e2e printed no result (exit {r.returncode}):\n{r.stderr[-4000:]}"
-    result = json.loads(lines[-1])
-    result["_stderr"] = r.stderr
-    result["_returncode"] = r.returncode
-    return result
+    results = [line for line in lines if "scenario" in line]
+    out: dict[str, Any] = {"run": lines[-1], "returncode": r.returncode, "stderr": r.stderr}
+    out.update(zip(SCENARIOS, results, strict=False))
+    return out
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_node_came_up(e2e: Callable[[str], dict[str, Any]], mode: str) -> None:
-    result = e2e(mode)
-    assert "error" not in result, result.get("error") + result["_stderr"][-3000:]
-    assert not result.get("teardown_problems"), result["teardown_problems"]
+def test_node_came_up(e2e: dict[str, Any]) -> None:
+    run = e2e["run"]
+    assert run.get("run") and "error" not in run, str(run.get("error")) + e2e["stderr"][-3000:]
+    assert not run.get("teardown_problems"), run["teardown_problems"]
 
 
-@pytest.mark.parametrize(("mode", "check"), CASES)
-def test_check(e2e: Callable[[str], dict[str, Any]], mode: str, check: str) -> None:
-    res = e2e(mode)["checks"].get(check)
-    assert res is not None, f"check {check} did not run"
+@pytest.mark.parametrize("label", SCENARIOS)
+def test_scenario_ran(e2e: dict[str, Any], label: str) -> None:
+    result = e2e.get(label)
+    assert result is not None, f"scenario {label} did not run:\n{e2e['stderr'][-3000:]}"
+    assert "error" not in result, result["error"] + e2e["stderr"][-3000:]
+    assert not result.get("reset_problems"), result["reset_problems"]
+
+
+@pytest.mark.parametrize(("label", "check"), CASES)
+def test_check(e2e: dict[str, Any], label: str, check: str) -> None:
+    res = (e2e.get(label) or {}).get("checks", {}).get(check)
+    assert res is not None, f"check {check} of {label} did not run"
     assert res["ok"], json.dumps(res, indent=1)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_exit_status_matches(e2e: Callable[[str], dict[str, Any]], mode: str) -> None:
-    result = e2e(mode)
-    assert result["_returncode"] == (0 if result["ok"] else 1)
+def test_exit_status_matches(e2e: dict[str, Any]) -> None:
+    assert e2e["returncode"] == (0 if e2e["run"]["ok"] else 1)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import stat
 import subprocess
+import sys
 import tarfile
 import tomllib
 from pathlib import Path
@@ -19,12 +22,14 @@ from tests.fixturegen import HostBuilder, build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .checks_lifecycle import zero_windows
-from .context import producer_labels
+from .checks_pod import edgefd_warnings
 from .e2e import OVERLAY, overlay_settings
-from .hosttree import device_nodes, mknod_commands, usb_ids, usb_node
+from .expect import plugin_offer, producer_labels
+from .hosttree import copy_host_tree, device_nodes, mknod_commands, usb_ids, usb_node
 from .images import PAUSE_REF, write_oci_archive
 from .kube import Sample
 from .runtime import Containerd
+from .scenario import Scenario
 
 
 @pytest.fixture(scope="module")
@@ -44,37 +49,42 @@ def test_overlay_changes_only_what_it_says() -> None:
     base = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(REPO_ROOT / "k8s")}
     over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
     assert base.keys() == over.keys()
+    daemonsets = [k for k in base if k[0] == "DaemonSet"]
+    assert sorted(n for _, n in daemonsets) == ["edgefd", "edgefd-devplugin"]
     for key in base:
-        if key != ("DaemonSet", "edgefd"):
+        if key not in daemonsets:
             assert base[key] == over[key], key
-    b, o = (x[("DaemonSet", "edgefd")]["spec"]["template"]["spec"] for x in (base, over))
-    assert o.pop("hostNetwork") is True and "hostNetwork" not in b
-    # volumes: only the sysfs path
-    bv, ov = ({v["name"]: v for v in s.pop("volumes")} for s in (b, o))
-    assert ov.pop("host-sys")["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
-    assert bv.pop("host-sys")["hostPath"]["path"] == "/sys"
-    assert bv == ov
-    for kind in ("initContainers", "containers"):
-        for bc, oc in zip(b.pop(kind), o.pop(kind), strict=True):
-            # every listener on loopback, every HTTP probe asking loopback
-            listen = [a for a in oc["command"] if a.startswith("--listen=")]
-            assert all(a.startswith("--listen=127.0.0.1:") for a in listen), listen
-            oc["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]]
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-                if "httpGet" in oc.get(probe, {}):
-                    assert oc[probe]["httpGet"].pop("host") == "127.0.0.1", (oc["name"], probe)
-            if oc["name"] == "feature-sink":
-                base_env = {e["name"]: e for e in bc.pop("env")}
-                env = {e["name"]: e for e in oc.pop("env")}
-                added = {k: env.pop(k)["value"] for k in set(env) - set(base_env)}
-                assert added == {
-                    "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-                    "KUBERNETES_SERVICE_PORT": "16443",
-                }
-                assert env == base_env
-            assert bc == oc
-    # no securityContext or anything else changed
-    assert b == o
+    for key in daemonsets:
+        b, o = (x[key]["spec"]["template"]["spec"] for x in (base, over))
+        assert o.pop("hostNetwork") is True and "hostNetwork" not in b
+        # volumes: only the sysfs path
+        bv, ov = ({v["name"]: v for v in s.pop("volumes")} for s in (b, o))
+        assert ov.pop("host-sys")["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
+        assert bv.pop("host-sys")["hostPath"]["path"] == "/sys"
+        assert bv == ov
+        for kind in ("initContainers", "containers"):
+            for bc, oc in zip(b.pop(kind, []), o.pop(kind, []), strict=True):
+                # every listener on loopback, every HTTP probe asking loopback
+                listen = [a for a in oc["command"] if a.startswith("--listen=")]
+                assert all(a.startswith("--listen=127.0.0.1:") for a in listen), listen
+                oc["command"] = [
+                    a.replace("--listen=127.0.0.1:", "--listen=:") for a in oc["command"]
+                ]
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    if "httpGet" in oc.get(probe, {}):
+                        assert oc[probe]["httpGet"].pop("host") == "127.0.0.1", (oc["name"], probe)
+                if oc["name"] == "feature-sink":
+                    base_env = {e["name"]: e for e in bc.pop("env")}
+                    env = {e["name"]: e for e in oc.pop("env")}
+                    added = {k: env.pop(k)["value"] for k in set(env) - set(base_env)}
+                    assert added == {
+                        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                        "KUBERNETES_SERVICE_PORT": "16443",
+                    }
+                    assert env == base_env
+                assert bc == oc
+        # no securityContext or anything else changed
+        assert b == o, key
 
 
 def test_overlay_settings_are_read_back() -> None:
@@ -160,3 +170,104 @@ def test_zero_windows() -> None:
 
     samples = [s(0, "1"), s(1, "0"), s(2, "0"), s(3, "1"), s(4, None), s(5, "1"), s(6, "0")]
     assert zero_windows(samples, "r") == [(1, 3), (4, 5), (6, 6)]
+
+
+def test_scenario_names() -> None:
+    assert Scenario.parse("device-plugin") == Scenario("device-plugin")
+    sc = Scenario.parse("helm+dra@x86-coral-pcie")
+    assert (sc.helm, sc.dra, sc.api, sc.tree) == (True, True, "dra", "x86-coral-pcie")
+    assert Scenario.parse("helm").way == Scenario.parse("helm@rpi4-two-corals").way
+    for bad in ("kustomize", "helm@", "dra+nfd"):
+        with pytest.raises(ValueError):
+            Scenario.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("node", "want", "bus"),
+    [
+        ("rpi4-coral", {"edgefd.io/coral-usb": "1", "edgefd.io/ncs2": "1"}, "usb"),
+        ("rpi4-two-corals", {"edgefd.io/coral-usb": "2", "edgefd.io/ncs2": "0"}, "usb"),
+        ("x86-coral-pcie", {"edgefd.io/coral-usb": "0", "edgefd.io/coral-pcie": "1"}, "pci"),
+    ],
+)
+def test_expectations_come_from_the_tree(tmp_path: Path, node: str, want: dict, bus: str) -> None:
+    """What the e2e checks expect of a tree (allocatable, which device a workload gets, what a
+    re-plug moves) is read from the tree, whatever its shape."""
+    tree = build_host(node, tmp_path / node)
+    offer = plugin_offer(tree, node)
+    assert want.items() <= offer.allocatable().items()
+    primary = offer.resources[offer.primary()]
+    assert {d.bus for d in primary} == {bus} and {d.kind for d in primary} == {"edgetpu"}
+    nodes = {n.path: n for n in device_nodes(tree)}
+    for d in offer.devices:
+        assert nodes[d.node.path] == d.node and d.usb_bus_mount == (d.bus == "usb")
+        assert offer.by_id(d.kubelet_ids[0]) is d and offer.by_dra_name(d.dra_name) is d
+    assert producer_labels(tree)["edgefd.io/edgetpu.count"] == str(
+        len(offer.of_class("edgetpu.edgefd.io"))
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of device nodes needs root")
+def test_a_snapshot_with_device_nodes_is_copied_without_reading_them(tmp_path: Path) -> None:
+    src = build_host("rpi4-two-corals", tmp_path / "src")
+    coral = usb_node(src, "2-1")
+    node = src / "dev" / coral.devname
+    node.unlink()
+    # no driver for major 189 on this machine: reading the node gives ENXIO
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(coral.major, coral.minor))
+    os.mkfifo(src / "dev" / "initctl")
+    with pytest.raises(OSError):
+        shutil.copytree(src, tmp_path / "plain", symlinks=True)
+    dest = copy_host_tree(src, tmp_path / "copy")
+    st = os.lstat(dest / "dev" / coral.devname)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(coral.major, coral.minor)
+    assert stat.S_ISFIFO(os.lstat(dest / "dev" / "initctl").st_mode)
+    assert os.readlink(dest / "sys/bus/usb/devices/2-1") == os.readlink(
+        src / "sys/bus/usb/devices/2-1"
+    )
+    assert plugin_offer(dest, "n").allocatable() == plugin_offer(src, "n").allocatable()
+
+
+def test_a_lock_held_by_a_parent_is_ours(tmp_path: Path) -> None:
+    """`flock LOCK scripts/e2e` must not make scripts/e2e wait for itself."""
+    lock = tmp_path / "lock"
+    lock.touch()
+    code = (
+        "from pathlib import Path; from tests.system.e2e import held_by_ancestor as h; "
+        f"print(h(Path({str(lock)!r})))"
+    )
+    inner = [sys.executable, "-c", code]
+    held = subprocess.run(
+        ["flock", str(lock), *inner], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert held.stdout.strip() == "True", held.stderr
+    free = subprocess.run(inner, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert free.stdout.strip() == "False", free.stderr
+
+
+def test_warning_events_of_the_pod_and_of_edgefd_on_its_node() -> None:
+    """What check_no_warning_events counts: the kubelet's Warnings about the pod (a failed
+    probe, one line with its container), the sink's on the Node; not Normal Events, not other
+    pods', not the kubelet's own Node Warnings."""
+    pod = {
+        "kind": "Pod",
+        "name": "edgefd-x",
+        "uid": "u1",
+        "fieldPath": "spec.containers{feature-sink}",
+    }
+    node = {"kind": "Node", "name": "n1"}
+    events = [
+        {"type": "Warning", "reason": "Unhealthy", "message": "Readiness probe failed: 503",
+         "involvedObject": pod, "source": {"component": "kubelet"}, "count": 2},
+        {"type": "Normal", "reason": "Started", "message": "", "involvedObject": pod},
+        {"type": "Warning", "reason": "Unhealthy", "message": "x",
+         "involvedObject": {**pod, "uid": "another-pod"}},
+        {"type": "Warning", "reason": "LabelRejected", "message": "bad:1: label refused",
+         "involvedObject": node, "reportingComponent": "edgefd.io/feature-sink"},
+        {"type": "Warning", "reason": "InvalidDiskCapacity", "message": "y",
+         "involvedObject": node, "source": {"component": "kubelet"}},
+    ]  # fmt: skip
+    assert edgefd_warnings(events, "u1", "n1") == [
+        "Pod/edgefd-x spec.containers{feature-sink}: Unhealthy: Readiness probe failed: 503 (x2)",
+        "Node/n1: LabelRejected: bad:1: label refused (x1)",
+    ]

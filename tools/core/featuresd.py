@@ -147,28 +147,32 @@ def parse_bytes(data: bytes, name: str = "<stdin>", now: datetime | None = None)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def read_entry(directory_fd: int, name: str, now: datetime | None = None) -> ParsedFile:
+def read_entry(
+    directory_fd: int, name: str, now: datetime | None = None, producer: str | None = None
+) -> ParsedFile:
     """Read one entry of an open features.d directory, refusing anything but a regular file.
 
     The directory is shared with other containers: a symlink planted there must not make the
     sink read (and quote) a file elsewhere, and a FIFO must not block it. So the entry is opened
     relative to the directory with O_NOFOLLOW (a symlink fails with ELOOP) and O_NONBLOCK, and
     checked with fstat before a single byte is read; at most the size limit + 1 is read.
+    `producer` is the name the result and its messages go by (default: the file name).
     """
-    where = shown(name)
+    label = producer or name
+    where = shown(label)
     try:
         fd = os.open(name, _OPEN_FLAGS, dir_fd=directory_fd)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            return ParsedFile(name=name, error=f"{where}: is a symlink; not read")
-        return ParsedFile(name=name, error=f"{where}: cannot open ({e.strerror or e})")
+            return ParsedFile(name=label, error=f"{where}: is a symlink; not read")
+        return ParsedFile(name=label, error=f"{where}: cannot open ({e.strerror or e})")
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return ParsedFile(name=name, error=f"{where}: not a regular file; not read")
+            return ParsedFile(name=label, error=f"{where}: not a regular file; not read")
         if st.st_size > MAX_FILE_SIZE:
             return ParsedFile(
-                name=name,
+                name=label,
                 error=f"{where}: {st.st_size} bytes, over the {MAX_FILE_SIZE}-byte limit",
             )
         chunks: list[bytes] = []
@@ -181,20 +185,23 @@ def read_entry(directory_fd: int, name: str, now: datetime | None = None) -> Par
             left -= len(chunk)
         data = b"".join(chunks)
     except OSError as e:
-        return ParsedFile(name=name, error=f"{where}: cannot read ({e.strerror or e})")
+        return ParsedFile(name=label, error=f"{where}: cannot read ({e.strerror or e})")
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_SIZE:
         return ParsedFile(
-            name=name, error=f"{where}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
+            name=label, error=f"{where}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
         )
-    parsed = parse_bytes(data, name, now)
+    parsed = parse_bytes(data, label, now)
     partial = data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
     return replace(parsed, mtime=st.st_mtime, partial_line=partial)
 
 
-def read_feature_files(directory: Path, now: datetime | None = None) -> list[ParsedFile]:
+def read_feature_files(
+    directory: Path, now: datetime | None = None, prefix: str = ""
+) -> list[ParsedFile]:
     """Every entry NFD would read, in NFD's order (file name); dot-files are in-flight temps.
+    Each goes by `prefix` + its file name (a second directory's files are other producers).
 
     Entries that are not regular files (symlinks, FIFOs, directories) come back as ParsedFile
     errors, so the caller reports them instead of silently ignoring a misplaced file.
@@ -212,7 +219,7 @@ def read_feature_files(directory: Path, now: datetime | None = None) -> list[Par
                 continue  # removed while listing
             if stat.S_ISDIR(st.st_mode):
                 continue  # NFD skips subdirectories too
-            out.append(read_entry(dfd, name, now))
+            out.append(read_entry(dfd, name, now, prefix + name))
         return out
     finally:
         os.close(dfd)

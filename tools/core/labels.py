@@ -115,29 +115,65 @@ def _in_domain(ns: str, domain: str) -> bool:
     return ns == domain or ns.endswith("." + domain)
 
 
+# The namespaces edgefd's own producers write (usb-scan and pci-scan: node-feature-discovery's
+# and edgefd.io; dt-labeller: k8s-dt-node-labeller's), each with its subdomains, as nfd-master
+# allowed its own up to v0.12. The sink writes these and nothing else unless the operator
+# widens it (--allow-namespace, as nfd-master's -extra-label-ns): a label in anyone else's
+# namespace is then never the sink's to write, so a forged ownership claim on it is inert.
+EDGEFD_NAMESPACES = ("feature.node.kubernetes.io", "edgefd.io", "beta.devicetree.org")
+# Kubernetes' own namespaces (labels there steer the control plane), except the two that
+# node-feature-discovery writes; no option opens them. node-role and node-restriction are
+# named on their own so that the reason says they are never writable.
+RESERVED = ("kubernetes.io", "k8s.io")
+RESERVED_EXCEPTIONS = ("feature.node.kubernetes.io", "profile.node.kubernetes.io")
+NEVER_WRITABLE = ("node-role.kubernetes.io", "node-restriction.kubernetes.io")
+
+
+def reserved_reason(ns: str) -> str | None:
+    """Why no producer may ever write namespace `ns` (Kubernetes owns it), else None: the
+    ceiling that the admission policy (k8s/admission-policy.yaml) enforces too."""
+    for d in NEVER_WRITABLE:
+        if _in_domain(ns, d):
+            return f"namespace {d} (and its subdomains) is never writable from a feature file"
+    if any(_in_domain(ns, e) for e in RESERVED_EXCEPTIONS):
+        return None
+    for r in RESERVED:
+        if _in_domain(ns, r):
+            return (
+                f"namespace is reserved for Kubernetes ({r}); use "
+                f"{DEFAULT_NAMESPACE}/ or your own domain"
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class NamespacePolicy:
-    """Which label namespaces edgefd may write.
+    """Which label namespaces may be written: `allowed` (each with its subdomains; None: any
+    namespace Kubernetes leaves open), minus `denied`, and never a reserved one or a key
+    without a namespace.
 
-    Kubernetes-owned namespaces are refused because labels there steer the control plane
-    (`node-role`, `node-restriction` ...). Denials win over allowances so an operator can carve
-    out a namespace they otherwise trust.
+    A key without a namespace is refused because no producer can make the sink write one (the
+    sink qualifies unprefixed feature-file keys, as NFD does): a claim on `team` or `zone` in
+    the ownership annotation is therefore never the sink's to act on. Denials win over
+    allowances so an operator can carve a namespace out of one they otherwise trust.
     """
 
-    extra_allowed: tuple[str, ...] = ()
-    extra_denied: tuple[str, ...] = ()
-    reserved: tuple[str, ...] = ("kubernetes.io", "k8s.io")
-    exceptions: tuple[str, ...] = ("feature.node.kubernetes.io", "profile.node.kubernetes.io")
-    always_denied: tuple[str, ...] = field(
-        default=("node-role.kubernetes.io", "node-restriction.kubernetes.io"), repr=False
-    )
+    allowed: tuple[str, ...] | None = EDGEFD_NAMESPACES
+    denied: tuple[str, ...] = ()
 
     @classmethod
     def from_lists(cls, allowed: Iterable[str] = (), denied: Iterable[str] = ()) -> NamespacePolicy:
-        return cls(
-            extra_allowed=tuple(a.strip().lower() for a in allowed if a.strip()),
-            extra_denied=tuple(d.strip().lower() for d in denied if d.strip()),
-        )
+        """edgefd's namespaces plus `allowed`, minus `denied` (the sink's --allow-namespace and
+        --deny-namespace). Raises ValueError, naming the entry, for one that is not a DNS
+        subdomain, or an allowance of a namespace Kubernetes reserves (the admission policy
+        would refuse every patch carrying such a label, and with it every other label)."""
+        extra = _namespaces(allowed, "--allow-namespace")
+        for ns in extra:
+            reason = reserved_reason(ns)
+            if reason:
+                raise ValueError(f"--allow-namespace {ns}: {reason}")
+        allow = EDGEFD_NAMESPACES + tuple(ns for ns in extra if ns not in EDGEFD_NAMESPACES)
+        return cls(allowed=allow, denied=_namespaces(denied, "--deny-namespace"))
 
     def check(self, key: str) -> str | None:
         """Return why the namespace of `key` may not be written, else None. The reason names
@@ -145,27 +181,43 @@ class NamespacePolicy:
         publish; see _describe_bad_chars)."""
         ns, _ = split_key(key)
         if not ns:
-            return None
-        for d in self.always_denied:
-            if _in_domain(ns, d):
-                return f"namespace {d} (and its subdomains) is never writable from a feature file"
-        for d in self.extra_denied:
+            return (
+                "key has no namespace (prefix/); feature files' unprefixed keys are given "
+                f"{DEFAULT_NAMESPACE}/, so no producer writes one"
+            )
+        reason = reserved_reason(ns)
+        if reason:
+            return reason
+        for d in self.denied:
             if _in_domain(ns, d):
                 return f"namespace is denied by configuration ({d})"
-        if any(_in_domain(ns, a) for a in self.extra_allowed):
+        if self.allowed is None or any(_in_domain(ns, a) for a in self.allowed):
             return None
-        if any(_in_domain(ns, e) for e in self.exceptions):
-            return None
-        for r in self.reserved:
-            if _in_domain(ns, r):
-                return (
-                    f"namespace is reserved for Kubernetes ({r}); use "
-                    f"{DEFAULT_NAMESPACE}/ or your own domain"
-                )
-        return None
+        return (
+            f"namespace is not one the sink writes ({', '.join(self.allowed)}, and their "
+            "subdomains); the operator may add it with --allow-namespace"
+        )
 
 
+def _namespaces(entries: Iterable[str], option: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for entry in entries:
+        ns = entry.strip().lower()
+        if not ns:
+            continue
+        reason = check_prefix(ns)
+        if reason:
+            raise ValueError(f"{option} {entry!a}: {reason.replace('prefix', 'namespace')}")
+        if ns not in out:
+            out.append(ns)
+    return tuple(out)
+
+
+# The sink's default: edgefd's own namespaces only.
 DEFAULT_POLICY = NamespacePolicy()
+# What a producer may emit at all: any namespace Kubernetes leaves open (a dt-labeller
+# --prefix of your own domain, for NFD or for a sink started with --allow-namespace).
+PRODUCER_POLICY = NamespacePolicy(allowed=None)
 
 
 def check_label(key: str, value: str, policy: NamespacePolicy = DEFAULT_POLICY) -> str | None:

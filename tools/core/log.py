@@ -21,18 +21,33 @@ _verbosity = 0
 _tool = "edgefd"
 _configured = False  # by a command (configure); a library user's logging is left alone
 _applied = False
+_service = False  # a long-running mode: its state changes are logged at info by default
 
 
 def configure(verbosity: int, tool: str) -> None:
     """Remember how to log; set the handler up now only if `logging` is already loaded."""
-    global _verbosity, _tool, _configured, _applied
-    _verbosity, _tool, _configured, _applied = verbosity, tool, True, False
+    global _verbosity, _tool, _configured, _applied, _service
+    _verbosity, _tool, _configured, _applied, _service = verbosity, tool, True, False, False
     if "logging" in sys.modules:
         _apply()
 
 
+def serving() -> None:
+    """Switch to a long-running service's default: info. A one-shot run at the default
+    verbosity says only what went wrong (its result is its output); a service has no output
+    but its log, so each state change (labels added or removed, the API lost and back, a
+    device plugged) is logged at info, and a steady state stays silent. `-v` still adds
+    detail (-vv debug)."""
+    global _service
+    _service = True
+    if _applied:
+        sys.modules["logging"].getLogger().setLevel(threshold())
+
+
 def threshold() -> int:
-    return WARNING if _verbosity <= 0 else INFO if _verbosity == 1 else DEBUG
+    if _verbosity <= 0:
+        return INFO if _service else WARNING
+    return INFO if _verbosity == 1 else DEBUG
 
 
 def _apply() -> Any:

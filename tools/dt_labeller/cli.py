@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from edgefd.cli import command, common_options, guarded
+from edgefd.cli import command, common_options, guarded, renamed_option
 from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,9 +24,12 @@ TOOL = "dt-labeller"
 
 @command(
     TOOL,
-    epilog="Exit codes: 0 ok (also: no devicetree on this host), 2 usage, 3 malformed or "
-    "unreadable devicetree (the previous file is kept), 4 cannot write the feature file, "
-    "70 internal error.",
+    exit_codes={
+        0: "ok (also when this host has no devicetree: an empty file)",
+        3: "malformed or unreadable devicetree (the previous file is kept)",
+        4: "cannot write the feature file (the previous file is kept)",
+        5: None,
+    },
 )
 @common_options
 @click.option(
@@ -36,12 +39,19 @@ TOOL = "dt-labeller"
 )
 @click.option(
     "-n",
-    "--node-name",
+    "--dt-node",
     "node_names",
     multiple=True,
     metavar="NAME",
-    help="Also visit nodes named NAME, NAME@addr or NAMEn@addr, at any depth (repeatable; "
-    "added to cpu and gpu).",
+    help="Also visit devicetree nodes named NAME, NAME@addr or NAMEn@addr, at any depth "
+    "(repeatable; added to cpu and gpu).",
+)
+@renamed_option(
+    "--node-name",
+    "--dt-node",
+    "old_node_names",
+    "everywhere else --node-name is the Kubernetes Node",
+    multiple=True,
 )
 @click.option(
     "--no-default-nodes",
@@ -52,7 +62,8 @@ TOOL = "dt-labeller"
     "--prefix",
     default="beta.devicetree.org",
     show_default=True,
-    help="Label namespace (the part before '/').",
+    help="Label namespace (the part before '/'). feature-sink applies another one only when "
+    "started with --allow-namespace for it.",
 )
 @click.option(
     "--include-disabled",
@@ -68,7 +79,10 @@ TOOL = "dt-labeller"
     help="With --dry-run: print the feature file, or k8s-dt-node-labeller's `-d` listing.",
 )
 @click.option(
-    "--explain", is_flag=True, help="Say on stderr which nodes produced each label, and why not."
+    "--explain",
+    is_flag=True,
+    help="Print which nodes produced each label, and which were not counted and why; write "
+    "nothing.",
 )
 @guarded(TOOL)
 def main(
@@ -79,6 +93,7 @@ def main(
     verbose: int,
     dtb: Path | None,
     node_names: tuple[str, ...],
+    old_node_names: tuple[str, ...],
     no_default_nodes: bool,
     prefix: str,
     include_disabled: bool,
@@ -89,13 +104,13 @@ def main(
 
     Writes FEATURES_DIR/dt-labeller for node-feature-discovery or edgefd's feature-sink.
     """
-    from edgefd.core.labels import DEFAULT_POLICY, check_prefix
+    from edgefd.core.labels import PRODUCER_POLICY, check_prefix
     from edgefd.core.log import get_logger
 
     from .labels import DEFAULT_NODE_NAMES
 
     log = get_logger(TOOL)
-    reason = check_prefix(prefix) or DEFAULT_POLICY.check(f"{prefix}/x")
+    reason = check_prefix(prefix) or PRODUCER_POLICY.check(f"{prefix}/x")
     if reason:
         raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):
@@ -112,12 +127,13 @@ def main(
         tree = discover(HostRoot.of(host_root))
     if tree is None:
         log.info("no devicetree under %s (not an ARM/RISC-V board?); no labels", host_root)
-    names = (() if no_default_nodes else DEFAULT_NODE_NAMES) + node_names
+    names = (() if no_default_nodes else DEFAULT_NODE_NAMES) + node_names + old_node_names
     result = derive(tree.nodes if tree else (), names, prefix, include_disabled)
     for r in result.rejected:
         log.warning("%s: %s; label skipped", r.source, r.reason)
-    if explain:
+    if explain:  # the explanation is the output, as usb-scan's: nothing is written
         _explain(result)
+        return 0
 
     from .output import emit
 
@@ -129,10 +145,9 @@ def _explain(result: Derivation[Visit]) -> None:
 
     from .labels import origins
 
-    # stderr, because with --dry-run stdout must be exactly the file's bytes; node names and
-    # notes come from the blob, so each line is escaped into one printable line
+    # node names and notes come from the blob: each line is escaped into one printable line
     for key, paths in origins(result).items():
-        click.echo(printable(f"{key}={result.labels[key]} <- {', '.join(paths)}"), err=True)
+        click.echo(printable(f"{key}={result.labels[key]} <- {', '.join(paths)}"))
     for v in result.reports:
         if not v.counted:
-            click.echo(printable(f"not counted: {v.path}: {v.note}"), err=True)
+            click.echo(printable(f"not counted: {v.path}: {v.note}"))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from edgefd.core.labels import DEFAULT_POLICY, Derivation, NamespacePolicy, Rejected, check_label
+from edgefd.core.labels import PRODUCER_POLICY, Derivation, NamespacePolicy, Rejected, check_label
 
 from .tree import DtNode
 
@@ -101,7 +101,7 @@ def derive(
     node_names: Iterable[str] = DEFAULT_NODE_NAMES,
     prefix: str = DEFAULT_PREFIX,
     include_disabled: bool = False,
-    policy: NamespacePolicy = DEFAULT_POLICY,
+    policy: NamespacePolicy = PRODUCER_POLICY,
 ) -> Derivation[Visit]:
     """Turn tree nodes into labels, recording every visited node for the inventory.
 

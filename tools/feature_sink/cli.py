@@ -22,6 +22,7 @@ from edgefd.cli import (
     Listen,
     api_options,
     command,
+    context_option,
     features_dir_option,
     guarded,
     listen_option,
@@ -53,7 +54,18 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
         raise click.BadParameter(e.message, param_hint=f"'{option}'") from None
 
 
-@command(TOOL, context_settings={"max_content_width": 100})
+@command(
+    TOOL,
+    context_settings={"max_content_width": 100},
+    exit_codes={
+        0: "ok (the service: stopped by SIGTERM/SIGINT, every label kept)",
+        1: "--once, --dry-run or --prune failed: the API refused (401/403/404), or the ownership "
+        "annotation is untrusted",
+        3: "bad input: an unusable kubeconfig or --context, an unreadable features stream",
+        4: None,
+        5: "the API server is unreachable (--once, --prune; the service keeps retrying)",
+    },
+)
 @features_dir_option
 @click.option(
     "--features",
@@ -62,7 +74,14 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     help="Read one features stream from stdin ('-') instead of --features-dir; it counts as "
     "one producer named 'stdin' and never removes other producers' labels.",
 )
+@click.option(
+    "--host-features-dir",
+    type=click.Path(file_okay=False),
+    help="Also apply the feature files in this directory (the host's own NFD features.d, "
+    "mounted read-only), each a producer named host:<file>, under the same rules.",
+)
 @api_options()
+@context_option
 @click.option(
     "--mode",
     type=click.Choice(["node", "nodefeature"]),
@@ -81,7 +100,9 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 @click.option(
     "--allow-namespace",
     multiple=True,
-    help="Also allow labels in this namespace (and its subdomains). Repeatable.",
+    help="Also write labels in this namespace (and its subdomains); by default only "
+    "feature.node.kubernetes.io, edgefd.io and beta.devicetree.org. Never a Kubernetes one "
+    "(kubernetes.io, k8s.io). Repeatable.",
 )
 @click.option(
     "--deny-namespace",
@@ -192,7 +213,14 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     is_flag=True,
     help="After uninstalling edgefd: remove the labels its ownership annotation lists, and the "
     "annotation, under the same rules as a sync (--allow/--deny-namespace); with --dry-run, "
-    "only print them. Exit 0 done, 5 API unreachable, 1 refused or annotation untrusted.",
+    "only say what would go. Exit 0 done, 5 API unreachable, 1 refused or annotation "
+    "untrusted.",
+)
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="With --prune: every Node that carries edgefd's ownership annotation (in nodefeature "
+    "mode: every NodeFeature the sink created), instead of --node-name.",
 )
 @output_option
 @verbose_option
@@ -200,8 +228,10 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 def main(
     features_dir: str,
     features_stream: str | None,
+    host_features_dir: str | None,
     node_name: str | None,
     kubeconfig: str | None,
+    context: str | None,
     mode: str,
     namespace: str,
     allow_namespace: tuple[str, ...],
@@ -225,6 +255,7 @@ def main(
     once: bool,
     dry_run: bool,
     prune: bool,
+    all_nodes: bool,
     output: str,
     verbose: int,
 ) -> int:
@@ -240,6 +271,13 @@ def main(
 
     if features_stream is not None and features_stream != "-":
         raise click.BadParameter("only '-' (stdin) is supported", param_hint="--features")
+    if all_nodes:
+        if not prune:
+            raise UsageError("--all-nodes only applies to --prune")
+        source = click.get_current_context().get_parameter_source("node_name")
+        if source == click.core.ParameterSource.COMMANDLINE:
+            raise UsageError("--all-nodes and --node-name exclude each other")
+        node_name = "*"  # each listed name replaces it (prune.run)
     if not node_name:
         if not dry_run:
             raise UsageError("--node-name (or env NODE_NAME) is required")
@@ -248,18 +286,26 @@ def main(
     if mode == "nodefeature":  # only then is it used (it comes from POD_NAMESPACE otherwise)
         namespace = _checked(NAMESPACE_NAME, namespace, "--namespace")
     directory = None if features_stream is not None else Path(features_dir)
-    if directory is not None and not prune and not directory.is_dir():
-        raise UsageError(
-            f"--features-dir {features_dir}: not an existing directory (a missing directory "
-            "would look like every producer's file had gone)"
-        )
+    host = Path(host_features_dir) if host_features_dir else None
+    if host is not None and features_stream is not None:
+        raise UsageError("--host-features-dir applies to --features-dir, not to --features -")
+    for option, path in (("--features-dir", directory), ("--host-features-dir", host)):
+        if path is not None and not prune and not path.is_dir():
+            raise UsageError(
+                f"{option} {path}: not an existing directory (a missing directory would look "
+                "like every producer's file had gone)"
+            )
+    try:
+        policy = NamespacePolicy.from_lists(allow_namespace, deny_namespace)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     settings = service.Settings(
         node_name=node_name,
         features_dir=directory,
         kubeconfig=kubeconfig,
         mode=mode,
         namespace=namespace,
-        policy=NamespacePolicy.from_lists(allow_namespace, deny_namespace),
+        policy=policy,
         grace=timedelta(seconds=removal_grace),
         api_timeout=api_timeout,
         events=not no_events,
@@ -276,11 +322,13 @@ def main(
         watch=not no_watch,
         api_qps=api_qps,
         api_burst=api_burst,
+        context=context,
+        host_features_dir=host,
     )
     if prune:  # reads no features: everything the annotation names goes
         from . import prune as pruning
 
-        return pruning.run(settings, dry_run, output)
+        return pruning.run(settings, dry_run, output, all_nodes)
     if dry_run:
         return service.run_dry(settings, output)
     if once:

@@ -20,6 +20,8 @@ from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_f
 from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label, qualify
 
 STDIN_PRODUCER = "stdin"
+# the files of the host's own features.d (--host-features-dir) are producers of their own
+HOST_PREFIX = "host:"
 NAME_MAX_BYTES = 255  # a file name's limit on Linux
 
 
@@ -128,23 +130,9 @@ def _qualified(pf: ParsedFile) -> ParsedFile:
     return replace(pf, features=tuple(replace(f, key=qualify(f.key)) for f in pf.features))
 
 
-def read_directory(
-    directory: Path,
-    policy: NamespacePolicy = DEFAULT_POLICY,
-    now: datetime | None = None,
-    settle: float = 0.0,
-) -> Desired:
-    """Read every feature file NFD would read, in NFD's order.
-
-    A producer that rewrites its file in place (truncate, then write) can be read empty or
-    half written. So a file modified less than `settle` seconds ago is *settling*: an
-    unterminated last line is not taken yet, and the labels it no longer lists are not removed
-    yet (see reconcile); it is read again once quiet. Raises FeaturesDirGone when the directory
-    is missing: that is a fault to retry, never "every producer's file is gone".
-    """
-    now = now or datetime.now(UTC)
+def _read_files(directory: Path, now: datetime, prefix: str = "") -> list[ParsedFile]:
     try:
-        files = read_feature_files(directory, now)
+        return read_feature_files(directory, now, prefix)
     except FileNotFoundError:
         raise FeaturesDirGone(
             f"features dir {directory} is gone (unmounted?); every label is kept until it is back"
@@ -153,6 +141,40 @@ def read_directory(
         raise FeaturesDirGone(
             f"features dir {directory} is no longer a directory; every label is kept"
         ) from None
+
+
+def _not_host(pf: ParsedFile) -> ParsedFile:
+    """A file of the pod's directory may not pose as one of the host's."""
+    if not pf.name.startswith(HOST_PREFIX):
+        return pf
+    why = f"{shown(pf.name)}: names starting with {HOST_PREFIX!r} are the host's files; not read"
+    return ParsedFile(name=pf.name, error=why)
+
+
+def read_directory(
+    directory: Path,
+    policy: NamespacePolicy = DEFAULT_POLICY,
+    now: datetime | None = None,
+    settle: float = 0.0,
+    host: Path | None = None,
+) -> Desired:
+    """Read every feature file NFD would read, in NFD's order.
+
+    With `host` (the host's own features.d, --host-features-dir) its files are read too, after
+    the directory's, each a producer named `host:<file>` under the same rules: so a key set in
+    both is the host file's (NFD's "the later file wins", with a warning), and a host file
+    that goes away keeps its labels for the removal grace like any producer's.
+
+    A producer that rewrites its file in place (truncate, then write) can be read empty or
+    half written. So a file modified less than `settle` seconds ago is *settling*: an
+    unterminated last line is not taken yet, and the labels it no longer lists are not removed
+    yet (see reconcile); it is read again once quiet. Raises FeaturesDirGone when the directory
+    is missing: that is a fault to retry, never "every producer's file is gone".
+    """
+    now = now or datetime.now(UTC)
+    files = _read_files(directory, now)
+    if host is not None:
+        files = [_not_host(pf) for pf in files] + _read_files(host, now, HOST_PREFIX)
     settling: set[str] = set()
     latest: float | None = None
     for i, pf in enumerate(files):

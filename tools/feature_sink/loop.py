@@ -92,7 +92,7 @@ class SinkLoop:
             initial=0.2,
             cap=config.max_backoff,
             on_retry=lambda reason: metrics.retries.labels(loop="sync", reason=reason).inc(),
-            logger=log,
+            speak=False,  # the loop says it itself, with how long the failure lasted
         )
         self._changed = False
         self._drift = False
@@ -107,10 +107,11 @@ class SinkLoop:
         self._drift_seen = 0.0  # when the pending drift was first seen
         self._repairing_since = 0.0  # ... and the one the running sync repairs
         self._repair_at = 0.0
-
-    @property
-    def last_error(self) -> str | None:
-        return self.retry.last_error
+        # the failure being lived through (its reason), since when, and how many attempts
+        self.failing: str | None = None
+        self.failing_since: float | None = None
+        self.failed_attempts = 0
+        self.last_error: str | None = None
 
     def sync_once(self, trigger: str = "start", fresh: bool = True) -> bool:
         """One sync attempt; returns success. Never raises for API trouble."""
@@ -124,12 +125,31 @@ class SinkLoop:
             reason = failure_reason(e)
             self.metrics.syncs.labels(result="failure").inc()
             self.metrics.failures.labels(reason=reason).inc()
+            # once per kind of failure: an unreachable API's message differs at every attempt
+            # (connection objects, addresses), and a steady outage must not fill the log
+            if reason != self.failing:
+                log.warning("sync failed (%s): %s; retrying with backoff", reason, e)
+            else:
+                log.debug("sync failed again (%s): %s", reason, e)
+            if self.failing is None:
+                self.failing_since = self.clock()
+            self.failing, self.failed_attempts = reason, self.failed_attempts + 1
+            self.last_error = str(e)
             self._retry_in = self.retry.failed(e, reason)
             self._expiry = None
             return False
         finally:
             self.syncing_since = None
         self.retry.succeeded()
+        if self.failing is not None:
+            log.info(
+                "sync succeeded again after %d failed attempt(s) over %.0fs (%s)",
+                self.failed_attempts,
+                self.clock() - (self.failing_since or self.clock()),
+                self.failing,
+            )
+        self.failing, self.failing_since, self.failed_attempts = None, None, 0
+        self.last_error = None
         self.metrics.syncs.labels(result="success").inc()
         self.last_success = self.clock()
         self.metrics.last_success.set(time.time())

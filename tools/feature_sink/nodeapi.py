@@ -201,21 +201,24 @@ def connect(
     kubeconfig: str | None,
     timeout: float,
     on_request: Callable[[str, str], None] | None = None,
+    context: str | None = None,
     *,
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     on_wait: Callable[[str, float], None] | None = None,
 ) -> NodeAPI:
-    """Load in-cluster config (or `kubeconfig`) and build the client, rate-limited to `qps`
-    requests a second (bursts of `burst`). Makes no request.
+    """Load the client configuration (`kubeconfig`, $KUBECONFIG, ~/.kube/config, else
+    in-cluster; edgefd.kube.client.find_kubeconfig) and build the client, rate-limited to
+    `qps` requests a second (bursts of `burst`). Makes no request.
 
-    Only configuration errors fail here (a bad kubeconfig: exit 3; not in a cluster: exit 1);
-    an unreachable API server is discovered later, by the loop, which retries.
+    Only configuration errors fail here (a bad kubeconfig or context: exit 3; none at all:
+    exit 1); an unreachable API server is discovered later, by the loop, which retries.
     """
     return kube.connect(
         kubeconfig,
         timeout,
         on_request,
+        context=context,
         user_agent=USER_AGENT,
         client_class=NodeAPI,
         qps=qps,

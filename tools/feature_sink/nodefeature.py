@@ -126,7 +126,7 @@ class NodeFeatureSyncer(Syncer):
             body = build_object(
                 self.node_name, self.namespace, d.outcome.labels, d.annotation, rv, now
             )
-        return Plan(d.outcome, changes, body, d.problems)
+        return Plan(d.outcome, changes, body, d.problems, owned=d.owned)
 
     def write(self, current: dict[str, Any] | None, plan: Plan) -> dict[str, Any]:
         assert self.api is not None

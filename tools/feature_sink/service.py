@@ -60,10 +60,44 @@ class Settings:
     watch: bool = True  # keep the object current through a watch (else: read it each sync)
     api_qps: float = DEFAULT_QPS
     api_burst: int = DEFAULT_BURST
+    context: str | None = None  # of the kubeconfig
+    host_features_dir: Path | None = None  # the host's own features.d, read too
 
     @property
     def rules(self) -> Rules:
         return Rules(self.grace, self.policy, self.label_budget)
+
+    def shown(self) -> dict[str, object]:
+        """The settings as the start-up line shows them (what decides behaviour)."""
+        out: dict[str, object] = {"node": self.node_name}
+        if self.mode == "nodefeature":
+            out["namespace"] = self.namespace
+        out["features"] = self.features_dir if self.features_dir is not None else "stdin"
+        if self.host_features_dir is not None:
+            out["host-features"] = self.host_features_dir
+        if self.kubeconfig:
+            out["kubeconfig"] = self.kubeconfig
+        if self.context:
+            out["context"] = self.context
+        if self.policy.extra_allowed:
+            out["allow"] = ",".join(self.policy.extra_allowed)
+        if self.policy.extra_denied:
+            out["deny"] = ",".join(self.policy.extra_denied)
+        for name, seconds in (
+            ("resync", self.resync_interval),
+            ("removal-grace", self.grace.total_seconds()),
+            ("settle", self.settle),
+            ("api-timeout", self.api_timeout),
+            ("max-backoff", self.max_backoff),
+        ):
+            out[name] = f"{seconds:g}s"
+        out["label-budget"] = self.label_budget
+        out["events"] = "on" if self.events else "off"
+        out["watch"] = "on" if self.watch else "off"
+        out["api-qps"] = f"{self.api_qps:g}"
+        out["api-burst"] = self.api_burst
+        out["listen"] = "off" if self.listen is None else f"{self.listen[0]}:{self.listen[1]}"
+        return out
 
 
 def desired_source(settings: Settings) -> ReadDesired:
@@ -80,8 +114,8 @@ def desired_source(settings: Settings) -> ReadDesired:
         if desired.warnings and not desired.present:
             raise BadInput(f"features stream: {desired.warnings[0]}")
         return lambda: desired
-    directory = settings.features_dir
-    return lambda: read_directory(directory, settings.policy, settle=settings.settle)
+    directory, host = settings.features_dir, settings.host_features_dir
+    return lambda: read_directory(directory, settings.policy, settle=settings.settle, host=host)
 
 
 def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
@@ -104,6 +138,7 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
         settings.kubeconfig,
         settings.api_timeout,
         metrics.on_request if metrics else None,
+        settings.context,
         qps=settings.api_qps,
         burst=settings.api_burst,
         on_wait=metrics.on_wait if metrics else None,
@@ -232,12 +267,16 @@ def _print_plan(plan: Plan, output: str) -> None:
 
 def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT (exit 0; labels are kept)."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
     from edgefd.runtime.metrics import HealthServer
     from edgefd.runtime.signals import Signals
     from edgefd.runtime.watch import Watcher
 
     from .loop import LoopConfig, SinkLoop
 
+    logs.serving()  # a service's log is its output: state changes at info
+    log.info("%s", startup_line(settings.mode, settings.shown()))
     read_desired = desired_source(settings)
     metrics = SinkMetrics()
     api = connect(settings, metrics)

@@ -17,6 +17,7 @@ from typing import Any
 from edgefd.core.errors import EdgefdError
 from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy
 
+from . import story
 from .budget import DEFAULT_BUDGET, fit
 from .desired import Desired
 from .metrics import SinkMetrics
@@ -64,13 +65,15 @@ class Rules:
 class Plan:
     """What one sync would do: the label outcome and the one write that makes it so.
 
-    `blocked` says why nothing at all may be written (an untrusted ownership annotation)."""
+    `blocked` says why nothing at all may be written (an untrusted ownership annotation);
+    `owned` is what the sink owned before (the annotation as read and vetted), for the log."""
 
     outcome: Outcome
     changes: list[Change]
     write: Any  # Node: the JSON Patch ops ([] = nothing); NodeFeature: the object, or None
     problems: tuple[Problem, ...] = ()
     blocked: str | None = None
+    owned: Ownership = field(default_factory=Ownership)
 
     @property
     def needed(self) -> bool:
@@ -85,6 +88,7 @@ class Decision:
     annotation: str | None
     problems: tuple[Problem, ...]
     blocked: str | None = None
+    owned: Ownership = field(default_factory=Ownership)
 
 
 def decide(
@@ -107,7 +111,8 @@ def decide(
     problems = (
         ownership_problems(dropped) + budget_problems(over) + conflict_problems(outcome.conflicts)
     )
-    return Decision(outcome, annotation_value(raw, outcome.ownership), tuple(problems))
+    annotation = annotation_value(raw, outcome.ownership)
+    return Decision(outcome, annotation, tuple(problems), owned=owned)
 
 
 def annotation_value(raw: str | None, own: Ownership) -> str | None:
@@ -131,7 +136,8 @@ def plan_node(node: NodeView, desired: Desired, now: datetime, rules: Rules) -> 
     if d.blocked:
         return Plan(d.outcome, [], [], d.problems, d.blocked)
     ops = build_patch(node, d.outcome.labels, ANNOTATION, d.annotation)
-    return Plan(d.outcome, label_changes(current, d.outcome.labels), ops, d.problems)
+    changes = label_changes(current, d.outcome.labels)
+    return Plan(d.outcome, changes, ops, d.problems, owned=d.owned)
 
 
 @dataclass
@@ -174,6 +180,8 @@ class Syncer:
         self.rules = rules
         self.metrics = metrics
         self.reporter = reporter
+        # the owned labels as the last successful sync left them (None: none yet)
+        self.applied: dict[str, str] | None = None
 
     def read(self, fresh: bool = True) -> Any:
         """The object as `plan` takes it: from the watch's copy when trusted and not `fresh`,
@@ -236,13 +244,22 @@ class Syncer:
                     stored = self.write(current, plan)
                 except ApiConflict as e:
                     self.metrics.patch_conflicts.inc()
-                    log.info("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
+                    # a routine retry (the kubelet updates its Node too), not news at info
+                    log.debug("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
                     continue
                 wrote = True
                 if self.cache is not None:
                     self.cache.remember(stored)
-                for c in plan.changes:
-                    log.info("%s: %s", self.what, c)
+                story.tell(
+                    self.what,
+                    plan.changes,
+                    plan.owned,
+                    plan.outcome,
+                    desired,
+                    self.applied,
+                    self.rules.grace,
+                )
+            self.applied = story.applied_labels(plan.outcome)
             owned = len(plan.outcome.ownership.keys)
             self.metrics.owned.set(owned)
             self.metrics.kept.set(len(plan.outcome.kept_for_grace))

@@ -263,19 +263,81 @@ def _event(line: bytes, what: str) -> dict[str, Any]:
     return event
 
 
-def _kubeconfig_dict(path: str) -> dict[str, Any]:
+def _kubeconfig_dict(path: str, label: str) -> dict[str, Any]:
     """The kubeconfig file as a mapping, or BadInput with one line saying why not. Checked here
     because the client's loader fails on a non-mapping with a TypeError deep inside."""
     from edgefd.core.schema import parse_yaml, read_text
 
     try:
-        doc = parse_yaml(read_text(path, "--kubeconfig"), f"--kubeconfig {path}")
+        doc = parse_yaml(read_text(path, label), f"{label} {path}")
     except BadInput as e:  # YAML's own messages span lines
         raise BadInput(" ".join(str(e).split())) from None
     if not isinstance(doc, dict):
         kind = "empty" if doc is None else f"a YAML {type(doc).__name__}"
-        raise BadInput(f"--kubeconfig {path}: {kind}, not a kubeconfig (a YAML mapping)")
+        raise BadInput(f"{label} {path}: {kind}, not a kubeconfig (a YAML mapping)")
     return doc
+
+
+def find_kubeconfig(explicit: str | None) -> tuple[list[str], str] | None:
+    """Which kubeconfig files to load, and how to name them in messages; None: in-cluster.
+
+    kubectl's order: `--kubeconfig`, else `$KUBECONFIG` (a list of files, merged; those that
+    do not exist are skipped), else `~/.kube/config` when it exists, else the pod's service
+    account. So the same command works from a workstation and inside a pod."""
+    if explicit:
+        return [explicit], "--kubeconfig"
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        existing = [p for p in listed if os.path.exists(p)]
+        if not existing:
+            raise BadInput(f"KUBECONFIG {os.pathsep.join(listed)}: no such file")
+        return existing, "KUBECONFIG"
+    home = os.path.expanduser("~/.kube/config")
+    if os.path.isfile(home):
+        return [home], "~/.kube/config"
+    return None
+
+
+def _load_files(
+    paths: list[str], label: str, context: str | None, cfg: Any, k8s_config: Any
+) -> None:
+    docs = [_kubeconfig_dict(p, label) for p in paths]
+    where = f"{label} {os.pathsep.join(paths)}"
+    if context is not None:
+        names = sorted(
+            {
+                str(c.get("name"))
+                for d in docs
+                for c in d.get("contexts") or []
+                if isinstance(c, dict)
+            }
+        )
+        if context not in names:
+            known = ", ".join(names) or "none"
+            raise BadInput(f"--context {context}: no such context in {where} (it has: {known})")
+    try:
+        if len(paths) == 1:
+            # relative certificate paths are relative to the kubeconfig's directory
+            k8s_config.load_kube_config_from_dict(
+                docs[0],
+                context=context,
+                client_configuration=cfg,
+                persist_config=False,
+                temp_file_path=os.path.dirname(os.path.abspath(paths[0])),
+            )
+        else:  # the client merges them as kubectl does (the first file to set a name wins)
+            k8s_config.load_kube_config(
+                config_file=os.pathsep.join(paths),
+                context=context,
+                client_configuration=cfg,
+                persist_config=False,
+            )
+    except (k8s_config.ConfigException, TypeError, KeyError, ValueError, AttributeError) as e:
+        # the loader reports a wrong shape deep inside with whatever error it hits first
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise BadInput(f"{where}: not a usable kubeconfig ({msg})") from e
+    except OSError as e:  # a certificate or key file it names
+        raise BadInput(f"{where}: {e.strerror or e}") from e
 
 
 def connect(
@@ -283,18 +345,20 @@ def connect(
     timeout: float,
     on_request: OnRequest | None = None,
     *,
+    context: str | None = None,
     user_agent: str = "edgefd",
     client_class: type[C] = Client,  # type: ignore[assignment]
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     on_wait: OnWait | None = None,
 ) -> C:
-    """Load `kubeconfig` (None: the pod's in-cluster config) and build a `client_class` whose
+    """Load the client configuration (find_kubeconfig: `kubeconfig`, $KUBECONFIG,
+    ~/.kube/config, else the pod's in-cluster one) and build a `client_class` whose
     requests are limited to `qps` a second (bursts of `burst`; `on_wait(by, seconds)` hears
     of each wait, see edgefd.kube.ratelimit). Makes no request.
 
-    Only configuration errors fail here (a bad kubeconfig: BadInput, exit 3; not in a
-    cluster: exit 1); an unreachable API server is discovered later, by the caller's loop,
+    Only configuration errors fail here (a bad kubeconfig or --context: BadInput, exit 3; none
+    at all: exit 1); an unreachable API server is discovered later, by the caller's loop,
     which retries.
     """
     try:
@@ -304,30 +368,23 @@ def connect(
         raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
 
     cfg = k8s.Configuration()
-    if kubeconfig:
-        doc = _kubeconfig_dict(kubeconfig)
-        try:
-            # relative certificate paths are relative to the kubeconfig's directory
-            k8s_config.load_kube_config_from_dict(
-                doc,
-                client_configuration=cfg,
-                persist_config=False,
-                temp_file_path=os.path.dirname(os.path.abspath(kubeconfig)),
-            )
-        except (k8s_config.ConfigException, TypeError, KeyError, ValueError, AttributeError) as e:
-            # the loader reports a wrong shape deep inside with whatever error it hits first
-            msg = " ".join(str(e).split()) or type(e).__name__
-            raise BadInput(f"--kubeconfig {kubeconfig}: not a usable kubeconfig ({msg})") from e
-        except OSError as e:  # a certificate or key file it names
-            raise BadInput(f"--kubeconfig {kubeconfig}: {e.strerror or e}") from e
+    found = find_kubeconfig(kubeconfig)
+    if found is not None:
+        paths, label = found
+        _load_files(paths, label, context, cfg, k8s_config)
+        source = f"{label} {os.pathsep.join(paths)}" + (f", context {context}" if context else "")
     else:
+        if context is not None:
+            raise BadInput(f"--context {context}: no kubeconfig to take it from (in a pod)")
         try:
             k8s_config.load_incluster_config(client_configuration=cfg)
         except k8s_config.ConfigException as e:
             raise EdgefdError(
                 f"cannot load the in-cluster client configuration: {e} (not running in a pod? "
-                "pass --kubeconfig)"
+                "pass --kubeconfig or set KUBECONFIG)"
             ) from e
+        source = "in-cluster service account"
     cfg.retries = False  # the caller's loop retries, with backoff; never inside a request
+    log.info("API server %s (%s)", cfg.host, source)
     limiter = RateLimiter(qps, burst, on_wait=on_wait)
     return client_class(cfg, timeout, on_request, user_agent=user_agent, limiter=limiter)

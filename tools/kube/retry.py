@@ -5,8 +5,10 @@ A fleet of nodes losing its API server at once comes back at once; if each loop 
 fixed period they would hammer the server in lock-step. So every retry waits a jittered,
 capped exponential backoff (edgefd.core.backoff), stretched to the server's Retry-After when
 it sent one (ApiUnreachable.retry_after). The first failure of a streak is logged at the
-default verbosity (warning), a different failure again, a repeat only at debug level; the
-first success after failures says so. `on_retry(reason)` counts every retry (a metric).
+default verbosity (warning), a failure of another kind (reason) again, a repeat of the same
+kind only at debug level (an unreachable server's message differs at every attempt, and a
+steady outage must not fill the log); the first success after failures says so.
+`on_retry(reason)` counts every retry (a metric).
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ class Retry:
         cap: float = 30.0,
         on_retry: Callable[[str], None] | None = None,
         logger: logging.Logger | None = None,
+        speak: bool = True,
     ) -> None:
+        """`speak=False`: no log lines (a caller that reports failures in its own words)."""
         self.what = what
         self.backoff = Backoff(initial=initial, cap=cap)
         self.on_retry = on_retry or (lambda reason: None)
         self.log = logger or log
+        self.speak = speak
         self.failures = 0  # in the current streak
         self.last_error: str | None = None
+        self.last_reason: str | None = None
 
     def failed(self, exc: BaseException, reason: str = "error") -> float:
         """Record a failure; the seconds to wait before the next attempt."""

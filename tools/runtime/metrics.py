@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from edgefd.core.version import build_info
+
 # `*_created` series double every counter's output and no dashboard of ours reads them
 disable_created_metrics()
 
@@ -24,6 +26,11 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # every /metrics says which build it is (dashboards join on it; always 1)
+        info = build_info()
+        self.gauge("edgefd_build_info", "The running edgefd build.", list(info)).labels(**info).set(
+            1
+        )
 
     def counter(self, name: str, help: str, labels: Sequence[str] = ()) -> Counter:
         return Counter(name, help, labelnames=tuple(labels), registry=self.registry)

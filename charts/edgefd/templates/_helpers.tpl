@@ -11,13 +11,29 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
+{{/* The same for devplugin's DaemonSet and ServiceAccount (k8s/devplugin.yaml). */}}
+{{- define "edgefd.devpluginLabels" -}}
+app.kubernetes.io/name: edgefd-devplugin
+app.kubernetes.io/part-of: edgefd
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
 {{- define "edgefd.namespace" -}}
 {{ .Values.namespace.name }}
 {{- end }}
 
-{{/* The ServiceAccount's user name, which the admission policies match on. */}}
-{{- define "edgefd.serviceAccountUser" -}}
-system:serviceaccount:{{ .Values.namespace.name }}:edgefd
+{{/* Which requests the admission policies look at: those of a holder of edgefd's mark
+(k8s/rbac.yaml), whatever its ServiceAccount is called. */}}
+{{- define "edgefd.markCondition" -}}
+- name: edgefd-mark
+  expression: >-
+    request.userInfo.username.startsWith('system:serviceaccount:') &&
+    authorizer.group('admission.edgefd.io').resource('restrictions').check('subject').allowed()
+    && !authorizer.group('admission.edgefd.io').resource('restrictions')
+    .check('unassigned').allowed()
 {{- end }}
 
 {{- define "edgefd.image" -}}
@@ -77,5 +93,12 @@ projected:
 {{- end }}
 {{- if and .Values.apiServer.host (not .Values.apiServer.port) }}
 {{- fail "apiServer.host needs apiServer.port" }}
+{{- end }}
+{{- range .Values.labels.allowNamespaces }}
+{{- $nfd := or (eq . "feature.node.kubernetes.io") (hasSuffix ".feature.node.kubernetes.io" .) (eq . "profile.node.kubernetes.io") (hasSuffix ".profile.node.kubernetes.io" .) }}
+{{- $k8s := or (eq . "kubernetes.io") (hasSuffix ".kubernetes.io" .) (eq . "k8s.io") (hasSuffix ".k8s.io" .) }}
+{{- if and $k8s (not $nfd) }}
+{{- fail (printf "labels.allowNamespaces: %s is a Kubernetes namespace; the admission policy refuses its labels whatever feature-sink is told" .) }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,139 @@
+"""Fixtures of the keeper's kernel tests: fresh cgroups (v2 and the v1 devices controller) as
+root, and runc's own device filter on them (the harness's runc-devices, built from
+github.com/opencontainers/cgroups). Without root or a cgroup hierarchy these tests skip, and
+fail under CI: they are what shows the grant works."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.peers.processes import REPO_ROOT, harness_binary
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+_n = itertools.count()
+
+# A container's rules as containerd + runc give them (OCI linux.resources.devices, then
+# runc's own additions, among them `c *:* m`), with the Coral's boot node 189:4 from a
+# DeviceSpec ("rw").
+RUNC_RULES = [
+    {"allow": False, "access": "rwm"},
+    {"allow": True, "type": "c", "access": "m"},
+    {"allow": True, "type": "b", "access": "m"},
+    {"allow": True, "type": "c", "major": 1, "minor": 3, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 1, "minor": 5, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 1, "minor": 7, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 1, "minor": 8, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 1, "minor": 9, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 5, "minor": 0, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 136, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 10, "minor": 200, "access": "rwm"},
+    {"allow": True, "type": "c", "major": 189, "minor": 4, "access": "rw"},
+]
+
+
+def _need(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
+
+
+def v2_root() -> Path | None:
+    for p in (CGROUP_FS / "unified", CGROUP_FS):
+        if (p / "cgroup.controllers").exists():
+            return p
+    return None
+
+
+@pytest.fixture
+def as_root() -> None:
+    if os.geteuid() != 0:
+        _need("needs root (cgroups, bpf(2), mknod)")
+
+
+def _cleanup(d: Path) -> None:
+    for _ in range(50):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def v2_cgroups(as_root: None) -> Iterator[Callable[[], Path]]:
+    """Make fresh v2 cgroups (removed at the end, once their processes are gone)."""
+    root = v2_root()
+    if root is None:
+        _need("no cgroup v2 hierarchy mounted (mount -t cgroup2)")
+    made: list[Path] = []
+
+    def make() -> Path:
+        d = root / f"edgefd-keeper-test-{os.getpid()}-{next(_n)}"
+        d.mkdir()
+        made.append(d)
+        return d
+
+    yield make
+    for d in reversed(made):
+        _cleanup(d)
+
+
+@pytest.fixture
+def v2_cgroup(v2_cgroups: Callable[[], Path]) -> Path:
+    return v2_cgroups()
+
+
+@pytest.fixture
+def v1_devices(as_root: None) -> Iterator[Path]:
+    base = CGROUP_FS / "devices"
+    if not (base / "devices.list").exists():
+        _need("no cgroup v1 devices controller at /sys/fs/cgroup/devices")
+    d = base / f"edgefd-keeper-test-{os.getpid()}-{next(_n)}"
+    d.mkdir()
+    yield d
+    _cleanup(d)
+
+
+@pytest.fixture
+def runc_filter() -> Callable[..., None]:
+    """runc-devices: put runc's own device rules on a cgroup (v2 program, or v1 files)."""
+    binary = harness_binary("runc-devices")
+
+    def attach(cgroup: Path, rules: list[dict] = RUNC_RULES, v1: bool = False) -> None:
+        argv = [str(binary), "-cgroup", str(cgroup), *(["-v1"] if v1 else [])]
+        subprocess.run(argv, input=json.dumps(rules), text=True, check=True, timeout=30)
+
+    return attach
+
+
+@pytest.fixture
+def standin(as_root: None, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen]]:
+    """Start stand-in containers (standin.py); each is killed at the end."""
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, node: str, uid: int = 0, cgroups: list[Path] = ()) -> subprocess.Popen:
+        root = tmp_path / f"root{len(procs)}"
+        root.mkdir()
+        argv = ["python3", "-m", "tests.device_keeper.standin", str(root), name, node]
+        argv += ["--uid", str(uid)]
+        for cg in cgroups:
+            argv += ["--cgroup-procs", str(cg / "cgroup.procs")]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=REPO_ROOT)
+        procs.append(p)
+        assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()

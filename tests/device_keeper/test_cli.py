@@ -1,0 +1,135 @@
+"""`device-keeper` as a command: one-line errors with the documented exit codes, and `serve`
+reading moves as JSON lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from edgefd.device_keeper.events import parse
+
+
+def _run(*args, input=None):
+    return subprocess.run(
+        ["device-keeper", *args], capture_output=True, text=True, input=input, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (
+            ["grant", "--cgroup", "/nonexistent", "--allow", "c:189:5"],
+            3,
+            "no such cgroup directory",
+        ),
+        (["grant", "--cgroup", "/tmp", "--allow", "c:189:5"], 3, "neither a cgroup v2 directory"),
+        (["grant", "--cgroup", "/tmp", "--allow", "q:1:2"], 2, "is not a device node"),
+        (["grant", "--cgroup", "/tmp"], 2, "nothing to do"),
+        (["grant", "--allow", "c:1:2"], 2, "Missing option '--cgroup'"),
+        (["frobnicate"], 2, "No such command"),
+    ],
+)
+def test_errors_are_one_line_with_the_documented_code(args, code, message):
+    r = _run(*args)
+    assert r.returncode == code, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("device-keeper: error: ")
+    assert message in r.stderr
+
+
+def test_allow_and_revoke_of_one_node(tmp_path):
+    (tmp_path / "devices.list").write_text("c 1:2 rw\n")
+    r = _run("grant", "--cgroup", str(tmp_path), "--allow", "c:1:2", "--revoke", "c:1:2")
+    assert r.returncode == 2 and "both allowed and revoked" in r.stderr
+
+
+def test_v1_dry_run_prints_the_lines_it_would_write(tmp_path):
+    """A v1 devices directory is recognised by its files; nothing is written in a dry run."""
+    (tmp_path / "devices.list").write_text("c 189:4 rw\nc *:* m\n")
+    for f in ("devices.allow", "devices.deny"):
+        (tmp_path / f).write_text("")
+    args = ["grant", "--cgroup", str(tmp_path), "--allow", "c:189:5", "--revoke", "c:189:4"]
+    r = _run(*args, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "devices.deny: c 189:4 rwm\ndevices.allow: c 189:5 rw\n"
+    assert (tmp_path / "devices.allow").read_text() == ""
+    doc = json.loads(_run(*args, "--dry-run", "-o", "json").stdout)
+    assert doc["applied"] is False and doc["cgroup_version"] == "v1"
+    assert doc["writes"][0] == {"file": "devices.deny", "line": "c 189:4 rwm"}
+
+
+def test_v1_unrestricted_cgroup_is_refused(tmp_path):
+    (tmp_path / "devices.list").write_text("a *:* rwm\n")
+    r = _run("grant", "--cgroup", str(tmp_path), "--allow", "c:189:5")
+    assert r.returncode == 1 and "allows every device" in r.stderr
+
+
+def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
+    good = {
+        "device": {"name": "coral-usb-1-1-3", "plugin": [["edgefd.io/coral-usb", "usb-1-1.3"]]},
+        "old": "c:189:4",
+        "new": "c:189:5",
+    }
+    events = "not json\n" + json.dumps(good) + "\n"
+    r = _run(
+        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "", "-o", "json",
+        input=events,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "event line 1:" in r.stderr and "no pod-resources socket" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc == {
+        "device": "coral-usb-1-1-3",
+        "old": "c 189:4",
+        "new": "c 189:5",
+        "containers": [],
+    }
+
+
+def test_event_with_access_and_a_second_node():
+    m = parse(
+        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]]}, "old": "c:189:4", '
+        '"new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
+    )
+    assert (m.access, m.container_path) == ("rwm", "/dev/edgefd/x.1")
+    assert m.device.dra == frozenset({("edgefd.io", "n1", "x")})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"device": {"name": "../etc"}, "old": "c:1:2", "new": "c:1:3"}',
+        '{"device": {"name": "x", "plugin": [["only-one"]]}, "old": "c:1:2", "new": "c:1:3"}',
+        '{"device": {"name": "x"}, "old": "c:1", "new": "c:1:3"}',
+        "[]",
+        '{"device": {"name": "x"}, "old": "c:1:2", "new": "c:1:3", "path": "/etc/passwd"}',
+    ],
+)
+def test_bad_events(line):
+    with pytest.raises(Exception):  # noqa: B017 - ValueError or UsageError, both skip the line
+        parse(line)
+
+
+def test_follow_reads_lines_as_they_are_appended_and_a_replaced_file(tmp_path):
+    from edgefd.device_keeper.events import follow
+
+    path = tmp_path / "moves.jsonl"
+    got: list[str] = []
+    steps = iter(
+        [
+            lambda: path.write_text("one\ntw"),  # the file appears, the 2nd line half-written
+            lambda: path.open("a").write("o\n"),
+            lambda: (path.unlink(), path.write_text("three\n")),  # replaced: read from its start
+        ]
+    )
+
+    def wait(_: float) -> None:
+        step = next(steps, None)
+        if step is not None:
+            step()
+
+    for line in follow(str(path), lambda: len(got) == 3, wait):
+        got.append(line)
+    assert got == ["one\n", "two\n", "three\n"]

@@ -1,0 +1,171 @@
+"""The grant against the kernel and runc's own device rules: a cgroup gets exactly the filter
+runc attaches (v2) or the files runc writes (v1); after `grant`, only the two changed nodes
+behave differently, over a spread of (type, major, minor, access). Root only (see conftest)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from edgefd.device_keeper import bpf, cgroupv2, program
+from edgefd.device_keeper.grant import SystemdManaged, grant
+from edgefd.device_keeper.rules import DevNode, Rule
+
+from .probe import SPREAD, changed, probe
+
+pytestmark = pytest.mark.root
+
+OLD, NEW, NEXT = DevNode("c", 189, 4), DevNode("c", 189, 5), DevNode("c", 189, 6)
+
+
+def _expect(revoked: DevNode, granted: DevNode) -> dict:
+    """Revoked: r and w go, and m too (runc allowed `c *:* m`); granted: r and w come (m was
+    already allowed by runc's wildcard)."""
+    out = {}
+    for acc in "rwm":
+        out[("c", revoked.major, revoked.minor, acc)] = (True, False)
+    for acc in "rw":
+        out[("c", granted.major, granted.minor, acc)] = (False, True)
+    return out
+
+
+def _programs(cgroup: Path) -> list[bpf.ProgInfo]:
+    fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _, ids = bpf.query(fd)
+        infos = []
+        for pid in ids:
+            pfd = bpf.prog_fd(pid)
+            try:
+                infos.append(bpf.prog_info(pfd))
+            finally:
+                os.close(pfd)
+        return infos
+    finally:
+        os.close(fd)
+
+
+def test_v2_only_the_two_nodes_change(v2_cgroup, runc_filter):
+    runc_filter(v2_cgroup)
+    procs = [str(v2_cgroup / "cgroup.procs")]
+    before = probe(procs, SPREAD)
+    assert before[("c", 189, 4, "r")] and not before[("c", 189, 5, "r")]  # runc's program
+    runc_prog = _programs(v2_cgroup)
+    assert len(runc_prog) == 1 and runc_prog[0].name != program.NAME
+
+    out = grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    after = probe(procs, SPREAD)
+    assert changed(before, after) == _expect(OLD, NEW)
+
+    progs = _programs(v2_cgroup)
+    assert [p.name for p in progs] == [program.NAME]  # replaced, not added
+    assert out.changed and out.patches[0].prog_id == runc_prog[0].id
+    rules, body = program.split(program.unpack(progs[0].insns))
+    assert rules == (Rule(OLD, None), Rule(NEW, "rw"))
+    assert body == program.unpack(runc_prog[0].insns)  # runc's instructions, unchanged
+
+
+def test_v2_next_grant_replaces_the_preamble_and_a_reused_minor_comes_back(v2_cgroup, runc_filter):
+    runc_filter(v2_cgroup)
+    procs = [str(v2_cgroup / "cgroup.procs")]
+    grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    first = probe(procs, SPREAD)
+    grant(str(v2_cgroup), {NEXT: "rw"}, {NEW})
+    second = probe(procs, SPREAD)
+    assert changed(first, second) == _expect(NEW, NEXT)
+    progs = _programs(v2_cgroup)
+    assert len(progs) == 1
+    rules, body = program.split(program.unpack(progs[0].insns))
+    assert len(program.unpack(progs[0].insns)) == len(program.build(rules, body))  # one preamble
+    assert rules == (Rule(OLD, None), Rule(NEW, None), Rule(NEXT, "rw"))
+    # the kernel gives 189:4 to the same device again: allowed again, 189:6 revoked
+    grant(str(v2_cgroup), {OLD: "rw"}, {NEXT})
+    third = probe(procs, SPREAD)
+    # mknod of 189:4 comes back too: runc's `c *:* m` decides it again
+    assert changed(second, third) == {**_expect(NEXT, OLD), ("c", 189, 4, "m"): (False, True)}
+
+
+def test_v2_repeating_a_grant_changes_nothing(v2_cgroup, runc_filter):
+    runc_filter(v2_cgroup)
+    grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    ids = [p.id for p in _programs(v2_cgroup)]
+    out = grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    assert not out.changed and [p.id for p in _programs(v2_cgroup)] == ids
+
+
+def test_v2_dry_run_loads_nothing(v2_cgroup, runc_filter):
+    runc_filter(v2_cgroup)
+    ids = [p.id for p in _programs(v2_cgroup)]
+    out = grant(str(v2_cgroup), {NEW: "rw"}, {OLD}, dry_run=True)
+    assert [p.id for p in _programs(v2_cgroup)] == ids
+    assert out.text().splitlines()[1:3] == ["deny c 189:4", "allow c 189:5 rw"]
+
+
+def test_v2_every_attached_program_is_patched(v2_cgroup, runc_filter):
+    """Programs on one cgroup are ANDed: a second one (ALLOW_MULTI) that also denies the new
+    node would keep it shut unless it is patched too."""
+    runc_filter(v2_cgroup)
+    second = program.unpack(_programs(v2_cgroup)[0].insns)  # another copy of runc's program
+    fd = bpf.load(program.pack(second), "other", b"GPL\0")
+    cg = os.open(v2_cgroup, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        bpf.attach(cg, fd, bpf.F_ALLOW_MULTI)
+    finally:
+        os.close(cg)
+        os.close(fd)
+    procs = [str(v2_cgroup / "cgroup.procs")]
+    before = probe(procs, SPREAD)
+    grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    assert changed(before, probe(procs, SPREAD)) == _expect(OLD, NEW)
+    assert [p.name for p in _programs(v2_cgroup)] == [program.NAME, program.NAME]
+
+
+def test_v2_cgroup_without_a_program_is_refused(v2_cgroup):
+    with pytest.raises(cgroupv2.GrantRefused, match="no device program"):
+        grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+
+
+def test_v2_systemd_scope_is_refused_and_left_alone(v2_cgroup, runc_filter):
+    scope = v2_cgroup / "kubepods-besteffort-pod1.slice" / "cri-containerd-abc.scope"
+    scope.mkdir(parents=True)
+    try:
+        runc_filter(scope)
+        ids = [p.id for p in _programs(scope)]
+        with pytest.raises(SystemdManaged, match="daemon-reload"):
+            grant(str(scope), {NEW: "rw"}, {OLD})
+        assert [p.id for p in _programs(scope)] == ids
+    finally:
+        scope.rmdir()
+        scope.parent.rmdir()
+
+
+def test_v1_only_the_two_nodes_change(v1_devices, runc_filter):
+    runc_filter(v1_devices, v1=True)
+    procs = [str(v1_devices / "cgroup.procs")]
+    before = probe(procs, SPREAD)
+    assert before[("c", 189, 4, "r")] and not before[("c", 189, 5, "r")]
+    grant(str(v1_devices), {NEW: "rw"}, {OLD})
+    after = probe(procs, SPREAD)
+    # v1 cannot take a node out of runc's `c *:* m` wildcard: mknod of the old node stays
+    # allowed, opening it does not
+    expect = _expect(OLD, NEW)
+    del expect[("c", 189, 4, "m")]
+    assert changed(before, after) == expect
+    listed = (v1_devices / "devices.list").read_text().split("\n")
+    assert "c 189:5 rw" in listed and not any(line.startswith("c 189:4 ") for line in listed)
+    assert not grant(str(v1_devices), {NEW: "rw"}, {OLD}).changed  # already so
+
+
+def test_cli_grant_and_dry_run(v2_cgroup, runc_filter):
+    runc_filter(v2_cgroup)
+    argv = ["device-keeper", "grant", "--cgroup", str(v2_cgroup), "--allow", "c:189:5"]
+    argv += ["--revoke", "c:189:4"]
+    dry = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True, check=True)
+    assert "deny c 189:4\nallow c 189:5 rw\n" in dry.stdout
+    assert [p.name for p in _programs(v2_cgroup)] != [program.NAME]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert "allowed c 189:5 rw, revoked c 189:4" in done.stdout
+    assert [p.name for p in _programs(v2_cgroup)] == [program.NAME]

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+
+from edgefd.core.errors import UsageError
+from edgefd.device_keeper.rules import DevNode, Rule, merge, parse_node
+
+C4, C5 = DevNode("c", 189, 4), DevNode("c", 189, 5)
+
+
+@pytest.mark.parametrize(
+    "text, node, access",
+    [
+        ("c:189:5", C5, "rw"),
+        ("c:189:5:rwm", C5, "rwm"),
+        ("c:189:5:mr", C5, "rm"),
+        ("b:8:0:r", DevNode("b", 8, 0), "r"),
+        (" c:189:4 ", C4, "rw"),
+    ],
+)
+def test_parse_node(text, node, access):
+    assert parse_node(text) == (node, access)
+
+
+@pytest.mark.parametrize(
+    "text", ["c:189", "x:1:2", "c:-1:2", "c:189:5:rx", "c:189:5:rr", "c:4096:0", "c:1:1048576", ""]
+)
+def test_bad_nodes_are_usage_errors(text):
+    with pytest.raises(UsageError):
+        parse_node(text)
+
+
+def test_merge_newest_wins_and_keeps_one_rule_per_node():
+    first = merge((), {C5: "rw"}, {C4})
+    assert first == (Rule(C4, None), Rule(C5, "rw"))
+    # the same device gets 189:4 back later: allowed again, 189:5 revoked
+    assert merge(first, {C4: "rw"}, {C5}) == (Rule(C4, "rw"), Rule(C5, None))
+
+
+def test_allow_and_revoke_of_one_node_is_refused():
+    with pytest.raises(UsageError, match="both allowed and revoked"):
+        merge((), {C4: "rw"}, {C4})

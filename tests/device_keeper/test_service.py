@@ -1,0 +1,120 @@
+"""The service on one move: exactly the holders' running containers get the new node, in
+their cgroups and at their own path; a container that was not given the device gets neither
+node; a systemd-managed one is refused, logged and counted. Kernel and stand-in containers
+are real (root); the kubelet's and the runtime's answers are given (phase 2 runs the real
+ones on the e2e node)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from edgefd.device_keeper.containers import Container
+from edgefd.device_keeper.holders import DeviceRef, Holder
+from edgefd.device_keeper.metrics import KeeperMetrics
+from edgefd.device_keeper.rules import DevNode
+from edgefd.device_keeper.service import Keeper, Move
+
+from .conftest import RUNC_RULES, v2_root
+from .probe import probe
+from .test_holders import PODS
+
+pytestmark = pytest.mark.root
+
+CORAL = DeviceRef("coral-usb-1-1-3", plugin=frozenset({("edgefd.io/coral-usb", "usb-1-1.3")}))
+MOVE = Move(CORAL, DevNode("c", 189, 4), DevNode("c", 189, 5))
+PATH = "/dev/edgefd/coral-usb-1-1-3"
+NOT_GIVEN = [r for r in RUNC_RULES if r.get("major") != 189]
+
+
+class Pods:
+    def list(self):
+        return PODS
+
+
+class Runtime:
+    def __init__(self, by_pod):
+        self.by_pod = by_pod
+
+    def containers(self, holder):
+        c = self.by_pod.get(holder.pod)
+        return [] if c is None else [Container(holder, *c)]
+
+
+def _probe(cg):
+    return probe([str(cg / "cgroup.procs")], [("c", 189, 4, "r"), ("c", 189, 5, "r")])
+
+
+def test_only_the_holder_gets_the_new_node(v2_cgroups, runc_filter, standin, caplog):
+    holder_cg, other_cg = v2_cgroups(), v2_cgroups()
+    runc_filter(holder_cg)
+    runc_filter(other_cg, NOT_GIVEN)
+    holder = standin("coral-usb-1-1-3", "189:4", cgroups=[holder_cg])
+    other = standin("coral-usb-1-1-3", "189:4", cgroups=[other_cg])
+    runtime = Runtime(
+        {
+            "detector": ("c0ffee", holder.pid, f"/{holder_cg.name}"),
+            "other-port": ("decaf", other.pid, f"/{other_cg.name}"),
+        }
+    )
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        done = keeper.handle(MOVE)
+
+    assert [(d.holder.pod, d.node) for d in done] == [("detector", "replaced")]
+    assert _probe(holder_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert _probe(other_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): False}
+    assert os.minor(os.stat(f"/proc/{holder.pid}/root{PATH}").st_rdev) == 5
+    assert os.minor(os.stat(f"/proc/{other.pid}/root{PATH}").st_rdev) == 4
+    assert metrics.value("edgefd_device_keeper_grants_total", cgroup="v2") == 1
+    assert metrics.value("edgefd_device_keeper_revokes_total", cgroup="v2") == 1
+    assert metrics.value("edgefd_device_keeper_node_replacements_total", result="replaced") == 1
+    assert (
+        "ns/detector/app (container c0ffee, via device-plugin): allowed c 189:5, revoked c 189:4"
+        in caplog.text
+    )
+
+
+def test_dry_run_changes_nothing(v2_cgroup, runc_filter, standin):
+    runc_filter(v2_cgroup)
+    p = standin("coral-usb-1-1-3", "189:4", cgroups=[v2_cgroup])
+    runtime = Runtime({"detector": ("c0ffee", p.pid, f"/{v2_cgroup.name}")})
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), dry_run=True)
+    done = keeper.handle(MOVE)
+    assert done[0].node == "would name c 189:5"
+    assert _probe(v2_cgroup)[("c", 189, 5, "r")] is False
+    assert os.minor(os.stat(f"/proc/{p.pid}/root{PATH}").st_rdev) == 4
+
+
+def test_systemd_driver_is_refused_with_one_line_and_a_metric(caplog):
+    runtime = Runtime({"detector": ("c0ffee", 1, "kubepods-pod1.slice:cri-containerd:c0ffee")})
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, str(v2_root() or "/sys/fs/cgroup"), "/proc", metrics)
+    with caplog.at_level(logging.WARNING, logger="device-keeper"):
+        done = keeper.handle(MOVE)
+    assert done[0].refused == "systemd cgroup driver"
+    assert metrics.value("edgefd_device_keeper_refused_total", reason="systemd") == 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "daemon-reload" in lines[0]
+
+
+def test_nobody_holds_it():
+    keeper = Keeper(Pods(), Runtime({}), "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    other = Move(DeviceRef("ncs2-1-2"), DevNode("c", 189, 7), DevNode("c", 189, 8))
+    assert keeper.handle(other) == []
+
+
+def test_holder_listed_but_runtime_unreachable():
+    from edgefd.core.errors import Unreachable
+
+    class Down:
+        def containers(self, holder):
+            raise Unreachable("CRI ListContainers: UNAVAILABLE: connection refused")
+
+    metrics = KeeperMetrics()
+    done = Keeper(Pods(), Down(), "/sys/fs/cgroup", "/proc", metrics).handle(MOVE)
+    assert {d.holder for d in done} >= {Holder("ns", "detector", "app", "device-plugin")}
+    assert metrics.value("edgefd_device_keeper_errors_total", stage="runtime") == 2

@@ -1,0 +1,216 @@
+"""The device-keeper component (k8s/overlays/device-keeper), rendered by the real kustomize:
+off by default; when on, exactly the capabilities and host mounts the keeper needs (each
+with its reason; measured, see the README), nothing more for it and nothing at all for the
+rest of the pod, which keeps the base's least privilege; no API token; its flags point where
+its mounts are. Escalations of the keeper are caught by the same check."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.k8s.test_dra_manifests import render
+from tests.k8s.test_kustomize import SSA, applied, kubectl, write_kustomization
+from tests.k8s.test_manifests import (
+    DEVPLUGIN_DS,
+    K8S,
+    LABELS_DS,
+    TOKEN_PATH,
+    all_containers,
+    container,
+    daemonset,
+    effective_security,
+    flag_value,
+    pod_spec,
+    privilege_violations,
+    schema_errors,
+)
+
+OVERLAYS = K8S / "overlays"
+__all__ = ["applied"]  # a fixture of test_kustomize's, used here too
+KEEPER = "device-keeper"
+CAPS = {
+    "SYS_ADMIN": "bpf(2) on the container's cgroup v2 device program; v1 devices.allow/deny",
+    "SYS_PTRACE": "opening /proc/<pid>/root of a workload process (ptrace access check)",
+    "MKNOD": "creating the new node in the workload's own /dev",
+}
+# hostPath -> (type, read-only)
+HOSTPATHS = {
+    "/proc": ("Directory", True),
+    "/sys/fs/cgroup": ("Directory", False),  # v1 devices files are written
+    "/var/lib/kubelet/pod-resources": ("Directory", True),
+    "/run/containerd/containerd.sock": ("Socket", False),  # a socket: ro would not matter
+    "/var/run/crio/crio.sock": ("Socket", False),  # CRI-O's (chart: deviceKeeper.criSocket)
+}
+COMBINATIONS = [
+    ("device-keeper",),
+    ("hostnetwork", "device-keeper"),
+    ("device-keeper", "dra"),
+    ("hostnetwork", "nodefeature", "device-keeper", "dra"),
+]
+DRA_HOSTPATHS = (
+    "/var/lib/kubelet/plugins_registry",
+    "/var/lib/kubelet/plugins/edgefd.io",
+    "/var/run/cdi",
+)
+
+
+def keeper_violations(ds: dict[str, Any]) -> list[str]:
+    """Every way the keeper exceeds what it needs, or the pod grants it more (empty: none)."""
+    spec = pod_spec(ds)
+    out: list[str] = []
+    for key in ("hostPID", "hostIPC"):
+        if spec.get(key):
+            out.append(f"pod uses {key}")
+    c = container(spec, KEEPER)
+    sec = effective_security(spec, c)
+    if sec.get("privileged") is not False:
+        out.append("privileged must be false")
+    if sec.get("allowPrivilegeEscalation") is not False:
+        out.append("allowPrivilegeEscalation must be false")
+    if sec.get("readOnlyRootFilesystem") is not True:
+        out.append("readOnlyRootFilesystem must be true")
+    if sec.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        out.append("seccompProfile must be RuntimeDefault")
+    if sec.get("runAsUser") != 0:
+        out.append("runAsUser 0, explicitly (the host's root owns /proc/<pid>/root and cgroupfs)")
+    caps = sec.get("capabilities", {})
+    if caps.get("drop") != ["ALL"]:
+        out.append("must drop ALL capabilities")
+    if sorted(caps.get("add", [])) != sorted(CAPS):
+        out.append(f"adds {caps.get('add')}, needs exactly {sorted(CAPS)}")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in c.get("volumeMounts", []):
+        v = volumes[m["name"]]
+        if m["mountPath"] == TOKEN_PATH or "projected" in v:
+            out.append("must have no API token")
+        if "emptyDir" in v:
+            continue
+        if "hostPath" not in v:
+            out.append(f"{m['mountPath']}: not a hostPath or emptyDir")
+            continue
+        path, kind = v["hostPath"]["path"], v["hostPath"].get("type")
+        if path in DRA_HOSTPATHS or path not in HOSTPATHS:
+            out.append(f"may not mount {path}")
+            continue
+        want_kind, read_only = HOSTPATHS[path]
+        if kind != want_kind:
+            out.append(f"{path}: hostPath type must be {want_kind}")
+        if read_only and m.get("readOnly") is not True:
+            out.append(f"{m['mountPath']} must be read-only")
+        if m.get("mountPropagation", "None") != "None":
+            out.append(f"{m['mountPath']} must not propagate mounts")
+        if m["mountPath"] != "/host" + path:
+            out.append(f"{path} must be at /host{path} (--host-root=/host)")
+    for _, other in all_containers(spec):
+        if other["name"] == KEEPER:
+            continue
+        for m in other.get("volumeMounts", []):
+            path = volumes.get(m["name"], {}).get("hostPath", {}).get("path")
+            if path in HOSTPATHS and path != "/sys":
+                out.append(f"{other['name']} may not mount {path}")
+    return out
+
+
+def without_keeper(ds: dict[str, Any]) -> dict[str, Any]:
+    """The DaemonSet less the keeper container and the volumes only it mounts."""
+    ds = copy.deepcopy(ds)
+    spec = pod_spec(ds)
+    c = container(spec, KEEPER)
+    spec["containers"].remove(c)
+    mine = {m["name"] for m in c.get("volumeMounts", [])}
+    used = {m["name"] for _, o in all_containers(spec) for m in o.get("volumeMounts", [])}
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in mine - used]
+    return ds
+
+
+@pytest.fixture(scope="module")
+def keeper_ds() -> dict[str, Any]:
+    return daemonset(render([K8S], [OVERLAYS / KEEPER]), DEVPLUGIN_DS)
+
+
+def test_off_by_default() -> None:
+    for name in (LABELS_DS, DEVPLUGIN_DS):
+        assert KEEPER not in [c["name"] for _, c in all_containers(pod_spec(daemonset(None, name)))]
+
+
+def test_exactly_what_the_keeper_needs(keeper_ds: dict[str, Any]) -> None:
+    assert keeper_violations(keeper_ds) == []
+    assert schema_errors(keeper_ds) is None
+
+
+def test_the_rest_of_the_pod_is_the_base(keeper_ds: dict[str, Any]) -> None:
+    rest = without_keeper(keeper_ds)
+    assert privilege_violations(rest) == []
+    assert rest == daemonset(None, DEVPLUGIN_DS)
+
+
+def test_flags_point_where_the_mounts_are(keeper_ds: dict[str, Any]) -> None:
+    c = container(pod_spec(keeper_ds), KEEPER)
+    cmd = c["command"]
+    assert cmd[:2] == ["device-keeper", "serve"] and flag_value(cmd, "--host-root") == "/host"
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert "/host" + flag_value(cmd, "--cri-socket") in mounts
+    assert "/host" + flag_value(cmd, "--kubelet-dir") + "/pod-resources" in mounts
+    events = flag_value(cmd, "--events")
+    assert any(events.startswith(m + "/") for m in mounts)
+    port = int(flag_value(cmd, "--listen").rpartition(":")[2])
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert ports[c[probe]["httpGet"]["port"]] == port
+
+
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+def test_combinations(components: tuple[str, ...]) -> None:
+    ds = daemonset(render([K8S], [OVERLAYS / c for c in components]), DEVPLUGIN_DS)
+    assert keeper_violations(ds) == []
+    rest = privilege_violations(without_keeper(ds))
+    rest = [v for v in rest if not any(p in v for p in DRA_HOSTPATHS)]
+    assert set(rest) == ({"pod uses hostNetwork"} if "hostnetwork" in components else set())
+
+
+ESCALATIONS = {
+    "extra-cap": lambda s: container(s, KEEPER)["securityContext"]["capabilities"]["add"].append(
+        "NET_ADMIN"
+    ),
+    "no-drop": lambda s: container(s, KEEPER)["securityContext"]["capabilities"].pop("drop"),
+    "host-pid": lambda s: s.update(hostPID=True),
+    "privileged": lambda s: container(s, KEEPER)["securityContext"].update(privileged=True),
+    "writable-proc": lambda s: next(
+        m for m in container(s, KEEPER)["volumeMounts"] if m["mountPath"] == "/host/proc"
+    ).pop("readOnly"),
+    "host-dev": lambda s: container(s, KEEPER)["volumeMounts"].append(
+        {"name": "host-dev", "mountPath": "/host/dev"}
+    ),
+    "cgroup-in-devplugin": lambda s: container(s, "devplugin")["volumeMounts"].append(
+        {"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup"}
+    ),
+    "token": lambda s: container(s, KEEPER)["volumeMounts"].append(
+        {"name": "devplugin-token", "mountPath": TOKEN_PATH, "readOnly": True}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCALATIONS))
+def test_check_catches_escalations(keeper_ds: dict[str, Any], name: str) -> None:
+    ds = copy.deepcopy(keeper_ds)
+    ESCALATIONS[name](pod_spec(ds))
+    assert keeper_violations(ds)
+
+
+@pytest.mark.realpeer
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.usefixtures("applied")  # the base, applied once (tests/k8s/test_kustomize.py)
+def test_server_side_dry_run(
+    kube_apiserver: Any, components: tuple[str, ...], tmp_path: Any
+) -> None:
+    """The real API server validates the keeper's container and volumes (a Socket hostPath,
+    added capabilities) in every documented combination."""
+
+    write_kustomization(tmp_path, components)
+    r = kubectl(kube_apiserver, "apply", "--server-side", "--dry-run=server",
+                *SSA, "-k", str(tmp_path))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "serverside-applied (server dry run)" in r.stdout

@@ -1,0 +1,196 @@
+"""One scenario of ``scripts/e2e``: edgefd installed one way (the overlay with kustomize, or the
+chart with helm), offering devices through one API (device plugin or DRA), on one host tree;
+its checks run in order on the shared node (session.py) and give one result.
+
+A scenario is named ``WAY[+WAY...][@TREE]``: ``device-plugin`` (the default), ``helm``,
+``dra``, ``helm+dra``; ``@TREE`` is a fixture node name (tests/fixtures/nodes) or a host tree
+directory (default: the rpi4-coral sample). Every expectation of the checks comes from the tree
+(expect.py), so any tree with an accelerator the catalogue knows can be a scenario's.
+
+The check lists: ``CHECKS`` (device plugin, checks_pod/devices/lifecycle) and
+``checks_dra.CHECKS``; each entry is (key, check, the keys it needs to have passed). A new check
+is one more entry. What does not depend on the host tree runs once per way of installing (the
+first scenario of that way): the checks in ``ONCE_PER_WAY``, and the memory figure, once per
+device API (the chart runs the same pod as the overlay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.peers.processes import REPO_ROOT
+
+from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
+from .context import Run
+from .expect import plugin_offer, producer_labels
+from .install import HelmInstall, chart_values
+from .kube import Api, Kubectl, NodeSampler
+
+log = logging.getLogger("e2e")
+OVERLAY = REPO_ROOT / "tests" / "system" / "overlay"
+IDLE_S = 30.0
+WAYS = ("device-plugin", "helm", "dra")
+
+Check = Callable[[Run], dict[str, Any]]
+CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
+    ("1_daemonset", checks_pod.check_daemonset, ()),
+    ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
+    ("3_allocatable", checks_pod.check_allocatable, ("1_daemonset",)),
+    ("4_workload", checks_devices.check_workload, ("3_allocatable",)),
+    ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
+    ("6_replug", checks_devices.check_replug, ("4_workload",)),
+    ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
+    ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
+    ("9_figures", checks_lifecycle.check_figures, ()),
+]
+
+
+# the lifecycle of the install (checks_lifecycle, checks_dra's delete) and the figures
+ONCE_PER_WAY = frozenset({"7_rolling_update", "8_delete", "9_figures"})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    helm: bool = False
+    dra: bool = False
+    tree: str | None = None  # a fixture node name or a directory; None: the default sample
+
+    @classmethod
+    def parse(cls, spec: str) -> Scenario:
+        ways, _, tree = spec.partition("@")
+        words = set(ways.split("+")) if ways else {"device-plugin"}
+        if not words <= set(WAYS) or (not tree and "@" in spec):
+            raise ValueError(f"{spec!r}: not WAY[+WAY][@TREE] with WAY one of {', '.join(WAYS)}")
+        return cls(spec, helm="helm" in words, dra="dra" in words, tree=tree or None)
+
+    @property
+    def api(self) -> str:
+        return "dra" if self.dra else "device-plugin"
+
+    @property
+    def way(self) -> tuple[bool, bool]:
+        """How it is installed and offers devices: scenarios of one way have the same pod."""
+        return self.helm, self.dra
+
+    def overlay(self) -> Path:
+        return checks_dra.OVERLAY if self.dra else OVERLAY
+
+    def checks(self, first_of_way: bool = True) -> list[tuple[str, Check, tuple[str, ...]]]:
+        """The checks to run: all of them, or the host tree's only (``first_of_way`` False)."""
+        checks = checks_dra.CHECKS if self.dra else CHECKS
+        return [c for c in checks if first_of_way or c[0] not in ONCE_PER_WAY]
+
+
+def rendered_daemonset(kubectl: Kubectl, overlay: Path = OVERLAY) -> dict[str, Any]:
+    docs = yaml.safe_load_all(kubectl("kustomize", str(overlay)))
+    return next(
+        d for d in docs if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "edgefd"
+    )
+
+
+def overlay_settings(ds: dict[str, Any]) -> tuple[int, str, str]:
+    """(API port, host sysfs path inside the node, image) as the overlay sets them."""
+    spec = ds["spec"]["template"]["spec"]
+    sink = next(c for c in spec["containers"] if c["name"] == "feature-sink")
+    port = int(next(e["value"] for e in sink["env"] if e["name"] == "KUBERNETES_SERVICE_PORT"))
+    sys_path = next(v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "host-sys")
+    return port, sys_path, sink["image"]
+
+
+def run_scenario(
+    session: Any, sc: Scenario, measure_idle: bool, first_of_way: bool = True
+) -> dict[str, Any]:
+    """Install edgefd as ``sc`` says on the session's node, run its checks; the result."""
+    result: dict[str, Any] = {"scenario": sc.name, "ok": False, "checks": {}, "timings": {}}
+    t0 = time.monotonic()
+    run: Run | None = None
+    try:
+        tree = session.load_tree(sc.tree)
+        ds = rendered_daemonset(session.kubectl, sc.overlay())
+        port, sys_inside, image = overlay_settings(ds)
+        helm = None
+        if sc.helm:  # the same settings as chart values; its DaemonSet is what runs
+            helm = HelmInstall(session.bin, session.kubectl, chart_values(port, sys_inside, sc.api))
+            ds = helm.daemonset()
+        node = session.node
+        api = Api(session.cp)
+        run = Run(
+            cp=session.cp,
+            node=node,
+            api=api,
+            kubectl=session.kubectl,
+            sampler=NodeSampler(api, node.spec.name).start(),
+            overlay=sc.overlay(),
+            daemonset=ds,
+            image=image,
+            expected=producer_labels(tree),
+            offer=plugin_offer(tree, node.spec.name),
+            measure_idle=measure_idle,
+        )
+        run.figures["image_bytes"] = node.runtime.image_size(image)
+        for archive in node.spec.images:
+            run.figures["image_archive_bytes"] = archive.stat().st_size
+        result["node"] = node.spec.name
+        result["tree"] = sc.tree or "rpi4-coral"
+        run.t_apply = time.monotonic()
+        if helm:
+            helm.install()
+        else:
+            session.kubectl("apply", "--server-side", "-k", str(sc.overlay()))
+        run_checks(run, sc.checks(first_of_way), result)
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        log.error("%s: %s", sc.name, result["error"])
+    finally:
+        if run:
+            result["figures"] = run.figures
+            result["samples"] = len(run.sampler.stop())
+        result["ok"] = (
+            bool(result["checks"])
+            and all(c["ok"] for c in result["checks"].values())
+            and "error" not in result
+        )
+        result["timings"]["scenario_s"] = round(time.monotonic() - t0, 2)
+    return result
+
+
+def run_checks(
+    run: Run, checks: list[tuple[str, Check, tuple[str, ...]]], result: dict[str, Any]
+) -> None:
+    t0 = time.monotonic()
+    for key, check, needs in checks:
+        if key == "4_workload" and run.measure_idle:  # all before only read: memory at rest
+            measure_idle(run, result)
+        failed = [n for n in needs if not result["checks"].get(n, {}).get("ok")]
+        t = time.monotonic()
+        if failed:
+            res: dict[str, Any] = {"ok": False, "skipped": f"needs {', '.join(failed)}"}
+        else:
+            try:
+                res = check(run)
+            except Exception as e:  # a check that cannot finish has failed; go on
+                log.debug("check %s", key, exc_info=True)
+                res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        res["s"] = round(time.monotonic() - t, 2)
+        result["checks"][key] = res
+        verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
+        log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+    result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
+
+
+def measure_idle(run: Run, result: dict[str, Any]) -> None:
+    if not result["checks"].get("1_daemonset", {}).get("ok"):
+        return
+    ready_at = run.t_apply + run.figures["ds_create_to_ready_s"]
+    time.sleep(max(0.0, ready_at + IDLE_S - time.monotonic()))
+    with contextlib.suppress(Exception):
+        run.figures["memory_mib"] = checks_pod.container_memory(run)

@@ -1,0 +1,214 @@
+"""`device-keeper`: keep a re-enumerating device reachable inside running containers.
+
+    device-keeper grant --cgroup DIR --allow c:189:5 [--revoke c:189:4] [--dry-run]
+    device-keeper serve --events FILE|-            (the service; see service.py)
+
+
+Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
+device program, a program that cannot be extended), 2 usage, 3 the cgroup is missing or not
+a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from edgefd.cli import (
+    Command,
+    Listen,
+    dry_run_option,
+    guarded,
+    host_root_option,
+    listen_option,
+    output_option,
+    verbose_option,
+)
+
+TOOL = "device-keeper"
+log = logging.getLogger(TOOL)
+
+
+class Group(Command, click.Group):
+    """Subcommands with the one-line usage errors of every edgefd command."""
+
+
+@click.group(name=TOOL, cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Keep a Coral or NCS2 reachable inside running containers when it re-enumerates."""
+
+
+def _nodes(values: tuple[str, ...], what: str) -> dict[Any, str]:
+    from .rules import parse_node
+
+    out: dict[Any, str] = {}
+    for v in values:
+        node, access = parse_node(v)
+        if node in out:
+            from edgefd.core.errors import UsageError
+
+            raise UsageError(f"{what} {node.spec} given twice")
+        out[node] = access
+    return out
+
+
+@main.command("grant", cls=Command)
+@click.option(
+    "--cgroup",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The container's cgroup: a v2 directory, or its v1 devices controller directory.",
+)
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="T:MAJ:MIN[:ACC]",
+    help="Allow this node (e.g. c:189:5; access rw unless given, e.g. c:189:5:rwm).",
+)
+@click.option(
+    "--revoke",
+    "revoke",
+    multiple=True,
+    metavar="T:MAJ:MIN",
+    help="Revoke this node for every access (e.g. c:189:4), also if its number is reused.",
+)
+@dry_run_option
+@output_option
+@verbose_option
+@guarded(TOOL)
+def grant_cmd(
+    cgroup: str,
+    allow: tuple[str, ...],
+    revoke: tuple[str, ...],
+    dry_run: bool,
+    output: str,
+    verbose: int,
+) -> int:
+    """Allow and revoke device nodes on one container cgroup, as the service does."""
+    from edgefd.core.errors import UsageError
+    from edgefd.core.output import emit_json, write_stdout
+
+    from .grant import grant
+
+    allowed = _nodes(allow, "--allow")
+    revoked = set(_nodes(revoke, "--revoke"))
+    if not allowed and not revoked:
+        raise UsageError("nothing to do: give --allow and/or --revoke")
+    out = grant(cgroup, allowed, revoked, dry_run=dry_run)
+    if output == "json":
+        emit_json(out.as_json())
+    elif dry_run:
+        write_stdout(out.text().encode())
+    else:
+        what = ", ".join(
+            [f"allowed {n} {a}" for n, a in sorted(allowed.items())]
+            + [f"revoked {n}" for n in sorted(revoked)]
+        )
+        state = "" if out.changed else " (already so)"
+        write_stdout(f"{cgroup} ({out.version}): {what}{state}\n".encode())
+    return 0
+
+
+@main.command("serve", cls=Command)
+@click.option(
+    "--events",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="JSON lines of moves ('-': stdin); until the device inventory feeds the service.",
+)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep reading --events as it grows (and wait for it to appear), until SIGTERM.",
+)
+@host_root_option
+@click.option(
+    "--kubelet-dir",
+    default="/var/lib/kubelet",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The kubelet's directory (pod-resources/kubelet.sock in it), on the host.",
+)
+@click.option(
+    "--cri-socket",
+    default="/run/containerd/containerd.sock",
+    show_default=True,
+    help="The runtime's CRI socket (CRI-O: /var/run/crio/crio.sock).",
+)
+@listen_option(":8083")
+@dry_run_option
+@output_option
+@verbose_option
+@guarded(TOOL)
+def serve_cmd(
+    events: str,
+    follow: bool,
+    host_root: str,
+    kubelet_dir: str,
+    cri_socket: str,
+    listen: Listen,
+    dry_run: bool,
+    output: str,
+    verbose: int,
+) -> int:
+    """Grant each re-enumerated device to exactly the running containers holding it."""
+    import os
+    import sys
+
+    from edgefd.core.output import emit_json
+    from edgefd.runtime.signals import Signals
+
+    from .containers import Runtime
+    from .events import follow as follow_file
+    from .events import moves
+    from .metrics import KeeperMetrics
+    from .podresources import PodResources
+    from .service import Keeper
+
+    def host(path: str) -> str:
+        return os.path.join(host_root, path.lstrip("/"))
+
+    metrics = KeeperMetrics()
+    keeper = Keeper(
+        PodResources(host(os.path.join(kubelet_dir, "pod-resources", "kubelet.sock"))),
+        Runtime(host(cri_socket)),
+        cgroup_fs=host("/sys/fs/cgroup"),
+        proc=host("/proc"),
+        metrics=metrics,
+        dry_run=dry_run,
+    )
+
+    def report(move: Any, done: list[Any]) -> None:
+        if output == "json":
+            emit_json(
+                {
+                    "device": move.device.name,
+                    "old": str(move.old),
+                    "new": str(move.new),
+                    "containers": [d.as_json() for d in done],
+                }
+            )
+
+    with Signals() as signals:
+        server = None
+        if listen is not None:
+            from edgefd.runtime.metrics import HealthServer
+
+            server = HealthServer(metrics, *listen).start()
+            log.info("listening on %s:%d", listen[0], server.port)
+        try:
+            if follow:
+                stopped = lambda: signals.stop_requested  # noqa: E731
+                keeper.run(moves(follow_file(events, stopped, signals.wait)), report)
+            elif events == "-":
+                keeper.run(moves(sys.stdin), report)
+            else:
+                with open(events, encoding="utf-8") as f:
+                    keeper.run(moves(f), report)
+        finally:
+            if server is not None:
+                server.stop()
+    return 0

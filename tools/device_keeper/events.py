@@ -1,0 +1,106 @@
+"""A source of moves from JSON lines, one move a line, for operators and tests until the
+device inventory feeds the service (phase 2 of issue 20):
+
+    {"device": {"name": "coral-usb-1-1-3",
+                "plugin": [["edgefd.io/coral-usb", "usb-1-1.3"]],
+                "dra": [["edgefd.io", "node1", "usb-1-1-3"]]},
+     "old": "c:189:4", "new": "c:189:5"}
+
+`new` may carry the access (`c:189:5:rwm`; default rw); `path` names the container's path when
+it is not `/dev/edgefd/<name>` (a device's second node: `/dev/edgefd/<name>.1`).
+
+A bad line is logged with its number and skipped; the stream goes on. With `--follow` the
+file is read as it grows (a file the inventory appends to, in the pod).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from edgefd.core.errors import EdgefdError
+
+from .holders import DeviceRef
+from .rules import parse_node
+from .service import CONTAINER_DIR, Move
+
+log = logging.getLogger("device-keeper")
+POLL = 0.05  # seconds between looks at a followed file that has no new line
+
+
+def _pairs(value: Any, width: int, what: str) -> frozenset:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(
+        isinstance(v, list) and len(v) == width and all(isinstance(x, str) for x in v)
+        for v in value
+    ):
+        raise ValueError(f"{what}: a list of {width}-string lists")
+    return frozenset(tuple(v) for v in value)
+
+
+def parse(line: str) -> Move:
+    """One move; ValueError (or EdgefdError for a bad node) says what is wrong."""
+    doc = json.loads(line)
+    if not isinstance(doc, dict) or not isinstance(doc.get("device"), dict):
+        raise ValueError("expected an object with a 'device' object")
+    dev = doc["device"]
+    name = dev.get("name")
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ValueError("device.name: a file name")
+    ref = DeviceRef(
+        name, _pairs(dev.get("plugin"), 2, "device.plugin"), _pairs(dev.get("dra"), 3, "device.dra")
+    )
+    old, _ = parse_node(str(doc.get("old", "")))
+    new, access = parse_node(str(doc.get("new", "")))
+    path = doc.get("path", "")
+    if not isinstance(path, str) or (path and not path.startswith(f"{CONTAINER_DIR}/")):
+        raise ValueError(f"path: a file under {CONTAINER_DIR}/")
+    return Move(ref, old, new, access, path)
+
+
+def moves(lines: Iterable[str]) -> Iterator[Move]:
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield parse(line)
+        except (ValueError, EdgefdError) as e:
+            log.error("event line %d: %s; skipped", n, e)
+
+
+def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]) -> Iterator[str]:
+    """The lines of a file as they are appended (`tail -F`), until `stopped()`; a file that
+    does not exist yet is waited for, one replaced (a new inode) is read from its start."""
+    f = None
+    ino = None
+    partial = ""
+    while not stopped():
+        if f is None:
+            try:
+                f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - kept open
+                ino = os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                wait(POLL)
+                continue
+        chunk = f.readline()
+        if chunk:
+            partial += chunk
+            if partial.endswith("\n"):
+                yield partial
+                partial = ""
+            continue
+        try:
+            replaced = os.stat(path).st_ino != ino
+        except FileNotFoundError:
+            replaced = True
+        if replaced:
+            f.close()
+            f, partial = None, ""
+            continue
+        wait(POLL)
+    if f is not None:
+        f.close()

@@ -1,0 +1,125 @@
+"""One grant on one container cgroup: allow the new node, revoke the old one. The one code
+path of `device-keeper grant` and of the service.
+
+Which cgroup version a directory is: a v1 devices controller directory has `devices.list`;
+a v2 directory has `cgroup.controllers`. A cgroup managed by systemd (the systemd cgroup
+driver: `…/kubepods-….slice/cri-containerd-<id>.scope`, `crio-<id>.scope`) is refused: a
+`systemctl daemon-reload` re-applies the scope's own `DeviceAllow=` and would silently undo
+the grant (nvidia-container-toolkit #251, runc #4859), so the keeper says so instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+
+from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError
+
+from . import cgroupv1, cgroupv2
+from .cgroupv2 import GrantRefused
+from .rules import DevNode, disjoint
+
+
+class SystemdManaged(GrantRefused):
+    """The cgroup belongs to a systemd scope; a daemon-reload would undo a grant."""
+
+
+class GrantFailed(EdgefdError):
+    """The kernel refused a write (permissions, the verifier); nothing half-done stays."""
+
+    exit_code = EXIT_OUTPUT
+
+
+@dataclass
+class Outcome:
+    cgroup: str
+    version: str  # "v1" / "v2"
+    allow: dict[DevNode, str]
+    revoke: set[DevNode]
+    applied: bool
+    writes: list[cgroupv1.Write] = field(default_factory=list)
+    patches: list[cgroupv2.Patch] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(w.changes for w in self.writes) or any(p.changed for p in self.patches)
+
+    def as_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {
+            "cgroup": self.cgroup,
+            "cgroup_version": self.version,
+            "allow": [f"{n} {a}" for n, a in sorted(self.allow.items())],
+            "revoke": [str(n) for n in sorted(self.revoke)],
+            "applied": self.applied,
+            "changed": self.changed,
+        }
+        if self.version == "v1":
+            doc["writes"] = [{"file": w.file, "line": w.line} for w in self.writes]
+        else:
+            doc["programs"] = [p.as_json() for p in self.patches]
+        return doc
+
+    def text(self) -> str:
+        """What --dry-run prints: the lines it would write, or the program's rule list."""
+        if self.version == "v1":
+            return "".join(f"{w}\n" for w in self.writes)
+        lines = []
+        for p in self.patches:
+            lines.append(f"# program {p.prog_id} on {self.cgroup}: replaced by")
+            lines += [str(r) for r in p.after]
+            lines.append(f"then: {p.as_json()['then']}")
+        return "".join(f"{line}\n" for line in lines)
+
+
+def systemd_scope(cgroup: str) -> bool:
+    """Whether the directory is a systemd scope in a slice (the systemd cgroup driver)."""
+    parts = [p for p in os.path.normpath(cgroup).split(os.sep) if p]
+    return len(parts) >= 2 and parts[-1].endswith(".scope") and parts[-2].endswith(".slice")
+
+
+def version(cgroup: str) -> str:
+    if not os.path.isdir(cgroup):
+        raise BadInput(f"{cgroup}: no such cgroup directory")
+    if os.path.exists(os.path.join(cgroup, "devices.list")):
+        return "v1"
+    if os.path.exists(os.path.join(cgroup, "cgroup.controllers")):
+        return "v2"
+    raise BadInput(
+        f"{cgroup}: neither a cgroup v2 directory nor one of the v1 devices controller's"
+    )
+
+
+def grant(
+    cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode], dry_run: bool = False
+) -> Outcome:
+    """Allow `allow`, revoke `revoke` on one cgroup (or, dry, say what that would do)."""
+    disjoint(allow, revoke)
+    ver = version(cgroup)
+    if systemd_scope(cgroup):
+        raise SystemdManaged(
+            f"{cgroup}: a systemd scope (systemd cgroup driver); a daemon-reload would undo "
+            "the grant, so none is made"
+        )
+    out = Outcome(cgroup, ver, dict(allow), set(revoke), applied=not dry_run)
+    try:
+        if ver == "v1":
+            out.writes = cgroupv1.plan(cgroup, allow, revoke)
+            if not dry_run:
+                cgroupv1.apply(cgroup, out.writes)
+        elif dry_run:
+            out.patches = cgroupv2.plan(cgroup, allow, revoke)
+        else:
+            out.patches = cgroupv2.apply(cgroup, allow, revoke)
+    except GrantRefused:
+        raise
+    except FileNotFoundError:
+        raise BadInput(f"{cgroup}: the cgroup went away") from None
+    except OSError as e:
+        hint = ""
+        if e.errno in (errno.EPERM, errno.EACCES):
+            hint = " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
+            if ver == "v1":
+                hint = " (needs CAP_SYS_ADMIN and a parent devices cgroup that allows the node)"
+        raise GrantFailed(f"{cgroup}: {e.strerror or e}{hint}") from None
+    return out

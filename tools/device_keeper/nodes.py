@@ -1,0 +1,139 @@
+"""Making a running container's own path for a device (`/dev/edgefd/<name>`) name its new
+node, in the container's mount namespace.
+
+The container's root is reached through `/proc/<pid>/root` of one of its processes, and every
+path under it is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+RESOLVE_NO_MAGICLINKS): the container owns that tree, so a symlink it planted (`/dev/edgefd`
+-> `/host/etc`) or a `..` cannot make the keeper create a node outside it. The new node is made
+beside the old one under a temporary name with the old one's mode and owner, then renamed
+over it: the path names the old node or the new one, never nothing. A path that is not a
+device node, or that names a node other than the old or the new one, is left alone.
+
+No setns: a thread of a multi-threaded process cannot enter another mount namespace, and the
+directory fd of the container's /dev is all mknodat/renameat need. libusb's
+`/dev/bus/usb/BBB/DDD` needs nothing here: it is the host's /dev/bus/usb, bind-mounted
+read-only, where the new node already exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import stat
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from edgefd.core.errors import EdgefdError
+
+from .rules import DevNode
+
+SYS_OPENAT2 = 437  # the same number on every architecture (new syscalls are unified)
+RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_IN_ROOT = 0x02, 0x04, 0x10
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NodeNotReplaced(EdgefdError):
+    """The container's path was left as it is (said why)."""
+
+
+@dataclass(frozen=True)
+class Replaced:
+    pid: int
+    path: str
+    old: DevNode | None  # what the path named before (None: it did not exist)
+    new: DevNode
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+
+def openat2(dirfd: int, path: str, flags: int, resolve: int) -> int:
+    how = struct.pack("<QQQ", flags | os.O_CLOEXEC, 0, resolve)
+    buf = ctypes.create_string_buffer(how, len(how))
+    fd = _libc.syscall(
+        SYS_OPENAT2, ctypes.c_int(dirfd), os.fsencode(path), buf, ctypes.c_size_t(len(how))
+    )
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return int(fd)
+
+
+@contextlib.contextmanager
+def _fd(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _node_of(st: os.stat_result) -> DevNode | None:
+    if stat.S_ISCHR(st.st_mode):
+        return DevNode("c", os.major(st.st_rdev), os.minor(st.st_rdev))
+    if stat.S_ISBLK(st.st_mode):
+        return DevNode("b", os.major(st.st_rdev), os.minor(st.st_rdev))
+    return None
+
+
+def replace(
+    pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc"
+) -> Replaced:
+    """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
+    names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    if not path.startswith("/") or not name or name in (".", ".."):
+        raise NodeNotReplaced(f"{path!r} is not an absolute path to a file")
+    resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+    try:
+        root = os.open(f"{proc}/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise NodeNotReplaced(f"process {pid}: cannot open its root ({e.strerror})") from None
+    with _fd(root):
+        try:
+            dfd = openat2(root, parent.lstrip("/") or ".", os.O_PATH | os.O_DIRECTORY, resolve)
+        except OSError as e:
+            why = "a symlink on the way" if e.errno == errno.ELOOP else e.strerror
+            raise NodeNotReplaced(f"process {pid}: {parent}: {why}") from None
+        with _fd(dfd):
+            return _swap(dfd, pid, path, name, new, old)
+
+
+def _swap(dfd: int, pid: int, path: str, name: str, new: DevNode, old: DevNode | None) -> Replaced:
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    current = None if st is None else _node_of(st)
+    if st is not None and current is None:
+        raise NodeNotReplaced(f"process {pid}: {path} is not a device node; left alone")
+    if current == new:
+        return Replaced(pid, path, current, new)
+    if current is not None and current != old:
+        raise NodeNotReplaced(
+            f"process {pid}: {path} names {current}, not the old node {old}; left alone"
+        )
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o660
+    kind = stat.S_IFCHR if new.type == "c" else stat.S_IFBLK
+    tmp = f".{name}.edgefd-keeper"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dfd)
+    try:
+        # the old node's mode exactly: not narrowed by our umask (no fchmodat without
+        # following symlinks on Linux, and the container could swap the name for one)
+        mask = os.umask(0)
+        try:
+            os.mknod(tmp, kind | mode, new.rdev, dir_fd=dfd)
+        finally:
+            os.umask(mask)
+        if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            os.chown(tmp, st.st_uid, st.st_gid, dir_fd=dfd, follow_symlinks=False)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise NodeNotReplaced(f"process {pid}: {path}: cannot create {new}: {e.strerror}") from None
+    return Replaced(pid, path, current, new)

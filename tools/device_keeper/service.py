@@ -1,0 +1,207 @@
+"""The service: for each "device X moved from node A to node B" event, every running container
+the kubelet gave X to (either API) is allowed B and denied A, and its /dev/edgefd/<name> is
+made to name B. Nothing else is touched: a container that does not hold X never gains B.
+
+Events come from an injected source (any iterable of `Move`): the device inventory's
+re-enumeration events in the DaemonSet (phase 2), a JSON-lines stream for operators and
+tests (events.py). Who holds what is asked of the kubelet at each event, not cached: a
+re-enumeration is rare and the answer must be current.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from edgefd.core.errors import EdgefdError
+
+from . import nodes
+from .cgroupv2 import GrantRefused, Unrestricted
+from .containers import Container
+from .grant import SystemdManaged, grant
+from .holders import DeviceRef, Holder, holders
+from .metrics import KeeperMetrics
+from .rules import DEFAULT_ACCESS, DevNode
+
+log = logging.getLogger("device-keeper")
+CONTAINER_DIR = "/dev/edgefd"
+
+
+@dataclass(frozen=True)
+class Move:
+    """Device `device` re-enumerated at its place: its node went from `old` to `new`."""
+
+    device: DeviceRef
+    old: DevNode
+    new: DevNode
+    access: str = DEFAULT_ACCESS
+    path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
+
+    @property
+    def container_path(self) -> str:
+        """Where the runtime put the node in the container (a device's second node, if it
+        has one, is `<name>.1`: the event says so)."""
+        return self.path or f"{CONTAINER_DIR}/{self.device.name}"
+
+
+@dataclass
+class Done:
+    """What one move did to one container."""
+
+    holder: Holder
+    container: str = ""
+    cgroups: list[str] = field(default_factory=list)
+    node: str = ""  # replaced / unchanged / skipped / failed: why
+    refused: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.holder.namespace,
+            "pod": self.holder.pod,
+            "container": self.holder.container,
+            "via": self.holder.via,
+            "container_id": self.container,
+            "cgroups": self.cgroups,
+            "node": self.node,
+            "refused": self.refused or None,
+        }
+
+
+class PodLister(Protocol):
+    def list(self) -> list[Any]: ...
+
+
+class ContainerFinder(Protocol):
+    def containers(self, holder: Holder) -> list[Container]: ...
+
+
+class Keeper:
+    def __init__(
+        self,
+        pods: PodLister,
+        runtime: ContainerFinder,
+        cgroup_fs: str,
+        proc: str,
+        metrics: KeeperMetrics,
+        dry_run: bool = False,
+    ) -> None:
+        self.pods = pods
+        self.runtime = runtime
+        self.cgroup_fs = cgroup_fs
+        self.proc = proc
+        self.metrics = metrics
+        self.dry_run = dry_run
+
+    def handle(self, move: Move) -> list[Done]:
+        self.metrics.moves.inc()
+        try:
+            held = holders(self.pods.list(), move.device)
+        except EdgefdError as e:
+            self.metrics.errors.labels("holders").inc()
+            log.error(
+                "%s moved %s -> %s: cannot ask who holds it: %s",
+                move.device.name,
+                move.old,
+                move.new,
+                e,
+            )
+            return []
+        if not held:
+            log.info(
+                "%s moved %s -> %s: no running container holds it",
+                move.device.name,
+                move.old,
+                move.new,
+            )
+        out = []
+        for h in held:
+            try:
+                found = self.runtime.containers(h)
+            except EdgefdError as e:
+                self.metrics.errors.labels("runtime").inc()
+                log.error("%s: cannot find its container: %s", h, e)
+                out.append(Done(h, refused=str(e)))
+                continue
+            out += [self._container(move, c) for c in found]
+        return out
+
+    def _container(self, move: Move, c: Container) -> Done:
+        done = Done(c.holder, c.id)
+        if c.systemd:
+            self.metrics.refused.labels("systemd").inc()
+            done.refused = "systemd cgroup driver"
+            log.warning(
+                "%s (container %s): not granted %s: the systemd cgroup driver re-applies the "
+                "scope's DeviceAllow= on a daemon-reload and would undo it",
+                c.holder,
+                c.id[:12],
+                move.new,
+            )
+            return done
+        for d in c.cgroup_dirs(self.cgroup_fs):
+            try:
+                res = grant(d, {move.new: move.access}, {move.old}, dry_run=self.dry_run)
+            except Unrestricted:
+                continue
+            except EdgefdError as e:
+                self._not_granted(c, done, e)
+                continue
+            done.cgroups.append(f"{res.version}:{d}")
+            if res.applied:
+                self.metrics.grants.labels(res.version).inc()
+                self.metrics.revokes.labels(res.version).inc()
+            log.info(
+                "%s (container %s, via %s): %s %s, %s %s (cgroup %s %s)",
+                c.holder,
+                c.id[:12],
+                c.holder.via,
+                "would allow" if self.dry_run else "allowed",
+                move.new,
+                "would revoke" if self.dry_run else "revoked",
+                move.old,
+                res.version,
+                d,
+            )
+        if not done.cgroups:
+            done.node = "skipped: no grant"
+            return done
+        done.node = self._node(move, c)
+        return done
+
+    def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
+        """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
+        said no): logged and counted; the container's other cgroup and path are still tried."""
+        if isinstance(e, SystemdManaged):
+            self.metrics.refused.labels("systemd").inc()
+        elif isinstance(e, GrantRefused):
+            self.metrics.refused.labels("program").inc()
+        else:
+            self.metrics.errors.labels("grant").inc()
+        done.refused = str(e)
+        log.log(
+            logging.WARNING if isinstance(e, SystemdManaged) else logging.ERROR,
+            "%s: %s",
+            c.holder,
+            e,
+        )
+
+    def _node(self, move: Move, c: Container) -> str:
+        if self.dry_run:
+            return f"would name {move.new}"
+        try:
+            r = nodes.replace(c.pid, move.container_path, move.new, move.old, proc=self.proc)
+        except nodes.NodeNotReplaced as e:
+            self.metrics.nodes.labels("failed").inc()
+            log.error("%s: %s", c.holder, e)
+            return f"failed: {e}"
+        result = "replaced" if r.changed else "unchanged"
+        self.metrics.nodes.labels(result).inc()
+        log.info("%s: %s now names %s (was %s)", c.holder, r.path, r.new, r.old or "missing")
+        return result
+
+    def run(self, source: Iterable[Move], report: Callable[[Move, list[Done]], None]) -> None:
+        """Handle every move the source yields until it ends (or the caller stops it)."""
+        for move in source:
+            report(move, self.handle(move))
