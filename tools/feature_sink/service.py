@@ -79,10 +79,10 @@ class Settings:
             out["kubeconfig"] = self.kubeconfig
         if self.context:
             out["context"] = self.context
-        if self.policy.extra_allowed:
-            out["allow"] = ",".join(self.policy.extra_allowed)
-        if self.policy.extra_denied:
-            out["deny"] = ",".join(self.policy.extra_denied)
+        allowed = self.policy.allowed
+        out["namespaces"] = "any" if allowed is None else ",".join(allowed)
+        if self.policy.denied:
+            out["deny"] = ",".join(self.policy.denied)
         for name, seconds in (
             ("resync", self.resync_interval),
             ("removal-grace", self.grace.total_seconds()),

@@ -51,21 +51,23 @@ class Retry:
             delay = max(delay, float(asked))
         self.failures += 1
         msg = str(exc)
-        if msg != self.last_error:
+        if not self.speak:
+            pass
+        elif reason != self.last_reason:
             self.log.warning("%s failed (%s): %s", self.what, reason, msg)
         else:
             self.log.debug(
                 "%s failed again (%s, retry in %.1f s): %s", self.what, reason, delay, msg
             )
-        self.last_error = msg
+        self.last_error, self.last_reason = msg, reason
         self.on_retry(reason)
         return delay
 
     def succeeded(self) -> None:
-        if self.failures:
+        if self.failures and self.speak:
             self.log.warning("%s succeeded again after %d failure(s)", self.what, self.failures)
         self.failures = 0
-        self.last_error = None
+        self.last_error = self.last_reason = None
         self.backoff.reset()
 
     @property
