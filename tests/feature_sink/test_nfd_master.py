@@ -18,7 +18,6 @@ from tests.peers.nfd import NFDMaster, install_nfd_crds
 pytestmark = pytest.mark.realpeer
 
 NS = "edgefd-nf"  # edgefd's namespace in this test (the option's RBAC, re-namespaced)
-SA = "edgefd"
 GROUP, VERSION, PLURAL = "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures"
 EDGEFD = "edgefd.io"
 
@@ -44,10 +43,15 @@ def nodefeature_kubeconfig(cluster: Cluster, kube_apiserver: Any) -> str:
     import kubernetes.utils
     import yaml
 
-    kube_apiserver.ensure_service_account(NS, SA)
     api = kube_apiserver.admin_api()
     path = ROOT / "k8s" / "overlays" / "nodefeature" / "nodefeature-rbac.yaml"
-    for doc in yaml.safe_load_all(path.read_text()):
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    # the account the option binds (its subject), in NS
+    sa = next(
+        s["name"] for d in docs for s in d.get("subjects") or () if s["kind"] == "ServiceAccount"
+    )
+    kube_apiserver.ensure_service_account(NS, sa)
+    for doc in docs:
         doc["metadata"]["namespace"] = NS
         for subject in doc.get("subjects") or ():
             subject["namespace"] = NS
@@ -56,7 +60,7 @@ def nodefeature_kubeconfig(cluster: Cluster, kube_apiserver: Any) -> str:
         except kubernetes.utils.FailToCreateError as e:
             if any(getattr(x, "status", None) != 409 for x in e.api_exceptions):
                 raise
-    return kube_apiserver.kubeconfig_for_token(kube_apiserver.mint_token(NS, SA))
+    return kube_apiserver.kubeconfig_for_token(kube_apiserver.mint_token(NS, sa))
 
 
 def kubelet_like_node(cluster: Cluster, labels: dict[str, str] | None = None) -> str:

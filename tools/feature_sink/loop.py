@@ -136,6 +136,11 @@ class SinkLoop:
             self.failing, self.failed_attempts = reason, self.failed_attempts + 1
             self.last_error = str(e)
             self._retry_in = self.retry.failed(e, reason)
+            cache = getattr(self.syncer, "cache", None)
+            if cache is not None and isinstance(e, ApiUnreachable) and e.retry_after is None:
+                # no answer at all: what the watch last said may be stale (its connection may
+                # not have noticed yet), so the retries read the object until it speaks again
+                cache.lost()
             self._expiry = None
             return False
         finally:

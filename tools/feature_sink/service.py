@@ -176,6 +176,10 @@ def watch_object(settings: Settings, syncer: Syncer, api: Any, loop: Any, metric
             metrics.object_watch_up.set(0)
             cache.lost()
 
+        def bookmark(self) -> None:
+            metrics.object_watch_up.set(1)
+            cache.bookmark()
+
     return ListWatch(
         api,
         resource,

@@ -83,8 +83,15 @@ class WatchedObject:
         self._store(obj, deleted=kind == "DELETED", drift=True)
 
     def lost(self) -> None:
+        """The watch failed, or the API server did not answer a request: read the object
+        from it until the watch speaks again."""
         with self._lock:
             self._trusted = False
+
+    def bookmark(self) -> None:
+        """The watch is alive and has delivered everything up to now."""
+        with self._lock:
+            self._trusted = self._known
 
     # --
 

@@ -12,8 +12,9 @@ the shared backoff (edgefd.kube.retry), so an API-server restart costs one watch
 a list and a watch, per client: no storm of re-reads.
 
 The handler hears `listed(objects, reason)` after every list (all objects, by name),
-`event(type, object)` for each ADDED/MODIFIED/DELETED, and `lost()` when the watch failed
-(the copy may be stale until `listed` or the next event).
+`event(type, object)` for each ADDED/MODIFIED/DELETED, `lost()` when the watch failed (the
+copy may be stale until `listed` or the next event), and, if it has one, `bookmark()` at each
+bookmark (the watch is alive and current).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ class ListWatch:
                 kind = ev.get("type")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.handler.event(kind, obj)
+                elif kind == "BOOKMARK" and hasattr(self.handler, "bookmark"):
+                    self.handler.bookmark()  # the watch is alive and current
         finally:
             with self._lock:
                 self._watch = None
