@@ -19,7 +19,7 @@ from typing import Any
 from edgefd.cli import Listen
 from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
-from edgefd.core.labels import NamespacePolicy
+from edgefd.core.labels import EDGEFD_NAMESPACES, NamespacePolicy
 from edgefd.core.output import emit_json
 
 from .budget import DEFAULT_BUDGET
@@ -75,10 +75,13 @@ class Settings:
             out["kubeconfig"] = self.kubeconfig
         if self.context:
             out["context"] = self.context
-        if self.policy.extra_allowed:
-            out["allow"] = ",".join(self.policy.extra_allowed)
-        if self.policy.extra_denied:
-            out["deny"] = ",".join(self.policy.extra_denied)
+        allowed = self.policy.allowed
+        if allowed is None:
+            out["allow"] = "any"
+        elif allowed != EDGEFD_NAMESPACES:
+            out["allow"] = ",".join(ns for ns in allowed if ns not in EDGEFD_NAMESPACES)
+        if self.policy.denied:
+            out["deny"] = ",".join(self.policy.denied)
         for name, seconds in (
             ("resync", self.resync_interval),
             ("removal-grace", self.grace.total_seconds()),
