@@ -19,7 +19,7 @@ from typing import Any
 from edgefd.cli import Listen
 from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
-from edgefd.core.labels import NamespacePolicy
+from edgefd.core.labels import EDGEFD_NAMESPACES, NamespacePolicy
 from edgefd.core.output import emit_json
 from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
@@ -80,7 +80,10 @@ class Settings:
         if self.context:
             out["context"] = self.context
         allowed = self.policy.allowed
-        out["namespaces"] = "any" if allowed is None else ",".join(allowed)
+        if allowed is None:
+            out["allow"] = "any"
+        elif allowed != EDGEFD_NAMESPACES:
+            out["allow"] = ",".join(ns for ns in allowed if ns not in EDGEFD_NAMESPACES)
         if self.policy.denied:
             out["deny"] = ",".join(self.policy.denied)
         for name, seconds in (
