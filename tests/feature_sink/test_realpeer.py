@@ -499,76 +499,12 @@ def test_features_from_stdin(cluster, fdir):
     assert cluster.ownership(node).producers["stdin"] == {f"{F}/usb-fe_1a6e_089a.present"}
 
 
-NODEFEATURE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "nodefeatures.nfd.k8s-sigs.io"},
-    "spec": {
-        "group": "nfd.k8s-sigs.io",
-        "names": {
-            "kind": "NodeFeature",
-            "listKind": "NodeFeatureList",
-            "plural": "nodefeatures",
-            "singular": "nodefeature",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "required": ["spec"],
-                        "properties": {
-                            "apiVersion": {"type": "string"},
-                            "kind": {"type": "string"},
-                            "metadata": {"type": "object"},
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "features": {
-                                        "type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True,
-                                    },
-                                    "labels": {
-                                        "type": "object",
-                                        "additionalProperties": {"type": "string"},
-                                    },
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-
-
 @pytest.fixture(scope="module")
 def nodefeature_crd(cluster: Cluster, kube_apiserver: Any) -> None:
-    import kubernetes.client as k8s
+    """NFD's own CRDs, from the pinned module's deployment files (tests/peers/nfd.py)."""
+    from tests.peers.nfd import install_nfd_crds
 
-    ext = k8s.ApiextensionsV1Api(kube_apiserver.admin_api())
-    try:
-        ext.create_custom_resource_definition(NODEFEATURE_CRD)
-    except k8s.exceptions.ApiException as e:
-        if e.status != 409:
-            raise
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition("nodefeatures.nfd.k8s-sigs.io")
-        return any(
-            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
-        )
-
-    wait_for(established, 30, "CRD established")
+    install_nfd_crds(kube_apiserver)
 
 
 def test_nodefeature_mode(cluster, fdir, nodefeature_crd, kube_apiserver):

@@ -632,11 +632,13 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
     assert sa.get("automountServiceAccountToken") is False
     from edgefd.feature_sink import nodeapi
 
-    # node mode (the base): the Node, Events (confined by admission-policy.yaml to its Node's
-    # in `default`) and the mark; NodeFeature rights come only with the nodefeature option
-    # (k8s/overlays/nodefeature, tested in test_kustomize.py)
+    # node mode (the base): the Node (read, watched, patched), Events (confined by
+    # admission-policy.yaml to its Node's in `default`) and the mark; NodeFeature rights come
+    # only with the nodefeature option (k8s/overlays/nodefeature, tested in test_kustomize.py)
     expected = {
         (None, "", "nodes", "get"),
+        (None, "", "nodes", "list"),
+        (None, "", "nodes", "watch"),
         (None, "", "nodes", "patch"),
         (None, "", "events", "create"),
         MARK_GRANT,
