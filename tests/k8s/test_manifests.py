@@ -534,8 +534,7 @@ def test_a_healthy_start_fails_no_probe(name: str) -> None:
     the container is ready. Each long-running container's startup probe waits inside the
     container (tools/probe.py) for /readyz, and must end before the kubelet's timeout (or the
     wait itself would be a failure); its first run comes within a second of the start."""
-    spec = pod_spec(daemonset())
-    c = {x["name"]: x for _, x in all_containers(spec)}[name]
+    c = next(x for x in every_container() if x["name"] == name)
     probe = c["startupProbe"]
     assert set(probe) == {"exec", "periodSeconds", "timeoutSeconds", "failureThreshold"}
     assert probe["periodSeconds"] == 1
