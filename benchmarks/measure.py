@@ -57,6 +57,23 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def scrape(port: int, timeout: float = 10) -> dict[str, float]:
+    """A tool's /metrics on a loopback port, sample -> value ({} when it does not answer)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time consumed so far by `pid`."""
     with open(f"/proc/{pid}/stat") as fh:

@@ -44,6 +44,9 @@ def one_line(p: subprocess.CompletedProcess) -> str:
         (["--node-name", "n1", "--api-timeout", "nan"], "--api-timeout"),
         (["--node-name", "n1", "--label-budget", "100"], "--label-budget"),
         (["--node-name", "n1", "--settle", "-1"], "--settle"),
+        (["--node-name", "n1", "--api-qps", "0"], "--api-qps"),
+        (["--node-name", "n1", "--api-qps", "nan"], "--api-qps"),
+        (["--node-name", "n1", "--api-burst", "0"], "--api-burst"),
         (["--node-name", "n1", "--features-dir", "/nonexistent"], "not an existing directory"),
         # the admission policy refuses Kubernetes' namespaces whatever the sink is told
         (["--node-name", "n1", "--allow-namespace", "topology.kubernetes.io"], "reserved"),

@@ -29,12 +29,12 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 def test_host_files_are_producers_of_their_own(tmp_path: Path) -> None:
     pod, host = dirs(tmp_path)
     write(pod, "usb-scan", {f"{F}/usb": "true", f"{F}/both": "pod"})
-    write(host, "usb-scan", {"example.com/rack": "r1"})  # the same file name: another producer
+    write(host, "usb-scan", {f"{F}/rack": "r1"})  # the same file name: another producer
     write(host, "zz", {f"{F}/both": "host"})
     d = read_directory(pod, now=LATER, host=host)
     assert d.producers == {
         "usb-scan": {f"{F}/usb": "true"},
-        "host:usb-scan": {"example.com/rack": "r1"},
+        "host:usb-scan": {f"{F}/rack": "r1"},
         "host:zz": {f"{F}/both": "host"},  # read after the pod's files: NFD's later file wins
     }
     assert d.present == {"usb-scan", "host:usb-scan", "host:zz"}
@@ -78,16 +78,16 @@ def test_a_missing_host_directory_is_a_usage_error(tmp_path: Path) -> None:
 def test_host_files_labels_applied_owned_kept_then_removed(cluster, sinks, tmp_path) -> None:
     pod, host = dirs(tmp_path)
     write(pod, "usb-scan", {f"{F}/usb": "true"})
-    write(host, "rack", {"example.com/rack": "r1"})
+    write(host, "rack", {f"{F}/rack": "r1"})
     os.symlink(tmp_path / "nowhere", host / "leak")
     node = cluster.new_node()
     s = sinks(node, pod, "--host-features-dir", str(host), "--removal-grace", "2s")
-    wait_for(lambda: cluster.labels(node).get("example.com/rack") == "r1", 20, "host label")
+    wait_for(lambda: cluster.labels(node).get(f"{F}/rack") == "r1", 20, "host label")
     own = cluster.ownership(node)
-    assert own.producers == {"usb-scan": {f"{F}/usb"}, "host:rack": {"example.com/rack"}}
+    assert own.producers == {"usb-scan": {f"{F}/usb"}, "host:rack": {f"{F}/rack"}}
     reasons = {e.reason for e in cluster.events(node)}
     assert "FeatureFileProblem" in reasons  # the symlink, reported as for the pod's files
     (host / "rack").unlink()
-    wait_for(lambda: "example.com/rack" not in cluster.labels(node), 20, "removal after grace")
+    wait_for(lambda: f"{F}/rack" not in cluster.labels(node), 20, "removal after grace")
     assert cluster.labels(node)[f"{F}/usb"] == "true"
     assert "host:rack's file is gone" in s.tail()

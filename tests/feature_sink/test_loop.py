@@ -49,9 +49,11 @@ class RecordingSyncer:
 
     def __init__(self, fail_first: int = 0) -> None:
         self.calls: list[tuple[float, dict[str, str]]] = []
+        self.fresh: list[bool] = []
         self.fail_first = fail_first
 
-    def sync(self, desired: Desired, now: datetime) -> SyncResult:
+    def sync(self, desired: Desired, now: datetime, fresh: bool = True) -> SyncResult:
+        self.fresh.append(fresh)
         self.calls.append((time.monotonic(), desired.labels))
         if len(self.calls) <= self.fail_first:
             raise ApiUnreachable("connection refused")

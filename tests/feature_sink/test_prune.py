@@ -17,10 +17,8 @@ import yaml
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode
 from tests.feature_sink.peer import (
-    NODEFEATURE_CRD,
     Cluster,
     run_sink,
-    wait_for,
     write,
 )
 
@@ -178,18 +176,9 @@ def test_unreachable_api_is_exit_5(cluster, tmp_path):
 
 @pytest.fixture(scope="module")
 def nodefeature_crd(cluster: Cluster) -> None:
-    ext = cluster.k8s.ApiextensionsV1Api(cluster.core.api_client)
-    try:
-        ext.create_custom_resource_definition(NODEFEATURE_CRD)
-    except cluster.k8s.exceptions.ApiException as e:
-        if e.status != 409:
-            raise
+    from tests.peers.nfd import install_nfd_crds
 
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition("nodefeatures.nfd.k8s-sigs.io")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
-
-    wait_for(established, 30, "CRD established")
+    install_nfd_crds(cluster.apiserver)  # NFD's own, from the pinned module
 
 
 def test_nodefeature_mode_empties_edgefds_object_and_creates_none(cluster, fdir, nodefeature_crd):

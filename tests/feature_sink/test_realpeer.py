@@ -17,7 +17,6 @@ import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION
 from tests.feature_sink.peer import (
-    NODEFEATURE_CRD,
     ROOT,
     Cluster,
     F,
@@ -321,22 +320,10 @@ def test_features_from_stdin(cluster, fdir):
 
 @pytest.fixture(scope="module")
 def nodefeature_crd(cluster: Cluster, kube_apiserver: Any) -> None:
-    import kubernetes.client as k8s
+    """NFD's own CRDs, from the pinned module's deployment files (tests/peers/nfd.py)."""
+    from tests.peers.nfd import install_nfd_crds
 
-    ext = k8s.ApiextensionsV1Api(kube_apiserver.admin_api())
-    try:
-        ext.create_custom_resource_definition(NODEFEATURE_CRD)
-    except k8s.exceptions.ApiException as e:
-        if e.status != 409:
-            raise
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition("nodefeatures.nfd.k8s-sigs.io")
-        return any(
-            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
-        )
-
-    wait_for(established, 30, "CRD established")
+    install_nfd_crds(kube_apiserver)
 
 
 def test_nodefeature_mode(cluster, fdir, nodefeature_crd, kube_apiserver):

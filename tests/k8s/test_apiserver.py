@@ -704,10 +704,9 @@ def test_rbac_is_narrow(applied: dict[str, Any]) -> None:
     assert can("get", "nodes") and can("patch", "nodes")
     # anywhere, for RBAC (a RoleBinding in `default` would not survive a kustomize
     # `namespace:`); the Event policy confines it (test_events_only_about_its_own_node)
+    assert can("watch", "nodes") and can("list", "nodes")  # the sink watches its own Node
     assert can("create", "events", "default")
     for verb, resource, ns, group in [
-        ("list", "nodes", "", ""),
-        ("watch", "nodes", "", ""),
         ("update", "nodes", "", ""),
         ("delete", "nodes", "", ""),
         ("patch", "nodes/status", "", ""),

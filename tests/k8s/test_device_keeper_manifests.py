@@ -187,8 +187,13 @@ ESCALATIONS = {
     "cgroup-in-devplugin": lambda s: container(s, "devplugin")["volumeMounts"].append(
         {"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup"}
     ),
-    "token": lambda s: container(s, KEEPER)["volumeMounts"].append(
-        {"name": "devplugin-token", "mountPath": TOKEN_PATH, "readOnly": True}
+    "token": lambda s: (
+        s["volumes"].append(
+            {"name": "keeper-token", "projected": {"sources": [{"serviceAccountToken": {}}]}}
+        ),
+        container(s, KEEPER)["volumeMounts"].append(
+            {"name": "keeper-token", "mountPath": TOKEN_PATH, "readOnly": True}
+        ),
     ),
 }
 

@@ -393,7 +393,7 @@ def test_nodefeature_rights_with_a_pod_token(
     rights, publishes its NodeFeature; the token can no longer read or patch any Node."""
     import kubernetes
 
-    from tests.feature_sink.peer import NODEFEATURE_CRD
+    from tests.peers.nfd import install_nfd_crds
 
     write_kustomization(tmp_path, ("nodefeature",))
     r = kubectl(kube_apiserver, "apply", "--server-side", *SSA,
@@ -403,11 +403,7 @@ def test_nodefeature_rights_with_a_pod_token(
     for kind in ("clusterrolebinding", "clusterrole"):
         kubectl(kube_apiserver, "delete", kind, "edgefd-nodes")
     admin = kube_apiserver.admin_api()
-    ext = kubernetes.client.ApiextensionsV1Api(admin)
-    try:
-        ext.create_custom_resource_definition(NODEFEATURE_CRD)
-    except kubernetes.client.exceptions.ApiException as e:
-        assert e.status == 409, e
+    install_nfd_crds(kube_apiserver)  # NFD's own, from the pinned module
     node = "edgefd-kustomize-nf"
     kube_apiserver.create_node(node)
     token = kube_apiserver.mint_pod_token(NAMESPACE, SERVICE_ACCOUNT, "edgefd-kustomize-nf", node)

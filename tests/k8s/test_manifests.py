@@ -569,8 +569,7 @@ def test_a_healthy_start_fails_no_probe(name: str) -> None:
     the container is ready. Each long-running container's startup probe waits inside the
     container (tools/probe.py) for /readyz, and must end before the kubelet's timeout (or the
     wait itself would be a failure); its first run comes within a second of the start."""
-    spec = pod_spec(daemonset())
-    c = {x["name"]: x for _, x in all_containers(spec)}[name]
+    c = next(x for x in every_container() if x["name"] == name)
     probe = c["startupProbe"]
     assert set(probe) == {"exec", "periodSeconds", "timeoutSeconds", "failureThreshold"}
     assert probe["periodSeconds"] == 1
@@ -667,11 +666,13 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
     assert sa.get("automountServiceAccountToken") is False
     from edgefd.feature_sink import nodeapi
 
-    # node mode (the base): the Node, Events (confined by admission-policy.yaml to its Node's
-    # in `default`) and the mark; NodeFeature rights come only with the nodefeature option
-    # (k8s/overlays/nodefeature, tested in test_kustomize.py)
+    # node mode (the base): the Node (read, watched, patched), Events (confined by
+    # admission-policy.yaml to its Node's in `default`) and the mark; NodeFeature rights come
+    # only with the nodefeature option (k8s/overlays/nodefeature, tested in test_kustomize.py)
     expected = {
         (None, "", "nodes", "get"),
+        (None, "", "nodes", "list"),
+        (None, "", "nodes", "watch"),
         (None, "", "nodes", "patch"),
         (None, "", "events", "create"),
         MARK_GRANT,

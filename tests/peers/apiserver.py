@@ -271,6 +271,64 @@ class KubeAPIServer:
     def ready(self) -> bool:
         return self._http_ok(f"{self.url}/readyz")
 
+    def metrics_text(self) -> str:
+        """The API server's own /metrics (Prometheus text)."""
+        with urllib.request.urlopen(
+            f"{self.url}/metrics", timeout=10, context=self._ssl_context()
+        ) as r:
+            return r.read().decode()
+
+    def metric_sum(self, name: str, **labels: str) -> float:
+        """The sum of every sample of `name` whose labels include `labels`."""
+        want = [f'{k}="{v}"' for k, v in labels.items()]
+        total = 0.0
+        for line in self.metrics_text().splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                head, value = line.rsplit(" ", 1)
+                if all(w in head for w in want):
+                    total += float(value)
+        return total
+
+    @property
+    def apiserver_pid(self) -> int | None:
+        return self._apiserver.pid if self._apiserver is not None else None
+
+    @property
+    def etcd_pid(self) -> int | None:
+        return self._etcd.pid if self._etcd is not None else None
+
+    # ---- etcd, below the API server (its JSON gateway on the client URL)
+
+    def _etcd_call(self, method: str, body: dict) -> dict:
+        import json
+
+        req = urllib.request.Request(
+            f"{self.etcd_url}/v3/{method}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def etcd_put(self, key: str, value: str) -> int:
+        """Write a key outside the API server's prefix; etcd's new revision."""
+        import base64
+
+        def b64(text: str) -> str:
+            return base64.b64encode(text.encode()).decode()
+
+        out = self._etcd_call(
+            "kv/put", {"key": b64(f"/edgefd-test-bump/{key}"), "value": b64(value)}
+        )
+        return int(out["header"]["revision"])
+
+    def etcd_compact(self) -> int:
+        """Compact etcd up to its current revision (what the API server does every 5 minutes):
+        every older resourceVersion is gone. The revision compacted to."""
+        rev = self.etcd_put("compact", str(time.time()))
+        self._etcd_call("kv/compaction", {"revision": str(rev), "physical": True})
+        return rev
+
     # ---- clients
 
     def _write_kubeconfig(self, path: Path, user: dict, user_name: str) -> str:

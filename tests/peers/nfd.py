@@ -1,5 +1,7 @@
-"""The upstream nfd-worker, run once against a fixture host root (the differential oracle of
-the USB/PCI labels)."""
+"""node-feature-discovery's own programs, built by the harness from the pinned module: the
+nfd-worker run once against a fixture host root (the differential oracle of the USB/PCI
+labels), and nfd-master, the single writer of feature labels in `--mode nodefeature`, with
+NFD's CRDs from the same module (never hand-written)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,17 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .processes import harness_binary
+from .processes import free_port, harness_binary, kill, spawn, tail
 
 NFD_WORKER = "nfd-worker"
+NFD_MASTER = "nfd-master"
+NFD_CRDS = "nfd-api-crds.yaml"  # deployment/base/nfd-crds/ of the pinned module
 
 
 class NFDWorker:
@@ -62,3 +68,109 @@ class NFDWorker:
 @pytest.fixture(scope="session")
 def nfd_worker() -> NFDWorker:
     return NFDWorker()
+
+
+def install_nfd_crds(apiserver: Any, timeout: float = 60.0) -> list[str]:
+    """Create NFD's CRDs (the pinned module's deployment file; existing ones are kept) and wait
+    until each is Established. Their names."""
+    import kubernetes.client as k8s
+    import yaml
+
+    text = harness_binary(NFD_CRDS, executable=False).read_text()
+    crds = [d for d in yaml.safe_load_all(text) if d]
+    ext = k8s.ApiextensionsV1Api(apiserver.admin_api())
+    for crd in crds:
+        try:
+            ext.create_custom_resource_definition(crd)
+        except k8s.exceptions.ApiException as e:
+            if e.status != 409:
+                raise
+    names = [c["metadata"]["name"] for c in crds]
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            crd = ext.read_custom_resource_definition(name)
+            conds = crd.status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conds):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRD {name} not established after {timeout}s")
+            time.sleep(0.2)
+    return names
+
+
+class NFDMaster:
+    """The upstream nfd-master against the harness API server (admin kubeconfig), reading
+    NodeFeature objects of every namespace and writing the Nodes' labels.
+
+    nfd-master patches the Node it runs on at start-up, so `node` must exist; `extra_label_ns`
+    are label namespaces it accepts besides NFD's own. Its metrics (served on every address:
+    upstream binds `:PORT`) say when it is up and how many Node updates it made."""
+
+    def __init__(
+        self,
+        apiserver: Any,
+        workdir: Path,
+        node: str,
+        namespace: str = "node-feature-discovery",
+        extra_label_ns: tuple[str, ...] = (),
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.bin_path = harness_binary(NFD_MASTER)
+        self.apiserver = apiserver
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "nfd-master.log"
+        self.node = node
+        self.namespace = namespace
+        self.metrics_port = free_port()
+        self.argv = [
+            str(self.bin_path),
+            f"-kubeconfig={apiserver.kubeconfig}",
+            f"-config={self.dir / 'nfd-master.conf'}",  # absent: the defaults
+            f"-metrics={self.metrics_port}",
+            "-grpc-health=0",
+            *([f"-extra-label-ns={','.join(extra_label_ns)}"] if extra_label_ns else []),
+            *extra_args,
+        ]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> NFDMaster:
+        env = {**os.environ, "NODE_NAME": self.node, "KUBERNETES_NAMESPACE": self.namespace}
+        self.proc = spawn(self.argv, self.log, env=env)
+        deadline = time.monotonic() + timeout
+        while self._metrics_text() is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"nfd-master exited with {self.proc.returncode}:\n{tail(self.log)}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nfd-master not up after {timeout}s:\n{tail(self.log)}")
+            time.sleep(0.2)
+        return self
+
+    def _metrics_text(self) -> str | None:
+        import urllib.error
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples (e.g. nfd_master_node_updates_total)."""
+        total = 0.0
+        for line in (self._metrics_text() or "").splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def stop(self) -> None:
+        kill(self.proc)
+        self.proc = None
+
+    def tail(self) -> str:
+        return tail(self.log)

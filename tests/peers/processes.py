@@ -32,10 +32,11 @@ def harness_bin_dir() -> Path:
     return Path(os.environ.get("EDGEFD_HARNESS_BIN") or DEFAULT_BIN_DIR)
 
 
-def harness_binary(name: str) -> Path:
-    """Path of a harness binary; skip (or fail under CI) when it is missing."""
+def harness_binary(name: str, executable: bool = True) -> Path:
+    """Path of a harness binary (or, not `executable`, a file the harness copied from a
+    module it pins); skip (or fail under CI) when it is missing."""
     path = harness_bin_dir() / name
-    if path.is_file() and os.access(path, os.X_OK):
+    if path.is_file() and (not executable or os.access(path, os.X_OK)):
         return path
     msg = f"harness not built: {path} missing; run scripts/build-harness"
     if os.environ.get("CI"):

@@ -35,6 +35,18 @@ TOOL = "feature-sink"
 log = logging.getLogger("edgefd.feature_sink")
 
 
+class Rate(click.FloatRange):
+    """Requests a second: a finite number in range (FloatRange alone lets `nan` through)."""
+
+    name = "rate"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+        rate = super().convert(value, param, ctx)
+        if rate != rate:
+            self.fail(f"{value!r} is not a number of requests a second", param, ctx)
+        return rate
+
+
 def _checked(kind: click.ParamType, value: str, option: str) -> str:
     try:
         return str(kind.convert(value, None, None))
@@ -100,9 +112,32 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 @click.option(
     "--resync-interval",
     type=Duration(minimum=1.0, maximum=86400.0),
-    default="300s",
+    default="1h",
     show_default=True,
-    help="Re-read everything and repair hand edits of owned labels this often.",
+    help="Safety resync: re-read the object from the API server and features.d this often. "
+    "The watch repairs foreign edits of owned labels at once; this only covers what a watch "
+    "might miss (with --no-watch it is the only repair).",
+)
+@click.option(
+    "--no-watch",
+    is_flag=True,
+    help="Do not watch the object (Node or NodeFeature); read it at every sync instead, for "
+    "RBAC without list/watch. Foreign edits are then repaired only at the resync.",
+)
+@click.option(
+    "--api-qps",
+    type=Rate(0.1, 1000.0),
+    default=5.0,
+    show_default=True,
+    help="Most API requests a second this sink sends, sustained (its client's rate limit; "
+    "an API server's 429 Retry-After is honoured on top).",
+)
+@click.option(
+    "--api-burst",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Most API requests sent at once before --api-qps applies.",
 )
 @click.option(
     "--removal-grace",
@@ -202,6 +237,9 @@ def main(
     allow_namespace: tuple[str, ...],
     deny_namespace: tuple[str, ...],
     resync_interval: float,
+    no_watch: bool,
+    api_qps: float,
+    api_burst: int,
     removal_grace: float,
     max_backoff: float,
     debounce: float,
@@ -281,6 +319,9 @@ def main(
         ready_max_age=ready_max_age,
         label_budget=label_budget,
         settle=settle,
+        watch=not no_watch,
+        api_qps=api_qps,
+        api_burst=api_burst,
         context=context,
         host_features_dir=host,
     )

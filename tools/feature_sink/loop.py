@@ -1,9 +1,17 @@
-"""The sink's loop: sync on a change, on a timer and after failures, back off, stop cleanly.
+"""The sink's loop: sync on a change, when its object drifts, on a timer and after failures;
+back off; stop cleanly.
 
-One thread decides: it sleeps until the next deadline (retry, resync, grace expiry) or until it
-is woken (a signal, or the features.d watcher on its own thread saying something changed, the
-burst already coalesced). Nothing can run two syncs at once and every wake-up is accounted for,
-which is what keeps the write count bounded under a burst.
+One thread decides: it sleeps until the next deadline (retry, safety resync, grace expiry) or
+until it is woken (a signal; the features.d watcher saying something changed, the burst
+already coalesced; the object's watch saying someone else changed its labels). Nothing can run
+two syncs at once and every wake-up is accounted for, which is what keeps the write count
+bounded under a burst.
+
+Two things keep it from hammering the API server whatever happens around it: failed syncs
+retry with jittered backoff (edgefd.kube.retry, stretched to the server's Retry-After), and
+repairs back off when someone keeps changing the same object back (two writers fighting over
+a label would otherwise trade writes as fast as the API server takes them). Under both, the
+client's rate limit (edgefd.kube.ratelimit) is the hard bound.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from datetime import UTC, datetime
 
 from edgefd.core.backoff import Backoff
 from edgefd.core.errors import EdgefdError
+from edgefd.kube.retry import Retry
 from edgefd.runtime.signals import Signals
 
 from .desired import Desired, FeaturesDirGone
@@ -25,10 +34,17 @@ from .sync import OwnershipUntrusted, Syncer
 
 log = logging.getLogger(__name__)
 
+# An owned label changed again less than FIGHT_WINDOW after the sink repaired it is a fight
+# (a person runs kubectl seconds apart at best; a controller undoes a write in milliseconds).
+# From the FIGHT_REPAIRS-th repair of a fight on, each waits a growing backoff (up to
+# max_backoff) before undoing the other writer again.
+FIGHT_WINDOW = 2.0
+FIGHT_REPAIRS = 3
+
 
 @dataclass
 class LoopConfig:
-    resync_interval: float = 300.0
+    resync_interval: float = 3600.0
     max_backoff: float = 30.0
 
 
@@ -49,7 +65,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 class SinkLoop:
-    """Runs syncs on changes, on a timer, and after failures, until stopped.
+    """Runs syncs on changes, on drift, on a timer, and after failures, until stopped.
 
     `read_desired` is called at every sync (a re-read is cheap; it is what makes a missed
     notification harmless). The desired state is kept in memory across failures, so when the
@@ -71,24 +87,40 @@ class SinkLoop:
         self.config = config
         self.signals = signals
         self.clock = clock
-        self.backoff = Backoff(initial=0.2, cap=config.max_backoff)
+        self.retry = Retry(
+            "sync",
+            initial=0.2,
+            cap=config.max_backoff,
+            on_retry=lambda reason: metrics.retries.labels(loop="sync", reason=reason).inc(),
+            speak=False,  # the loop says it itself, with how long the failure lasted
+        )
         self._changed = False
+        self._drift = False
         self.heartbeat = clock()
         self.last_success: float | None = None
-        self.last_error: str | None = None
         self.syncing_since: float | None = None
+        self._expiry: datetime | None = None
+        # the repair backoff (see FIGHT_WINDOW)
+        self._fight = Backoff(initial=0.5, cap=config.max_backoff)
+        self._repairs = 0
+        self._last_repair: float | None = None
+        self._drift_seen = 0.0  # when the pending drift was first seen
+        self._repairing_since = 0.0  # ... and the one the running sync repairs
+        self._repair_at = 0.0
         # the failure being lived through (its reason), since when, and how many attempts
         self.failing: str | None = None
         self.failing_since: float | None = None
         self.failed_attempts = 0
+        self.last_error: str | None = None
 
-    def sync_once(self) -> bool:
+    def sync_once(self, trigger: str = "start", fresh: bool = True) -> bool:
         """One sync attempt; returns success. Never raises for API trouble."""
+        self.metrics.triggers.labels(trigger=trigger).inc()
         now_wall = datetime.now(UTC)
         self.syncing_since = self.clock()
         try:
             desired = self.read_desired()
-            result = self.syncer.sync(desired, now_wall)
+            result = self.syncer.sync(desired, now_wall, fresh=fresh)
         except (EdgefdError, OSError) as e:
             reason = failure_reason(e)
             self.metrics.syncs.labels(result="failure").inc()
@@ -103,10 +135,17 @@ class SinkLoop:
                 self.failing_since = self.clock()
             self.failing, self.failed_attempts = reason, self.failed_attempts + 1
             self.last_error = str(e)
+            self._retry_in = self.retry.failed(e, reason)
+            cache = getattr(self.syncer, "cache", None)
+            if cache is not None and isinstance(e, ApiUnreachable) and e.retry_after is None:
+                # no answer at all: what the watch last said may be stale (its connection may
+                # not have noticed yet), so the retries read the object until it speaks again
+                cache.lost()
             self._expiry = None
             return False
         finally:
             self.syncing_since = None
+        self.retry.succeeded()
         if self.failing is not None:
             log.info(
                 "sync succeeded again after %d failed attempt(s) over %.0fs (%s)",
@@ -120,40 +159,87 @@ class SinkLoop:
         self.last_success = self.clock()
         self.metrics.last_success.set(time.time())
         self._expiry = result.next_expiry
+        if trigger == "drift" and result.wrote:
+            self._repaired(self._repairing_since)
         return True
 
-    _expiry: datetime | None = None
+    _retry_in = 0.0
+
+    def _repaired(self, seen: float) -> None:
+        """A write undid someone else's change, seen at `seen`: count it, and back off a
+        fight (the change came soon after the previous repair)."""
+        self.metrics.repairs.inc()
+        last = self._last_repair
+        fight = last is not None and seen - last < FIGHT_WINDOW
+        self._repairs = self._repairs + 1 if fight else 1
+        now = self._last_repair = self.clock()
+        if self._repairs < FIGHT_REPAIRS:
+            self._fight.reset()
+            return
+        delay = self._fight.next_delay()
+        self._repair_at = now + delay
+        self.metrics.repair_holds.inc()
+        level = logging.WARNING if self._repairs == FIGHT_REPAIRS else logging.DEBUG
+        log.log(
+            level,
+            "%s: owned labels were changed back %d times in a row, each within %.0f s of the "
+            "repair (another writer fighting over them?); repairs now wait %.1f s, backing off "
+            "up to %.0f s",
+            self.syncer.what,
+            self._repairs,
+            FIGHT_WINDOW,
+            delay,
+            self.config.max_backoff,
+        )
 
     def changed(self, _names: frozenset[str] = frozenset()) -> None:
         """Something in features.d changed (called on the watcher's thread, debounced)."""
         self._changed = True
         self.signals.wake()
 
+    def drifted(self) -> None:
+        """The object changed under the sink (called on its watch's thread)."""
+        if not self._drift:
+            self._drift_seen = self.clock()
+        self._drift = True
+        self.signals.wake()
+
     def run(self) -> None:
         """Loop until a stop is requested. The first sync happens immediately."""
         cfg = self.config
-        next_sync = self.clock()  # scheduled sync (start, retry, resync, expiry)
+        next_sync = self.clock()  # the scheduled sync (start, retry, resync, expiry)
+        why = "start"
         while not self.signals.stop_requested:
             now = self.clock()
             self.heartbeat = now
-            if self._changed:
-                self._changed = False
-                # While syncs fail, a change does not bring the retry forward (that would
-                # hammer a struggling API server); the retry re-reads the directory anyway.
-                if self.last_error is None:
-                    next_sync = now
+            # While syncs fail, a change does not bring the retry forward (that would hammer
+            # a struggling API server); the retry re-reads everything anyway.
+            if self._changed and not self.retry.failing:
+                self._changed = self._drift = False
+                next_sync, why = now, "features"
+            elif self._drift and not self.retry.failing and now >= self._repair_at:
+                self._drift = False
+                self._repairing_since = self._drift_seen
+                next_sync, why = now, "drift"
             if now >= next_sync:
-                if self.sync_once():
-                    self.backoff.reset()
-                    next_sync = self.clock() + cfg.resync_interval
+                # the first sync and the safety resync read the object from the API server;
+                # the others plan against the watch's copy (when the watch is up: a retry after
+                # an outage or a 429 then costs one request, not two)
+                if self.sync_once(why, fresh=why in ("start", "resync")):
+                    next_sync, why = self.clock() + cfg.resync_interval, "resync"
                     if self._expiry is not None:
                         until = (self._expiry - datetime.now(UTC)).total_seconds()
-                        next_sync = min(next_sync, self.clock() + max(0.0, until) + 0.05)
+                        at = self.clock() + max(0.0, until) + 0.05
+                        if at < next_sync:
+                            next_sync, why = at, "expiry"
                 else:
-                    next_sync = self.clock() + self.backoff.next_delay()
+                    next_sync, why = self.clock() + self._retry_in, "retry"
                 continue
+            wake_at = next_sync
+            if self._drift and not self.retry.failing:
+                wake_at = min(wake_at, self._repair_at)
             # at most 1 s, to keep the heartbeat fresh for /healthz
-            self.signals.wait(min(1.0, max(0.0, next_sync - now)))
+            self.signals.wait(min(1.0, max(0.0, wake_at - now)))
         log.info("stopped")
 
     def healthy(self, wedged_after: float) -> tuple[bool, str]:

@@ -67,7 +67,65 @@ class SinkMetrics:
             ["mode"],
         )
 
+        self.triggers = m.counter(
+            "edgefd_sink_sync_triggers_total",
+            "Why syncs ran: start, features (features.d changed), drift (the object changed "
+            "under the sink), resync (the safety resync), expiry (a grace period or settle "
+            "time ended), retry (after a failure).",
+            ["trigger"],
+        )
+        self.retries = m.counter(
+            "edgefd_sink_retries_total",
+            "Retries after a failure, by loop (sync, watch) and reason; each waited its backoff.",
+            ["loop", "reason"],
+        )
+        self.throttled = m.counter(
+            "edgefd_sink_api_throttled_total",
+            "Requests that waited before being sent, by who asked: client (the sink's own rate "
+            "limit, --api-qps/--api-burst) or server (a 429/503 with Retry-After).",
+            ["by"],
+        )
+        self.throttled_seconds = m.counter(
+            "edgefd_sink_api_throttled_seconds_total",
+            "Seconds of those waits, by who asked.",
+            ["by"],
+        )
+        self.object_watch_up = m.gauge(
+            "edgefd_sink_object_watch_up",
+            "1 while the watch on the sink's own object (Node or NodeFeature) is open.",
+        )
+        self.object_lists = m.counter(
+            "edgefd_sink_object_lists_total",
+            "Lists of the sink's own object before watching it: start, gone (410: the "
+            "watch's resourceVersion had expired), error (never listed yet).",
+            ["reason"],
+        )
+        self.object_events = m.counter(
+            "edgefd_sink_object_events_total",
+            "Watch events on the sink's own object, by type.",
+            ["type"],
+        )
+        self.drift = m.counter(
+            "edgefd_sink_object_changes_total",
+            "Changes of the object's labels or ownership annotation the sink did not make "
+            "(each wakes a sync), by how they were seen (event, list, deleted).",
+            ["seen"],
+        )
+        self.repairs = m.counter(
+            "edgefd_sink_repairs_total",
+            "Writes that undid someone else's change to what the sink owns.",
+        )
+        self.repair_holds = m.counter(
+            "edgefd_sink_repair_holds_total",
+            "Repairs delayed because the same object kept being changed back (another writer "
+            "fighting over a label): repairs then back off up to --max-backoff.",
+        )
+
     def on_request(self, verb: str, resource: str) -> None:
         self.api_requests.labels(verb=verb, resource=resource).inc()
-        if verb != "GET":
+        if verb not in ("GET", "LIST", "WATCH"):
             self.api_writes.labels(verb=verb, resource=resource).inc()
+
+    def on_wait(self, by: str, seconds: float) -> None:
+        self.throttled.labels(by=by).inc()
+        self.throttled_seconds.labels(by=by).inc(seconds)

@@ -17,6 +17,8 @@ from edgefd.core.errors import EdgefdError
 from edgefd.kube import client as kube
 from edgefd.kube.client import quote
 from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiRefused, ApiUnreachable
+from edgefd.kube.listwatch import name_selector
+from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, RateLimiter
 
 from .patch import NodeView, Op
 
@@ -58,29 +60,18 @@ class NodeAPI(kube.Client):
         timeout: float,
         on_request: Callable[[str, str], None] | None = None,
         user_agent: str = USER_AGENT,
+        limiter: RateLimiter | None = None,
     ) -> None:
-        super().__init__(configuration, timeout, on_request, user_agent)
+        super().__init__(configuration, timeout, on_request, user_agent, limiter)
 
     # -- Node -------------------------------------------------------------------------------
 
     def get_node(self, name: str) -> NodeView:
         node = self.request("GET", "nodes", f"/api/v1/nodes/{quote(name)}", f"get node {name}")
-        md = (node or {}).get("metadata") or {}
-        if (node or {}).get("kind") != "Node" or md.get("name") != name:
-            raise ApiRefused(
-                f"get node {name}: the API answered with {(node or {}).get('kind')!r} "
-                f"{md.get('name')!r}, not Node {name!r}"
-            )
-        return NodeView(
-            name=name,
-            labels=dict(md["labels"]) if md.get("labels") is not None else None,
-            annotations=dict(md["annotations"]) if md.get("annotations") is not None else None,
-            resource_version=md.get("resourceVersion"),
-            uid=md.get("uid"),
-        )
+        return node_view(node, name, f"get node {name}", listed=False)
 
-    def patch_node(self, name: str, ops: list[Op]) -> str | None:
-        """Send one JSON Patch; return the Node's new resourceVersion."""
+    def patch_node(self, name: str, ops: list[Op]) -> dict[str, Any]:
+        """Send one JSON Patch; return the Node as the API server stored it."""
         node = self.request(
             "PATCH",
             "nodes",
@@ -89,7 +80,12 @@ class NodeAPI(kube.Client):
             body=ops,
             content_type="application/json-patch+json",
         )
-        return ((node or {}).get("metadata") or {}).get("resourceVersion")
+        return node or {}
+
+    @staticmethod
+    def node_query(name: str) -> tuple[str, str]:
+        """(resource, collection path) selecting exactly this Node, for a list and watch."""
+        return "nodes", f"/api/v1/nodes?{name_selector(name)}"
 
     # -- Events -----------------------------------------------------------------------------
 
@@ -142,6 +138,10 @@ class NodeAPI(kube.Client):
         path = f"/apis/{NFD_GROUP}/{NFD_VERSION}/namespaces/{quote(namespace)}/{NFD_PLURAL}"
         return path + (f"/{quote(name)}" if name else "")
 
+    def nodefeature_query(self, namespace: str, name: str) -> tuple[str, str]:
+        """(resource, collection path) selecting exactly this NodeFeature."""
+        return NFD_PLURAL, f"{self._nf_path(namespace)}?{name_selector(name)}"
+
     def get_nodefeature(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self.request(
@@ -178,14 +178,38 @@ class NodeAPI(kube.Client):
         )
 
 
+def node_view(node: Any, name: str, what: str, listed: bool = True) -> NodeView:
+    """A Node's JSON as the sink sees it; ApiRefused if it is not Node `name` (an answer that
+    is not the object asked for is never acted on). Items of a list carry no `kind`."""
+    md = (node or {}).get("metadata") or {}
+    kind = (node or {}).get("kind", "Node" if listed else None)
+    if kind != "Node" or md.get("name") != name:
+        raise ApiRefused(
+            f"{what}: the API answered with {(node or {}).get('kind')!r} "
+            f"{md.get('name')!r}, not Node {name!r}"
+        )
+    return NodeView(
+        name=name,
+        labels=dict(md["labels"]) if md.get("labels") is not None else None,
+        annotations=dict(md["annotations"]) if md.get("annotations") is not None else None,
+        resource_version=md.get("resourceVersion"),
+        uid=md.get("uid"),
+    )
+
+
 def connect(
     kubeconfig: str | None,
     timeout: float,
     on_request: Callable[[str, str], None] | None = None,
     context: str | None = None,
+    *,
+    qps: float = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
+    on_wait: Callable[[str, float], None] | None = None,
 ) -> NodeAPI:
     """Load the client configuration (`kubeconfig`, $KUBECONFIG, ~/.kube/config, else
-    in-cluster; edgefd.kube.client.find_kubeconfig) and build the client. Makes no request.
+    in-cluster; edgefd.kube.client.find_kubeconfig) and build the client, rate-limited to
+    `qps` requests a second (bursts of `burst`). Makes no request.
 
     Only configuration errors fail here (a bad kubeconfig or context: exit 3; none at all:
     exit 1); an unreachable API server is discovered later, by the loop, which retries.
@@ -197,4 +221,7 @@ def connect(
         context=context,
         user_agent=USER_AGENT,
         client_class=NodeAPI,
+        qps=qps,
+        burst=burst,
+        on_wait=on_wait,
     )

@@ -78,9 +78,27 @@ class NodeFeatureSyncer(Syncer):
         self.namespace = namespace
         self.what = f"NodeFeature {namespace}/{node_name}"
 
-    def read(self) -> dict[str, Any] | None:
+    def fetch(self) -> dict[str, Any] | None:
         assert self.api is not None
         return self.api.get_nodefeature(self.namespace, self.node_name)
+
+    def view(self, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        return obj
+
+    def query(self) -> tuple[str, str]:
+        assert self.api is not None
+        return self.api.nodefeature_query(self.namespace, self.node_name)
+
+    def fingerprint(self, obj: dict[str, Any] | None) -> Any:
+        if obj is None:
+            return None
+        md = obj.get("metadata") or {}
+        labels = (obj.get("spec") or {}).get("labels") or {}
+        return (
+            tuple(sorted(labels.items())),
+            (md.get("annotations") or {}).get(ANNOTATION),
+            (md.get("labels") or {}).get(MANAGED_BY_LABEL),
+        )
 
     def empty(self) -> dict[str, Any] | None:
         return None
@@ -110,9 +128,8 @@ class NodeFeatureSyncer(Syncer):
             )
         return Plan(d.outcome, changes, body, d.problems, owned=d.owned)
 
-    def write(self, current: dict[str, Any] | None, plan: Plan) -> None:
+    def write(self, current: dict[str, Any] | None, plan: Plan) -> dict[str, Any]:
         assert self.api is not None
         if current is None:
-            self.api.create_nodefeature(self.namespace, plan.write)
-        else:
-            self.api.replace_nodefeature(self.namespace, plan.write)
+            return self.api.create_nodefeature(self.namespace, plan.write)
+        return self.api.replace_nodefeature(self.namespace, plan.write)

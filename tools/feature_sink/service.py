@@ -19,8 +19,9 @@ from typing import Any
 from edgefd.cli import Listen
 from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
-from edgefd.core.labels import NamespacePolicy
+from edgefd.core.labels import EDGEFD_NAMESPACES, NamespacePolicy
 from edgefd.core.output import emit_json
+from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 from .budget import DEFAULT_BUDGET
 from .desired import Desired, read_directory, read_stream
@@ -46,7 +47,7 @@ class Settings:
     grace: timedelta
     api_timeout: float
     events: bool = True
-    resync_interval: float = 300.0
+    resync_interval: float = 3600.0
     max_backoff: float = 30.0
     debounce: float = 0.1
     max_latency: float = 0.5
@@ -56,6 +57,9 @@ class Settings:
     ready_max_age: float | None = None
     label_budget: int = DEFAULT_BUDGET
     settle: float = 1.0
+    watch: bool = True  # keep the object current through a watch (else: read it each sync)
+    api_qps: float = DEFAULT_QPS
+    api_burst: int = DEFAULT_BURST
     context: str | None = None  # of the kubeconfig
     host_features_dir: Path | None = None  # the host's own features.d, read too
 
@@ -75,10 +79,13 @@ class Settings:
             out["kubeconfig"] = self.kubeconfig
         if self.context:
             out["context"] = self.context
-        if self.policy.extra_allowed:
-            out["allow"] = ",".join(self.policy.extra_allowed)
-        if self.policy.extra_denied:
-            out["deny"] = ",".join(self.policy.extra_denied)
+        allowed = self.policy.allowed
+        if allowed is None:
+            out["allow"] = "any"
+        elif allowed != EDGEFD_NAMESPACES:
+            out["allow"] = ",".join(ns for ns in allowed if ns not in EDGEFD_NAMESPACES)
+        if self.policy.denied:
+            out["deny"] = ",".join(self.policy.denied)
         for name, seconds in (
             ("resync", self.resync_interval),
             ("removal-grace", self.grace.total_seconds()),
@@ -89,6 +96,9 @@ class Settings:
             out[name] = f"{seconds:g}s"
         out["label-budget"] = self.label_budget
         out["events"] = "on" if self.events else "off"
+        out["watch"] = "on" if self.watch else "off"
+        out["api-qps"] = f"{self.api_qps:g}"
+        out["api-burst"] = self.api_burst
         out["listen"] = "off" if self.listen is None else f"{self.listen[0]}:{self.listen[1]}"
         return out
 
@@ -132,7 +142,58 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
         settings.api_timeout,
         metrics.on_request if metrics else None,
         settings.context,
+        qps=settings.api_qps,
+        burst=settings.api_burst,
+        on_wait=metrics.on_wait if metrics else None,
     )
+
+
+def watch_object(settings: Settings, syncer: Syncer, api: Any, loop: Any, metrics: SinkMetrics):
+    """Keep the syncer's object current through one watch that wakes `loop` on drift; the
+    started ListWatch (stop it), or None with `--no-watch`."""
+    if not settings.watch:
+        return None
+    from edgefd.kube.listwatch import ListWatch
+    from edgefd.kube.retry import Retry
+
+    from .watched import WatchedObject
+
+    cache = WatchedObject(syncer.node_name, syncer.fingerprint, loop.drifted, metrics)
+    syncer.cache = cache
+    resource, path = syncer.query()
+
+    def retried(reason: str) -> None:
+        metrics.retries.labels(loop="watch", reason=reason).inc()
+        metrics.object_watch_up.set(0)
+
+    class Handler:  # the cache, plus the watch's state as a metric
+        def listed(self, objects: dict, reason: str) -> None:
+            cache.listed(objects, reason)
+            metrics.object_watch_up.set(1)
+
+        def event(self, kind: str, obj: dict) -> None:
+            metrics.object_watch_up.set(1)
+            cache.event(kind, obj)
+
+        def lost(self) -> None:
+            metrics.object_watch_up.set(0)
+            cache.lost()
+
+        def bookmark(self) -> None:
+            metrics.object_watch_up.set(1)
+            cache.bookmark()
+
+    return ListWatch(
+        api,
+        resource,
+        path,
+        syncer.what,
+        Handler(),
+        retry=Retry(
+            f"watching {syncer.what}", initial=0.2, cap=settings.max_backoff, on_retry=retried
+        ),
+        on_list=lambda reason: metrics.object_lists.labels(reason=reason).inc(),
+    ).start()
 
 
 SETTLE_ROUNDS = 3
@@ -225,10 +286,12 @@ def serve(settings: Settings) -> int:
     log.info("%s", startup_line(settings.mode, settings.shown()))
     read_desired = desired_source(settings)
     metrics = SinkMetrics()
-    syncer = make_syncer(settings, connect(settings, metrics), metrics)
+    api = connect(settings, metrics)
+    syncer = make_syncer(settings, api, metrics)
     signals = Signals().install()
     config = LoopConfig(settings.resync_interval, settings.max_backoff)
     loop = SinkLoop(read_desired, syncer, metrics, config, signals)
+    object_watch = None
     watcher = None
     if settings.features_dir is not None:
         watcher = Watcher(
@@ -251,14 +314,20 @@ def serve(settings: Settings) -> int:
             lambda: loop.healthy(wedged_after),
             lambda: loop.ready(ready_max_age),
         )
+        object_watch = watch_object(settings, syncer, api, loop, metrics)
         log.info(
-            "started: %s, %s, watch %s",
+            "started: %s (%s), %s, watch %s, at most %g API requests/s (burst %d)",
             syncer.what,
+            "watched" if object_watch else "read at each sync",
             f"features dir {settings.features_dir}" if watcher else "features from stdin",
             watcher.mode if watcher else "none",
+            settings.api_qps,
+            settings.api_burst,
         )
         loop.run()
     finally:
+        if object_watch is not None:
+            object_watch.stop()
         if server is not None:
             server.stop()
         if watcher is not None:

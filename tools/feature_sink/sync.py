@@ -21,7 +21,7 @@ from . import story
 from .budget import DEFAULT_BUDGET, fit
 from .desired import Desired
 from .metrics import SinkMetrics
-from .nodeapi import ApiConflict, NodeAPI
+from .nodeapi import ApiConflict, ApiNotFound, NodeAPI, node_view
 from .ownership import (
     ANNOTATION,
     MalformedOwnership,
@@ -157,9 +157,15 @@ def _earliest(*times: datetime | None) -> datetime | None:
 
 class Syncer:
     """Keeps one object's labels equal to the desired labels; subclasses say how to read,
-    plan and write that object."""
+    plan and write that object.
+
+    With `cache` (the object as its watch keeps it, see watched.py) a sync reads nothing from
+    the API server unless asked for a `fresh` read (the safety resync, a retry, a write refused
+    because the object moved): one guarded write per change, and no request at all when
+    nothing changed."""
 
     what = "object"
+    cache: Any = None  # a watched.WatchedObject, or None: every sync GETs the object
 
     def __init__(
         self,
@@ -177,7 +183,30 @@ class Syncer:
         # the owned labels as the last successful sync left them (None: none yet)
         self.applied: dict[str, str] | None = None
 
-    def read(self) -> Any:
+    def read(self, fresh: bool = True) -> Any:
+        """The object as `plan` takes it: from the watch's copy when trusted and not `fresh`,
+        else from the API server."""
+        if not fresh and self.cache is not None:
+            trusted, obj = self.cache.get()
+            if trusted:
+                return self.view(obj)
+        return self.fetch()
+
+    def fetch(self) -> Any:
+        """GET the object."""
+        raise NotImplementedError
+
+    def view(self, obj: dict[str, Any] | None) -> Any:
+        """The object's JSON (None: it does not exist) as `plan` takes it."""
+        raise NotImplementedError
+
+    def query(self) -> tuple[str, str]:
+        """(resource, collection path) selecting exactly the object, for its watch."""
+        raise NotImplementedError
+
+    def fingerprint(self, obj: dict[str, Any] | None) -> Any:
+        """What of the object's JSON a sync's plan depends on (a change of anything else is
+        no reason to sync)."""
         raise NotImplementedError
 
     def empty(self) -> Any:
@@ -187,18 +216,20 @@ class Syncer:
     def plan(self, current: Any, desired: Desired, now: datetime) -> Plan:
         raise NotImplementedError
 
-    def write(self, current: Any, plan: Plan) -> None:
+    def write(self, current: Any, plan: Plan) -> dict[str, Any] | None:
+        """Send `plan`'s write; the object as the API server stored it."""
         raise NotImplementedError
 
     def event_target(self, current: Any) -> NodeView:
         return NodeView(self.node_name, None, None)
 
-    def sync(self, desired: Desired, now: datetime) -> SyncResult:
+    def sync(self, desired: Desired, now: datetime, fresh: bool = True) -> SyncResult:
         """Converge once. Raises the nodeapi errors, and OwnershipUntrusted; the caller
-        decides about retrying."""
+        decides about retrying. `fresh=False`: plan against the watch's copy when it has one
+        (a refused write reads again from the API server)."""
         self.reporter.observe(desired_problems(desired), complete=False)
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
-            current = self.read()
+            current = self.read(fresh=fresh or attempt > 1)
             plan = self.plan(current, desired, now)
             problems = desired_problems(desired) + list(plan.problems)
             self.reporter.observe(problems)
@@ -210,13 +241,15 @@ class Syncer:
             wrote = False
             if plan.needed:
                 try:
-                    self.write(current, plan)
+                    stored = self.write(current, plan)
                 except ApiConflict as e:
                     self.metrics.patch_conflicts.inc()
                     # a routine retry (the kubelet updates its Node too), not news at info
                     log.debug("%s changed while syncing (attempt %d): %s", self.what, attempt, e)
                     continue
                 wrote = True
+                if self.cache is not None:
+                    self.cache.remember(stored)
                 story.tell(
                     self.what,
                     plan.changes,
@@ -246,9 +279,29 @@ class NodeSyncer(Syncer):
         super().__init__(api, node_name, *args)
         self.what = f"node {node_name}"
 
-    def read(self) -> NodeView:
+    def fetch(self) -> NodeView:
         assert self.api is not None
         return self.api.get_node(self.node_name)
+
+    def view(self, obj: dict[str, Any] | None) -> NodeView:
+        if obj is None:
+            raise ApiNotFound(f"{self.what}: not found (deleted?)")
+        return node_view(obj, self.node_name, self.what)
+
+    def query(self) -> tuple[str, str]:
+        assert self.api is not None
+        return self.api.node_query(self.node_name)
+
+    def fingerprint(self, obj: dict[str, Any] | None) -> Any:
+        if obj is None:
+            return None
+        md = obj.get("metadata") or {}
+        labels = md.get("labels")
+        return (
+            None if labels is None else tuple(sorted(labels.items())),
+            (md.get("annotations") or {}).get(ANNOTATION),
+            md.get("annotations") is None,
+        )
 
     def empty(self) -> NodeView:
         return NodeView(name=self.node_name, labels={}, annotations={})
@@ -256,9 +309,9 @@ class NodeSyncer(Syncer):
     def plan(self, current: NodeView, desired: Desired, now: datetime) -> Plan:
         return plan_node(current, desired, now, self.rules)
 
-    def write(self, current: NodeView, plan: Plan) -> None:
+    def write(self, current: NodeView, plan: Plan) -> dict[str, Any]:
         assert self.api is not None
-        self.api.patch_node(self.node_name, plan.write)
+        return self.api.patch_node(self.node_name, plan.write)
 
     def event_target(self, current: NodeView) -> NodeView:
         return current

@@ -7,7 +7,11 @@ handling, and the in-cluster token refresh) but not its typed API classes: deser
 the generated models cost seconds of CPU on a first call and tens of MiB, and the tools need
 a few fields of plain JSON. Every request has a (connect, read) timeout, so a half-open edge
 link cannot block a tool forever; the client's own retries are off because each tool's loop
-owns retrying (with jittered backoff).
+owns retrying (edgefd.kube.retry).
+
+Every request and every watch opened goes through the client's rate limiter
+(edgefd.kube.ratelimit): a bounded rate per client whatever its loops do, and the API server's
+Retry-After honoured.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from urllib.parse import quote as _quote
 
 from edgefd.core.errors import BadInput, EdgefdError
 
-from .errors import ApiConflict, ApiUnreachable, HttpStatus, classify
+from .errors import ApiGone, ApiUnreachable, HttpStatus, classify
+from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, RateLimiter
 
 log = logging.getLogger(__name__)
 
 OnRequest = Callable[[str, str], None]
+OnWait = Callable[[str, float], None]
 C = TypeVar("C", bound="Client")
 
 # the longest a watch stays open before the server ends it (and the caller watches again)
@@ -43,8 +49,9 @@ def quote(segment: str) -> str:
 class Client:
     """A configured client: JSON requests and watches, errors as edgefd.kube.errors kinds.
 
-    `on_request(verb, resource)` is called for every request (metrics); `user_agent` names the
-    tool in the API server's audit log.
+    `on_request(verb, resource)` is called for every request sent (metrics); `limiter` bounds
+    how fast they are sent (default: DEFAULT_QPS / DEFAULT_BURST); `user_agent` names the tool
+    in the API server's audit log.
     """
 
     def __init__(
@@ -53,6 +60,7 @@ class Client:
         timeout: float,
         on_request: OnRequest | None = None,
         user_agent: str = "edgefd",
+        limiter: RateLimiter | None = None,
     ) -> None:
         from kubernetes.client import rest
 
@@ -63,6 +71,34 @@ class Client:
         self._timeout = (min(timeout, 5.0), timeout)
         self._on_request = on_request or (lambda verb, resource: None)
         self.user_agent = user_agent
+        self.limiter = limiter or RateLimiter(DEFAULT_QPS, DEFAULT_BURST)
+        self._said_limited = False
+
+    def _throttle(self, what: str) -> None:
+        """Before each request: refuse it while the server's Retry-After runs (the caller's
+        retry loop waits, stoppably), else wait for a token of the client's own rate."""
+        held = self.limiter.held_for()
+        if held > 0:
+            # no figure in the message: a loop logs a message again only when it changes
+            raise ApiUnreachable(
+                f"{what}: not sent; the API server asked to wait (Retry-After)", held
+            )
+        if self.limiter.acquire() > 0 and not self._said_limited:
+            self._said_limited = True
+            log.warning(
+                "%s: API requests reached this client's rate limit (%g/s, burst %d); they are "
+                "spaced out from now on (counted in the metrics; said once)",
+                what,
+                self.limiter.qps,
+                self.limiter.burst,
+            )
+
+    def _failed(self, err: Exception) -> Exception:
+        """An error answer: a Retry-After in it holds every later request of this client."""
+        wait = getattr(err, "retry_after", None)
+        if wait is not None:
+            self.limiter.hold_off(wait)
+        return err
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
@@ -82,13 +118,16 @@ class Client:
         what: str,
         body: Any = None,
         content_type: str | None = None,
+        verb: str | None = None,
     ) -> Any:
         """Send one request; the decoded JSON answer (None when empty). `what` names the
-        operation in error messages (`patch node n1`)."""
+        operation in error messages (`patch node n1`); `verb` the request in metrics when
+        it is not the method (LIST for a GET of a collection)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        self._on_request(method, resource)
+        self._throttle(what)
+        self._on_request(verb or method, resource)
         try:
             resp = self._rest.request(
                 method,
@@ -101,25 +140,39 @@ class Client:
             if data is None and hasattr(resp, "read"):
                 data = resp.read()
         except ApiException as e:  # older clients raise for non-2xx inside request()
-            raise classify(e, what) from e
+            raise self._failed(classify(e, what)) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ApiUnreachable(f"{what}: API server unreachable ({type(e).__name__}: {e})") from e
         if not 200 <= resp.status < 300:
-            raise classify(HttpStatus(resp.status, data), what)
+            headers = getattr(resp, "headers", None)
+            raise self._failed(classify(HttpStatus(resp.status, data, headers), what))
         try:
             return json.loads(data) if data else None
         except ValueError as e:
             raise ApiUnreachable(f"{what}: unreadable answer from the API server ({e})") from e
 
-    def watch(self, resource: str, path: str, what: str, seconds: int = WATCH_SECONDS) -> Watch:
+    def watch(
+        self,
+        resource: str,
+        path: str,
+        what: str,
+        seconds: int = WATCH_SECONDS,
+        idle_timeout: float | None = None,
+    ) -> Watch:
         """Open a watch on `path` (a collection URL with its query, without `watch` and
         `timeoutSeconds`); iterate the returned Watch for its events. Errors opening it are
-        raised here, as their kind."""
+        raised here, as their kind.
+
+        The watch ends when nothing arrives for `idle_timeout` seconds (a dead link); by
+        default that is the watch's whole length. A watch with bookmarks hears from the server
+        about once a minute, so it can detect a dead link much sooner than it ends."""
         import urllib3
 
         sep = "&" if "?" in path else "?"
         url = f"{self._host}{path}{sep}watch=1&timeoutSeconds={int(seconds)}"
+        self._throttle(what)
         self._on_request("WATCH", resource)
+        read_timeout = idle_timeout if idle_timeout is not None else seconds + 15.0
         try:
             resp = self._rest.pool_manager.request(
                 "GET",
@@ -127,13 +180,15 @@ class Client:
                 headers=self._headers(),
                 preload_content=False,
                 retries=False,
-                timeout=urllib3.Timeout(connect=self._timeout[0], read=seconds + 15.0),
+                timeout=urllib3.Timeout(connect=self._timeout[0], read=read_timeout),
             )
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ApiUnreachable(f"{what}: API server unreachable ({type(e).__name__}: {e})") from e
         if resp.status != 200:
             try:
-                raise classify(HttpStatus(resp.status, resp.read()), what)
+                raise self._failed(
+                    classify(HttpStatus(resp.status, resp.read(), resp.headers), what)
+                )
             finally:
                 resp.release_conn()
         return Watch(resp, what)
@@ -142,10 +197,11 @@ class Client:
 class Watch:
     """The events (`{"type": ..., "object": ...}`) of one open watch, until the server ends it.
 
-    The socket read timeout is longer than the server's own `timeoutSeconds`, so a dead link
-    ends the watch with ApiUnreachable instead of blocking for ever. An ERROR event is raised:
-    410 Gone (the resourceVersion is too old) as ApiConflict (list again, watch again),
-    anything else as its kind. `close()`, from any thread, ends a blocked iteration.
+    The socket read timeout (the server's own `timeoutSeconds` and a margin, or the caller's
+    idle timeout) makes a dead link end the watch with ApiUnreachable instead of blocking for
+    ever. An ERROR event is raised: 410 Gone (the resourceVersion is too old) as ApiGone, an
+    ApiConflict (list again, watch again), anything else as its kind. `close()`, from any
+    thread, ends a blocked iteration.
     """
 
     def __init__(self, resp: Any, what: str) -> None:
@@ -202,7 +258,7 @@ def _event(line: bytes, what: str) -> dict[str, Any]:
         status = event["object"]
         code = int(status.get("code") or 0)
         if code == 410:
-            raise ApiConflict(f"{what}: {status.get('message', 'resource version too old')}")
+            raise ApiGone(f"{what}: {status.get('message', 'resource version too old')}")
         raise classify(HttpStatus(code, json.dumps(status)), what)
     return event
 
@@ -292,10 +348,14 @@ def connect(
     context: str | None = None,
     user_agent: str = "edgefd",
     client_class: type[C] = Client,  # type: ignore[assignment]
+    qps: float = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
+    on_wait: OnWait | None = None,
 ) -> C:
     """Load the client configuration (find_kubeconfig: `kubeconfig`, $KUBECONFIG,
-    ~/.kube/config, else the pod's in-cluster one) and build a `client_class`. Makes no
-    request.
+    ~/.kube/config, else the pod's in-cluster one) and build a `client_class` whose
+    requests are limited to `qps` a second (bursts of `burst`; `on_wait(by, seconds)` hears
+    of each wait, see edgefd.kube.ratelimit). Makes no request.
 
     Only configuration errors fail here (a bad kubeconfig or --context: BadInput, exit 3; none
     at all: exit 1); an unreachable API server is discovered later, by the caller's loop,
@@ -326,4 +386,5 @@ def connect(
         source = "in-cluster service account"
     cfg.retries = False  # the caller's loop retries, with backoff; never inside a request
     log.info("API server %s (%s)", cfg.host, source)
-    return client_class(cfg, timeout, on_request, user_agent=user_agent)
+    limiter = RateLimiter(qps, burst, on_wait=on_wait)
+    return client_class(cfg, timeout, on_request, user_agent=user_agent, limiter=limiter)

@@ -1,0 +1,154 @@
+"""`feature-sink --mode nodefeature` with the real nfd-master as the one writer of the Node's
+labels: NFD's own CRDs (from the pinned module's deployment files), nfd-master built by the
+harness from the same module, the sink with exactly the rights the nodefeature option grants.
+The labels reach the Node through nfd-master, leave it through nfd-master, a foreign edit of
+the NodeFeature is repaired within a second, and edgefd never writes the Node."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.feature_sink.test_realpeer import ROOT, Cluster, F, run_sink, wait_for, write
+from tests.peers.nfd import NFDMaster, install_nfd_crds
+
+pytestmark = pytest.mark.realpeer
+
+NS = "edgefd-nf"  # edgefd's namespace in this test (the option's RBAC, re-namespaced)
+GROUP, VERSION, PLURAL = "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures"
+EDGEFD = "edgefd.io"
+
+
+@pytest.fixture(scope="module")
+def nfd_master(cluster: Cluster, kube_apiserver: Any, tmp_path_factory: Any) -> Any:
+    install_nfd_crds(kube_apiserver)
+    master = NFDMaster(
+        kube_apiserver,
+        tmp_path_factory.mktemp("nfd-master"),
+        node=kubelet_like_node(cluster),
+    ).start()
+    try:
+        yield master
+    finally:
+        master.stop()
+
+
+@pytest.fixture(scope="module")
+def nodefeature_kubeconfig(cluster: Cluster, kube_apiserver: Any) -> str:
+    """A token with the rights of k8s/overlays/nodefeature (its Role, in NS): NodeFeatures of
+    that namespace only, nothing on Nodes."""
+    import kubernetes.utils
+    import yaml
+
+    api = kube_apiserver.admin_api()
+    path = ROOT / "k8s" / "overlays" / "nodefeature" / "nodefeature-rbac.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    # the account the option binds (its subject), in NS
+    sa = next(
+        s["name"] for d in docs for s in d.get("subjects") or () if s["kind"] == "ServiceAccount"
+    )
+    kube_apiserver.ensure_service_account(NS, sa)
+    for doc in docs:
+        doc["metadata"]["namespace"] = NS
+        for subject in doc.get("subjects") or ():
+            subject["namespace"] = NS
+        try:
+            kubernetes.utils.create_from_dict(api, doc)
+        except kubernetes.utils.FailToCreateError as e:
+            if any(getattr(x, "status", None) != 409 for x in e.api_exceptions):
+                raise
+    return kube_apiserver.kubeconfig_for_token(kube_apiserver.mint_token(NS, sa))
+
+
+def kubelet_like_node(cluster: Cluster, labels: dict[str, str] | None = None) -> str:
+    """A Node as a kubelet registers it: with annotations. nfd-master (v0.17.3) adds its own
+    into /metadata/annotations by JSON Patch, which fails on a Node that has none."""
+    name = cluster.new_node(labels)
+    kubelet = {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}
+    cluster.core.patch_node(name, {"metadata": {"annotations": kubelet}})
+    return name
+
+
+def node_writers(cluster: Cluster, node: str) -> set[str]:
+    """Every field manager that ever wrote this Node (the API server records each)."""
+    return {m.manager for m in cluster.node(node).metadata.managed_fields or []}
+
+
+def test_labels_reach_and_leave_the_node_through_nfd_master(
+    cluster, sinks, fdir, kube_apiserver, nfd_master, nodefeature_kubeconfig
+):
+    import kubernetes.client as k8s
+
+    custom = k8s.CustomObjectsApi(kube_apiserver.admin_api())
+    node = kubelet_like_node(cluster, {"example.com/team": "edge"})
+    write(
+        fdir, "usb-scan", {f"{F}/usb-fe_1a6e_089a.present": "true", f"{EDGEFD}/edgetpu.count": "1"}
+    )
+    write(fdir, "dt-labeller", {"beta.devicetree.org/brcm-bcm2711": "1"})
+    s = sinks(
+        node, fdir, "--kubeconfig", nodefeature_kubeconfig, "--mode", "nodefeature",
+        "--namespace", NS, "--no-events", "--resync-interval", "1h",
+    )  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        wait_for(
+            lambda: cluster.labels(node).get(f"{EDGEFD}/edgetpu.count") == "1",
+            30,
+            "labels on the Node through nfd-master",
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nsink:\n{s.tail()}\nnfd-master:\n{nfd_master.tail()}") from e
+    first = time.monotonic() - t0
+    labels = cluster.labels(node)
+    assert labels[f"{F}/usb-fe_1a6e_089a.present"] == "true"
+    assert labels["beta.devicetree.org/brcm-bcm2711"] == "1"  # NFD denies only kubernetes.io
+    assert labels["example.com/team"] == "edge"
+
+    def nodefeature() -> dict:
+        return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, node)
+
+    # a label the producer drops leaves the Node through nfd-master
+    write(fdir, "usb-scan", {f"{EDGEFD}/edgetpu.count": "1"})
+    wait_for(lambda: f"{F}/usb-fe_1a6e_089a.present" not in cluster.labels(node), 30, "removed")
+    assert cluster.labels(node)[f"{EDGEFD}/edgetpu.count"] == "1"
+
+    # a foreign edit of the sink's NodeFeature is repaired within a second
+    wait_for(lambda: s.metric("edgefd_sink_object_watch_up") == 1, what="the watch is open")
+    obj = nodefeature()
+    obj["spec"]["labels"].pop(f"{EDGEFD}/edgetpu.count")
+    t1 = time.monotonic()
+    custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, node, obj)
+    wait_for(
+        lambda: nodefeature()["spec"]["labels"].get(f"{EDGEFD}/edgetpu.count") == "1",
+        5,
+        "NodeFeature repaired",
+    )
+    assert time.monotonic() - t1 < 1.5
+    wait_for(lambda: cluster.labels(node).get(f"{EDGEFD}/edgetpu.count") == "1", 30)
+
+    # edgefd never wrote the Node: no write counted, none recorded by the API server
+    assert s.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH") == 0
+    writers = node_writers(cluster, node)
+    assert not any("edgefd" in w for w in writers), writers
+    assert any("nfd-master" in w for w in writers), writers
+    assert nfd_master.metric("nfd_master_node_updates_total") >= 2
+    print(f"first labels through nfd-master after {first:.2f} s")
+
+    # --prune empties the NodeFeature; nfd-master then takes the labels off the Node
+    assert s.stop() == 0
+    p = run_sink(
+        "--prune", "--mode", "nodefeature", "--namespace", NS, "--node-name", node,
+        "--kubeconfig", nodefeature_kubeconfig, "--features-dir", str(Path(fdir)),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    wait_for(
+        lambda: (
+            not any(k.startswith((F, EDGEFD, "beta.devicetree.org")) for k in cluster.labels(node))
+        ),
+        30,
+        "pruned through nfd-master",
+    )
+    assert cluster.labels(node)["example.com/team"] == "edge"
