@@ -9,6 +9,7 @@ from edgefd.runtime.metrics import Metrics
 class KeeperMetrics:
     def __init__(self, m: Metrics | None = None) -> None:
         self.m = m = m if m is not None else Metrics()
+        self.value = m.value
         self.moves = m.counter(
             "edgefd_device_keeper_moves_total", "Device re-enumerations handled (node A -> B)"
         )
