@@ -26,7 +26,7 @@ from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.errors import EdgefdError, HostUnreadable
 from edgefd.core.hostroot import HostRoot
-from edgefd.core.log import get_logger
+from edgefd.core.log import DEBUG, get_logger
 from edgefd.core.record import Record
 from edgefd.core.service import WATCH_DEFAULTS, WatchSettings
 
@@ -233,10 +233,11 @@ class Inventory:
             diff=diff(before, {d.name: d for d in devices}) if devices or before else Diff(),
             warnings=tuple(w for r in scans.values() for w in r.warnings),
         )
-        for w in snap.warnings:
-            log.debug("scan: %s", w)
-        for change in snap.diff.changes:
-            log.debug("device %s", change.describe())
+        if log.isEnabledFor(DEBUG):
+            for w in snap.warnings:
+                log.debug("scan: %s", w)
+            for change in snap.diff.changes:
+                log.debug("device %s", change.describe())
         self._snapshot = snap
         if self.metrics:
             self.metrics.held.set(snap.held_count)
