@@ -32,7 +32,7 @@ from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
 
 from edgefd.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
-from edgefd.devplugin.resource import socket_name  # noqa: E402
+from edgefd.devplugin.v1beta1.resource import socket_name  # noqa: E402
 from tests.devplugin.test_grpc import FakeKubelet  # noqa: E402
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
 
@@ -45,9 +45,9 @@ from pathlib import Path
 from tests.devplugin.test_grpc import OpenStreams
 streams = OpenStreams(Path(sys.argv[1]), int(sys.argv[2]))
 deadline = time.monotonic() + 10
-while not streams.all_got([("usb-1-1.1", "Healthy")]) and time.monotonic() < deadline:
+while not streams.all_got([("ncs2-1-1-1", "Healthy")]) and time.monotonic() < deadline:
     time.sleep(0.05)
-print("open" if streams.all_got([("usb-1-1.1", "Healthy")]) else "failed", flush=True)
+print("open" if streams.all_got([("ncs2-1-1-1", "Healthy")]) else "failed", flush=True)
 time.sleep(3600)
 """
 
@@ -91,7 +91,7 @@ def main() -> int:
 
         # Allocate latency
         req = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-1-1.1"])]
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["ncs2-1-1-1"])]
         )
         for _ in range(50):
             stub.Allocate(req)
@@ -166,7 +166,7 @@ def main() -> int:
         print(f"rss: {rss_kib(proc.pid) / 1024:.1f} MiB")
         print(
             f"idle cpu: {(c1 - c0) * 1000:.0f} ms over {t1 - t0:.0f} s "
-            f"({100 * (c1 - c0) / (t1 - t0):.2f}% of one core; fixture root, 0.2 s listing poll)"
+            f"({100 * (c1 - c0) / (t1 - t0):.2f}% of one core; fixture root: inotify, 10 s rescans)"
         )
         ch.close()
     finally:

@@ -27,9 +27,10 @@ from edgefd.bus import pci, usb  # noqa: E402
 from edgefd.bus.catalogue import load_catalogue  # noqa: E402
 from edgefd.core.featuresd import render  # noqa: E402
 from edgefd.core.hostroot import HostRoot  # noqa: E402
+from edgefd.inventory.inventory import Inventory  # noqa: E402
 from edgefd.pci_scan.labels import SPEC as PCI_SPEC  # noqa: E402
 from edgefd.scan.config import resolve_config  # noqa: E402
-from edgefd.scan.derive import evaluate, scan_buses  # noqa: E402
+from edgefd.scan.derive import evaluate  # noqa: E402
 from edgefd.usb_scan.labels import SPEC as USB_SPEC  # noqa: E402
 from tests.fixturegen import build_host  # noqa: E402
 from tests.fixturegen.sysfs import synthetic_pci, synthetic_usb  # noqa: E402
@@ -43,7 +44,8 @@ def dry_run_seconds(bus: str, root: Path, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
-        ev = evaluate(spec, scan_buses(buses, HostRoot.of(root)), config, cat, buses, warnings)
+        snap = Inventory(HostRoot.of(root), buses, catalogue=cat, hold=0.0).scan()
+        ev = evaluate(spec, snap.label_scans(), config, cat, buses, warnings)
         render(ev.labels, spec.producer)
         best = min(best, time.perf_counter() - t)
     return best
@@ -57,7 +59,10 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     compile_sources()
     with tempfile.TemporaryDirectory(prefix="edgefd-bench-") as tmp:
-        print("in-process dry run (scan both buses + derive + render), best of", args.repeat)
+        print(
+            "in-process dry run (inventory scan of both buses + derive + render), best of",
+            args.repeat,
+        )
         print(f"{'bus':4} {'devices':>8} {'total ms':>10} {'us/device':>10}")
         for bus, gen in (("pci", synthetic_pci), ("usb", synthetic_usb)):
             for n in sizes:

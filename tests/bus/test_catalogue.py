@@ -98,3 +98,38 @@ def test_env_and_custom_catalogue(tmp_path: Path) -> None:
     )
     acc = cat.match_pci("1234", "ffff", "120000")
     assert acc is not None and acc.env == (("NPU_VISIBLE", "all"),)
+
+
+def test_one_match_for_any_record(tmp_path: Path) -> None:
+    """catalogue.match(record): the one answer to "which accelerator is this?", for USB and
+    PCI records alike, with the key the record carries and the life stage its IDs mean."""
+    from edgefd.bus import pci, usb
+    from edgefd.bus.key import DeviceKey
+    from edgefd.core.hostroot import HostRoot
+    from tests.fixturegen import build_host
+
+    cat = load_catalogue()
+    rpi = HostRoot.of(build_host("rpi4-coral", tmp_path / "rpi", devicetree=False))
+    found = {m.key: (m.accelerator.id, m.state) for m in map(cat.match, usb.scan(rpi).devices) if m}
+    assert found == {
+        DeviceKey("usb", "2-1"): ("coral-usb", "boot"),
+        DeviceKey("usb", "1-1.1"): ("ncs2", "boot"),
+    }
+    x86 = HostRoot.of(build_host("x86-server", tmp_path / "x86", devicetree=False))
+    hits = [m for m in map(cat.match, pci.scan(x86).devices) if m]
+    assert [(m.key, m.accelerator.id, m.bus, m.device) for m in hits] == [
+        (DeviceKey("pci", "0000:02:00.0"), "coral-pcie", "pci", "0000:02:00.0"),
+        (DeviceKey("pci", "0000:04:00.0"), "hailo8", "pci", "0000:04:00.0"),
+    ]
+
+
+def test_the_packaged_file_reads_the_same_as_json() -> None:
+    """It is read as a Python literal (no json import at start-up): that must be exactly what
+    the JSON reading of it gives."""
+    import json
+
+    from edgefd.bus.catalogue import DEFAULT_PATH, _parse_yaml
+
+    text = DEFAULT_PATH.read_text()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    assert _parse_yaml(text, DEFAULT_PATH) == json.loads(body)

@@ -15,7 +15,8 @@ from edgefd.core.publish import Publisher, write_atomic
 
 def write_feature_file(directory: Path, producer: str, labels: dict[str, str]) -> tuple[Path, bool]:
     pub = Publisher(directory, producer, dry_run=False)
-    return pub.path, pub.publish(labels)
+    pub.publish(labels)
+    return pub.path, pub.wrote
 
 
 def test_writer_creates_then_leaves_unchanged_file_alone(tmp_path: Path) -> None:
@@ -100,3 +101,26 @@ def test_dry_run_prints_the_exact_bytes(tmp_path: Path, capfd: pytest.CaptureFix
     assert pub.publish({"b.io/x": "1"})
     assert capfd.readouterr().out == pub.render({"b.io/x": "1"}).decode()
     assert os.listdir(tmp_path) == []
+
+
+def test_the_publisher_is_the_one_change_check(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version with the same bytes as the last one published is neither written (the file
+    is not even looked at) nor printed; a failed write is tried again next time."""
+    pub = Publisher(tmp_path, "tool", dry_run=False)
+    assert pub.publish({"a.io/x": "1"}) and pub.wrote and pub.published
+    monkeypatch.setattr(publish, "write_atomic", lambda *_a: pytest.fail("compared twice"))
+    assert not pub.publish({"a.io/x": "1"})
+    monkeypatch.setattr(
+        publish, "write_atomic", lambda *_a: (_ for _ in ()).throw(OSError(28, "full"))
+    )
+    with pytest.raises(OutputError, match="full"):
+        pub.publish({"a.io/x": "2"})
+    monkeypatch.undo()
+    assert pub.publish({"a.io/x": "2"}) and (tmp_path / "tool").read_text().endswith("a.io/x=2\n")
+    dry = Publisher(tmp_path, "other", dry_run=True)
+    assert dry.publish({"b.io/x": "1"}) and not dry.publish({"b.io/x": "1"})
+    assert capfd.readouterr().out.count("b.io/x=1") == 1
+    quiet = Publisher(tmp_path, "quiet", dry_run=True, echo=False)
+    assert quiet.publish({"c.io/x": "1"}) and capfd.readouterr().out == ""

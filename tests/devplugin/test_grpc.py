@@ -25,26 +25,18 @@ import grpc
 import pytest
 
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.service import WatchSettings
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
+from edgefd.devplugin.app import App, Options
 from edgefd.devplugin.config import default_config, parse_config
-from edgefd.devplugin.plugin import Options, Plugin
-from edgefd.devplugin.resource import socket_name
+from edgefd.devplugin.v1beta1.resource import socket_name
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CORAL = "edgefd.io/coral-usb"
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 5.0, step: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(step)
+SLOW_RESCAN = WatchSettings(rescan_interval=30)
 
 
 class FakeKubelet(pb_grpc.RegistrationServicer):
@@ -148,26 +140,26 @@ def kubelet(plugin_dir: Path) -> Iterator[FakeKubelet]:
 
 
 @pytest.fixture
-def plugin(node: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[Plugin]:
+def plugin(node: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[App]:
     opts = Options(
         plugin_dir=str(plugin_dir),
         host=HostRoot.of(node),
         links_dir=str(plugin_dir / "links"),
         listen=("127.0.0.1", 0),
-        rescan_interval=30,
+        settings=SLOW_RESCAN,
     )
-    p = Plugin(opts, default_config()).start()
+    p = App(opts, default_config()).start()
     yield p
     p.stop()
 
 
 def test_registers_every_resource_and_serves_inside_register(
-    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     names = [r.name for r in default_config().resources]
     wait_until(lambda: all(kubelet.last(n) is not None for n in names))
-    assert kubelet.last(CORAL) == [("usb-2-1", "Healthy")]
-    assert kubelet.last("edgefd.io/ncs2") == [("usb-1-1.1", "Healthy")]
+    assert kubelet.last(CORAL) == [("coral-usb-2-1", "Healthy")]
+    assert kubelet.last("edgefd.io/ncs2") == [("ncs2-1-1-1", "Healthy")]
     assert kubelet.last("edgefd.io/hailo") == []  # zero devices: registered, empty list
     assert not kubelet.options[CORAL].get_preferred_allocation_available
     endpoints = {e for _, _, e in kubelet.registrations}
@@ -175,66 +167,68 @@ def test_registers_every_resource_and_serves_inside_register(
     assert all((plugin_dir / e).is_socket() for e in endpoints)
 
 
-def test_allocate_and_unknown_ids(plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path) -> None:
+def test_allocate_and_unknown_ids(plugin: App, kubelet: FakeKubelet, plugin_dir: Path) -> None:
     wait_until(lambda: kubelet.last(CORAL))
     stub = kubelet.stub(CORAL)
     resp = stub.Allocate(
         pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-2-1"])]
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["coral-usb-2-1"])]
         )
     )
     [cr] = resp.container_responses
-    assert cr.envs["EDGEFD_CORAL_USB_DEVICES"] == "usb-2-1"
+    assert cr.envs["EDGEFD_CORAL_USB_DEVICES"] == "coral-usb-2-1"
     [spec] = cr.devices
-    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "usb-2-1" / "0"
+    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "coral-usb-2-1" / "0"
     assert spec.host_path == str(link)
     assert os.readlink(link).startswith("/dev/bus/usb/002/")  # a host path, not under the root
     with pytest.raises(grpc.RpcError) as e:
         stub.Allocate(
             pb.AllocateRequest(
-                container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-7-7"])]
+                container_requests=[pb.ContainerAllocateRequest(devices_ids=["coral-usb-7-7"])]
             )
         )
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
-    assert "unknown device ID(s) usb-7-7" in e.value.details()
+    assert "unknown device ID(s) coral-usb-7-7" in e.value.details()
     # metrics reflect it
-    port = plugin._health.port  # type: ignore[union-attr]
+    port = plugin.health.port  # type: ignore[union-attr]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     assert 'edgefd_devplugin_allocations_total{resource="edgefd.io/coral-usb"} 1' in text
     assert 'edgefd_devplugin_allocate_errors_total{resource="edgefd.io/coral-usb"} 1' in text
     assert 'edgefd_devplugin_devices{health="Healthy",resource="edgefd.io/coral-usb"} 1' in text
+    # ready once every resource is registered (under load the last ones take a moment)
+    wait_until(lambda: all(rp.registered.is_set() for rp in plugin.v1.resources.values()))
     ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read().decode()
     assert "registered" in ok
 
 
 def test_unplug_replug_and_reenumeration(
-    plugin: Plugin, kubelet: FakeKubelet, node: Path, plugin_dir: Path
+    plugin: App, kubelet: FakeKubelet, node: Path, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.last(CORAL))
     hb = HostBuilder(node)
-    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "usb-2-1" / "0"
+    link = plugin_dir / "links" / "edgefd.io_coral-usb" / "coral-usb-2-1" / "0"
     t0 = time.monotonic()
     hb.remove_usb("2-1")
-    wait_until(lambda: kubelet.last(CORAL) == [("usb-2-1", "Unhealthy")], timeout=2)
+    wait_until(lambda: kubelet.last(CORAL) == [("coral-usb-2-1", "Unhealthy")], timeout=2)
     assert time.monotonic() - t0 < 1.0
     assert not os.path.lexists(link)  # no stale grant while it is away
     t0 = time.monotonic()
     hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9})
-    wait_until(lambda: kubelet.last(CORAL) == [("usb-2-1", "Healthy")], timeout=2)
+    wait_until(lambda: kubelet.last(CORAL) == [("coral-usb-2-1", "Healthy")], timeout=2)
     assert time.monotonic() - t0 < 1.0
     assert os.readlink(link) == "/dev/bus/usb/002/009"
     # every message carries the full list, and only changes are sent
     with kubelet.lock:
         msgs = list(kubelet.lists[CORAL])
     assert msgs == [
-        [("usb-2-1", "Healthy")],
-        [("usb-2-1", "Unhealthy")],
-        [("usb-2-1", "Healthy")],
+        [("coral-usb-2-1", "Healthy")],
+        [("coral-usb-2-1", "Unhealthy")],
+        [("coral-usb-2-1", "Healthy")],
     ]
 
 
 def test_kubelet_restart_reregisters_quickly(
-    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
     t0 = time.monotonic()
@@ -245,12 +239,12 @@ def test_kubelet_restart_reregisters_quickly(
     assert t_reg - t0 < 1.0
     wait_until(lambda: CORAL in kubelet.ended)  # the old stream was ended
     wait_until(lambda: (plugin_dir / socket_name(CORAL)).is_socket())
-    wait_until(lambda: plugin.resources[CORAL].registered.is_set())
+    wait_until(lambda: plugin.v1.resources[CORAL].registered.is_set())
     assert plugin.metrics.value("edgefd_devplugin_kubelet_restarts_total") >= 1
 
 
 def test_own_socket_removed_reregisters(
-    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.count(CORAL) == 1)
     (plugin_dir / socket_name(CORAL)).unlink()
@@ -259,13 +253,13 @@ def test_own_socket_removed_reregisters(
 
 
 def test_registration_retries_until_the_kubelet_appears(node: Path, plugin_dir: Path) -> None:
-    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), settings=SLOW_RESCAN)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = Plugin(opts, cfg).start()
+    p = App(opts, cfg).start()
     try:
         time.sleep(0.3)
-        assert not p.resources[CORAL].registered.is_set()
-        assert "does not exist" in p.resources[CORAL].last_error
+        assert not p.v1.resources[CORAL].registered.is_set()
+        assert "does not exist" in p.v1.resources[CORAL].last_error
         k = FakeKubelet(plugin_dir)
         try:
             t0 = time.monotonic()
@@ -290,14 +284,14 @@ def test_preferred_allocation_with_replicas(node: Path, plugin_dir: Path) -> Non
     )
     # a second NCS2 on another port
     HostBuilder(node).add_usb({"port": "1-1.4.1", "vendor": "03e7", "product": "f63b"})
-    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
-    p = Plugin(opts, cfg).start()
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), settings=SLOW_RESCAN)
+    p = App(opts, cfg).start()
     try:
         res = "edgefd.io/usb-sticks"
         wait_until(lambda: k.last(res))
         assert k.options[res].get_preferred_allocation_available
         ids = [i for i, _ in k.last(res) or []]
-        assert ids == ["usb-1-1.1-r0", "usb-1-1.1-r1", "usb-1-1.4.1-r0", "usb-1-1.4.1-r1"]
+        assert ids == ["ncs2-1-1-1-r0", "ncs2-1-1-1-r1", "ncs2-1-1-4-1-r0", "ncs2-1-1-4-1-r1"]
         resp = k.stub(res).GetPreferredAllocation(
             pb.PreferredAllocationRequest(
                 container_requests=[
@@ -307,7 +301,7 @@ def test_preferred_allocation_with_replicas(node: Path, plugin_dir: Path) -> Non
                 ]
             )
         )
-        assert list(resp.container_responses[0].deviceIDs) == ["usb-1-1.1-r0", "usb-1-1.4.1-r0"]
+        assert list(resp.container_responses[0].deviceIDs) == ["ncs2-1-1-1-r0", "ncs2-1-1-4-1-r0"]
     finally:
         p.stop()
         k.stop()
@@ -412,14 +406,14 @@ def test_dry_run_json_and_text(node: Path, tmp_path: Path) -> None:
     doc = json.loads(out)
     coral = next(r for r in doc["resources"] if r["resource"] == CORAL)
     [dev] = coral["devices"]
-    assert dev["id"] == "usb-2-1" and dev["state"] == "boot"
-    assert dev["allocate"]["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+    assert dev["id"] == "coral-usb-2-1" and dev["state"] == "boot"
+    assert dev["allocate"]["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
     assert not (tmp_path / "dp").exists()  # a dry run writes nothing
     proc = _run_plugin(
         ["--host-root", str(node), "--plugin-dir", str(tmp_path / "dp"), "--dry-run"]
     )
     out, _ = proc.communicate(timeout=30)
-    assert "usb-2-1: Healthy, usb 2-1, 1a6e:089a boot" in out
+    assert "coral-usb-2-1: Healthy, usb 2-1, 1a6e:089a boot" in out
 
 
 class DialingKubelet(FakeKubelet):
@@ -455,7 +449,7 @@ def test_kubelet_restart_during_a_registration_attempt(
     kubelet.sock. The plugin ignored the deletion (it was registering), Register reached the
     new kubelet, which dialed the deleted socket for 10 s: the resource stayed unregistered.
     """
-    import edgefd.devplugin.resource as plugin_mod
+    import edgefd.devplugin.v1beta1.resource as plugin_mod
 
     kubelet = DialingKubelet(plugin_dir)
     real_register = plugin_mod.register
@@ -469,9 +463,9 @@ def test_kubelet_restart_during_a_registration_attempt(
         real_register(*args, **kw)
 
     monkeypatch.setattr(plugin_mod, "register", racing_register)
-    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), rescan_interval=30)
+    opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(node), settings=SLOW_RESCAN)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = Plugin(opts, cfg).start()
+    p = App(opts, cfg).start()
     try:
         wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
         armed.set()
@@ -482,7 +476,7 @@ def test_kubelet_restart_during_a_registration_attempt(
         with kubelet.lock:
             t_reg = kubelet.registrations[-1][0]
         assert t_reg - t0 < 1.5
-        wait_until(lambda: p.resources[CORAL].registered.is_set())
+        wait_until(lambda: p.v1.resources[CORAL].registered.is_set())
         wait_until(lambda: kubelet.last(CORAL))
         time.sleep(0.5)
         assert kubelet.count(CORAL) == 2  # exactly once with the new kubelet
@@ -546,22 +540,22 @@ def _timed(fn: Callable[[], Any], n: int) -> list[float]:
 
 
 def test_fifty_open_streams_never_starve_the_unary_calls(
-    plugin: Plugin, kubelet: FakeKubelet, plugin_dir: Path, node: Path
+    plugin: App, kubelet: FakeKubelet, plugin_dir: Path, node: Path
 ) -> None:
     """Issue 11 item 5: with a worker thread per stream, 4 open streams left the kubelet's
     Allocate unanswered (and 16 made every further call RESOURCE_EXHAUSTED)."""
     wait_until(lambda: kubelet.last(CORAL))
     streams = OpenStreams(plugin_dir / socket_name(CORAL), 50)
     try:
-        wait_until(lambda: streams.all_got([("usb-2-1", "Healthy")]))
+        wait_until(lambda: streams.all_got([("coral-usb-2-1", "Healthy")]))
         stub = kubelet.stub(CORAL)
         alloc = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=["usb-2-1"])]
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["coral-usb-2-1"])]
         )
         pref = pb.PreferredAllocationRequest(
             container_requests=[
                 pb.ContainerPreferredAllocationRequest(
-                    available_deviceIDs=["usb-2-1"], allocation_size=1
+                    available_deviceIDs=["coral-usb-2-1"], allocation_size=1
                 )
             ]
         )
@@ -582,12 +576,12 @@ def test_fifty_open_streams_never_starve_the_unary_calls(
             assert p99 < 50, f"{name}: p99 {p99:.1f} ms with 50 streams open"
         # every stream is still served: a hot-plug reaches all 50 (and the kubelet's)
         HostBuilder(node).remove_usb("2-1")
-        wait_until(lambda: streams.all_got([("usb-2-1", "Unhealthy")]), timeout=3)
-        assert kubelet.last(CORAL) == [("usb-2-1", "Unhealthy")]
+        wait_until(lambda: streams.all_got([("coral-usb-2-1", "Unhealthy")]), timeout=3)
+        assert kubelet.last(CORAL) == [("coral-usb-2-1", "Unhealthy")]
         assert streams.errors == []
     finally:
         streams.close()
-    server = plugin.resources[CORAL]._server
+    server = plugin.v1.resources[CORAL]._server
     assert server is not None
     wait_until(lambda: server.streams == 1)  # only the kubelet's is left
 
@@ -595,8 +589,8 @@ def test_fifty_open_streams_never_starve_the_unary_calls(
 def test_streams_beyond_the_cap_are_refused_and_unary_calls_still_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import edgefd.devplugin.server as server_mod
-    from edgefd.devplugin.allocate import LinkLayout
+    import edgefd.devplugin.v1beta1.server as server_mod
+    from edgefd.devplugin.links import LinkLayout
 
     monkeypatch.setattr(server_mod, "MAX_STREAMS", 3)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
@@ -624,18 +618,20 @@ def test_the_kubelet_allocates_while_fifty_streams_are_open(
 ) -> None:
     """The kubelet's own device manager, on a plugin whose socket holds 50 other streams."""
     pdir = Path(kubelet_devices.plugin_dir)
-    opts = Options(plugin_dir=str(pdir), host=HostRoot.of(node), links_dir=None, rescan_interval=30)
+    opts = Options(
+        plugin_dir=str(pdir), host=HostRoot.of(node), links_dir=None, settings=SLOW_RESCAN
+    )
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = Plugin(opts, cfg).start()
+    p = App(opts, cfg).start()
     streams = None
     try:
         kubelet_devices.wait_for("registered", resource=CORAL, timeout=20)
         streams = OpenStreams(pdir / socket_name(CORAL), 50)
-        wait_until(lambda: streams.all_got([("usb-2-1", "Healthy")]))
+        wait_until(lambda: streams.all_got([("coral-usb-2-1", "Healthy")]))
         t0 = time.monotonic()
         r = kubelet_devices.allocate(CORAL, count=1, timeout=10)
         assert r["ok"], r
-        assert r["device_ids"] == ["usb-2-1"]
+        assert r["device_ids"] == ["coral-usb-2-1"]
         assert time.monotonic() - t0 < 2.0
     finally:
         if streams is not None:
@@ -663,11 +659,11 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
         plugin_dir=str(plugin_dir),
         host=HostRoot.of(node),
         listen=("127.0.0.1", 0),
-        rescan_interval=30,
+        settings=SLOW_RESCAN,
     )
-    p = Plugin(opts, cfg).start()
+    p = App(opts, cfg).start()
     try:
-        port = p._health.port  # type: ignore[union-attr]
+        port = p.health.port  # type: ignore[union-attr]
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz")
         assert e.value.code == 503

@@ -135,8 +135,8 @@ def test_registration_capacity_and_zero_devices(
     ev = kubelet.events_named("registered", resource=CORAL)[0]
     assert ev["endpoint"] == "edgefd-edgefd.io_coral-usb.sock"
     assert ev["options"]["get_preferred_allocation_available"] is False
-    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
-    _devices_event(kubelet, NCS2, ["usb-1-1.1"], 0)
+    _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
+    _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], 0)
     _devices_event(kubelet, HAILO, [], 0)  # nothing there: registered with an empty list
     cap = kubelet.capacity()
     assert cap["capacity"][CORAL] == 1 and cap["allocatable"][CORAL] == 1
@@ -146,18 +146,18 @@ def test_registration_capacity_and_zero_devices(
 
 def test_allocate_through_the_kubelet(plugin: PluginProcess, kubelet: KubeletDevices) -> None:
     _registered_all(kubelet, [CORAL])
-    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+    _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
     r = kubelet.allocate(CORAL, count=1)
     assert r["ok"], r
-    assert r["device_ids"] == ["usb-2-1"]
+    assert r["device_ids"] == ["coral-usb-2-1"]
     # what the kubelet checkpointed, i.e. what it replays on container restarts
-    assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+    assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
     [spec] = r["devices"]
-    assert spec["container_path"] == "/dev/edgefd/usb-2-1"
+    assert spec["container_path"] == "/dev/edgefd/coral-usb-2-1"
     assert spec["permissions"] == "rw"
     link = spec["host_path"]
     assert link == os.path.join(
-        kubelet.plugin_dir, "edgefd-links", "edgefd.io_coral-usb", "usb-2-1", "0"
+        kubelet.plugin_dir, "edgefd-links", "edgefd.io_coral-usb", "coral-usb-2-1", "0"
     )
     assert os.readlink(link).startswith("/dev/bus/usb/002/")
     assert r["mounts"] == [
@@ -167,8 +167,8 @@ def test_allocate_through_the_kubelet(plugin: PluginProcess, kubelet: KubeletDev
     r2 = kubelet.allocate(CORAL, count=1)
     assert not r2["ok"]
     # an ID the plugin never advertised fails, saying why
-    bad = kubelet.allocate(CORAL, devices=["usb-9-9"])
-    assert not bad["ok"] and "unknown device ID(s) usb-9-9" in bad["error"]
+    bad = kubelet.allocate(CORAL, devices=["coral-usb-9-9"])
+    assert not bad["ok"] and "unknown device ID(s) coral-usb-9-9" in bad["error"]
 
 
 def test_kubelet_restart_reregisters_within_a_second(
@@ -181,7 +181,7 @@ def test_kubelet_restart_reregisters_within_a_second(
         for n in ALL:
             ev = kubelet.wait_for("registered", resource=n, since=since, timeout=5)
             assert ev["ts"] - ready["ts"] < 1.0, (n, ev["ts"] - ready["ts"])
-        _devices_event(kubelet, CORAL, ["usb-2-1"], since)
+        _devices_event(kubelet, CORAL, ["coral-usb-2-1"], since)
         kubelet.wait_for("capacity", resource=CORAL, allocatable=1, since=since, timeout=5)
 
 
@@ -197,7 +197,7 @@ def test_plugin_restart(host: Path, kubelet: KubeletDevices) -> None:
         since = kubelet.mark()
         p = PluginProcess(host, kubelet.plugin_dir)
         _registered_all(kubelet, ALL, since)
-        _devices_event(kubelet, CORAL, ["usb-2-1"], since)
+        _devices_event(kubelet, CORAL, ["coral-usb-2-1"], since)
     finally:
         p.terminate()
 
@@ -206,7 +206,7 @@ def test_unplug_and_replug_within_a_second(
     plugin: PluginProcess, kubelet: KubeletDevices, host: Path
 ) -> None:
     _registered_all(kubelet, [NCS2])
-    _devices_event(kubelet, NCS2, ["usb-1-1.1"], 0)
+    _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], 0)
     hb = HostBuilder(host)
     since = kubelet.mark()
     t0 = time.monotonic()
@@ -223,7 +223,7 @@ def test_unplug_and_replug_within_a_second(
     since = kubelet.mark()
     t0 = time.monotonic()
     hb.add_usb({"port": "1-1.1", "vendor": "03e7", "product": "2485", "serial": "03e72485"})
-    ev = _devices_event(kubelet, NCS2, ["usb-1-1.1"], since)
+    ev = _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
     assert ev["ts"] - t0 < 1.0, ev["ts"] - t0
     assert kubelet.capacity()["allocatable"][NCS2] == 1
 
@@ -232,7 +232,7 @@ def test_coral_boot_to_runtime_keeps_the_id(
     plugin: PluginProcess, kubelet: KubeletDevices, host: Path
 ) -> None:
     _registered_all(kubelet, [CORAL])
-    _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+    _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
     r = kubelet.allocate(CORAL, count=1)
     link = r["devices"][0]["host_path"]
     before = os.readlink(link)
@@ -243,8 +243,8 @@ def test_coral_boot_to_runtime_keeps_the_id(
     hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 5})
     time.sleep(1.0)
     devs = kubelet.events_named("devices", since=since, resource=CORAL)
-    assert all(set(e["healthy"]) | set(e["unhealthy"]) == {"usb-2-1"} for e in devs)
-    assert kubelet.capacity()["devices"][CORAL] == {"healthy": ["usb-2-1"], "unhealthy": []}
+    assert all(set(e["healthy"]) | set(e["unhealthy"]) == {"coral-usb-2-1"} for e in devs)
+    assert kubelet.capacity()["devices"][CORAL] == {"healthy": ["coral-usb-2-1"], "unhealthy": []}
     after = os.readlink(link)
     assert after == "/dev/bus/usb/002/005" != before  # the replayed DeviceSpec follows it
     # the allocated pod keeps its device: the kubelet still counts it as in use

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.feature_sink.test_realpeer import Cluster, Sink
+from tests.feature_sink.peer import Cluster, Sink
 
 
 @pytest.fixture(scope="module")

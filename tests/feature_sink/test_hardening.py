@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode, published_size
-from tests.feature_sink.test_realpeer import Cluster, run_sink, wait_for, write
+from tests.feature_sink.peer import Cluster, run_sink, wait_for, write
 
 pytestmark = pytest.mark.realpeer
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgefd.feature_sink.desired import read_directory
-from tests.feature_sink.test_realpeer import F, run_sink, wait_for, write
+from tests.feature_sink.peer import F, run_sink, wait_for, write
 
 LATER = datetime.now(UTC) + timedelta(seconds=5)  # every file has settled
 

@@ -24,6 +24,7 @@ from edgefd.feature_sink.nodeapi import ApiUnreachable
 from edgefd.feature_sink.sync import SyncResult
 from edgefd.runtime.signals import Signals
 from edgefd.runtime.watch import Debouncer, Watcher
+from tests.feature_sink.peer import run_sink
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
@@ -136,15 +137,7 @@ def test_duration_and_listen_parsing():
 # -- CLI without an API server ---------------------------------------------------------------
 
 
-def sink(*args: str, stdin: bytes = b"", env: dict | None = None, timeout: float = 60):
-    return subprocess.run(
-        [sys.executable, "-m", "edgefd.feature_sink", *args],
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+sink = run_sink
 
 
 def dead_kubeconfig(tmp_path: Path) -> Path:

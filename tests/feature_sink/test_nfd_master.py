@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.feature_sink.test_realpeer import ROOT, Cluster, F, run_sink, wait_for, write
+from tests.feature_sink.peer import ROOT, Cluster, F, run_sink, wait_for, write
 from tests.peers.nfd import NFDMaster, install_nfd_crds
 
 pytestmark = pytest.mark.realpeer

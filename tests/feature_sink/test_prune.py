@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode
-from tests.feature_sink.test_realpeer import (
+from tests.feature_sink.peer import (
     Cluster,
     run_sink,
     write,

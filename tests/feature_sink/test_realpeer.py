@@ -7,207 +7,26 @@ look at the Node through the admin client and at the sink through its /metrics e
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from edgefd.feature_sink.ownership import ANNOTATION, decode
+from edgefd.feature_sink.ownership import ANNOTATION
+from tests.feature_sink.peer import (
+    ROOT,
+    Cluster,
+    F,
+    run_sink,
+    wait_for,
+    write,
+)
 from tests.k8s.test_manifests import SERVICE_ACCOUNT as SINK_SA
 
 pytestmark = pytest.mark.realpeer
-
-ROOT = Path(__file__).resolve().parents[2]
-F = "feature.node.kubernetes.io"
-
-
-# -- helpers -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = pred()
-        except Exception as e:  # the API may be restarting
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-class Cluster:
-    """Admin access to the harness apiserver, plus Node helpers."""
-
-    def __init__(self, apiserver: Any) -> None:
-        import kubernetes.client as k8s
-
-        self.apiserver = apiserver
-        self.kubeconfig = str(apiserver.kubeconfig)
-        self.core = k8s.CoreV1Api(apiserver.admin_api())
-        self.k8s = k8s
-
-    def new_node(self, labels: dict[str, str] | None = None) -> str:
-        name = f"sink-{uuid.uuid4().hex[:10]}"
-        self.core.create_node(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": name,
-                    "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                },
-            }
-        )
-        return name
-
-    def node(self, name: str) -> Any:
-        return self.core.read_node(name)
-
-    def labels(self, name: str) -> dict[str, str]:
-        return dict(self.node(name).metadata.labels or {})
-
-    def ownership(self, name: str):
-        ann = self.node(name).metadata.annotations or {}
-        return decode(ann.get(ANNOTATION))
-
-    def set_label(self, name: str, key: str, value: str | None) -> None:
-        self.core.patch_node(name, {"metadata": {"labels": {key: value}}})
-
-    def events(self, name: str) -> list[Any]:
-        evs = self.core.list_namespaced_event(
-            "default", field_selector=f"involvedObject.name={name}"
-        )
-        return list(evs.items)
-
-    def node_patches_total(self) -> float:
-        """The API server's own count of PATCH requests on nodes (all clients)."""
-        import ssl
-
-        a = self.apiserver
-        ctx = ssl.create_default_context(cafile=a.ca_file)
-        ctx.load_cert_chain(str(a.pki.admin_crt), str(a.pki.admin_key))
-        with urllib.request.urlopen(f"{a.url}/metrics", timeout=10, context=ctx) as r:
-            text = r.read().decode()
-        total = 0.0
-        for line in text.splitlines():
-            if (
-                line.startswith("apiserver_request_total{")
-                and 'verb="PATCH"' in line
-                and 'resource="nodes"' in line
-            ):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-
-class Sink:
-    """A feature-sink subprocess with its metrics endpoint."""
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        node: str,
-        features: Path,
-        tmp: Path,
-        *extra: str,
-        verbose: bool = True,
-    ):
-        self.port = free_port()
-        self.log_path = tmp / f"sink-{uuid.uuid4().hex[:6]}.log"
-        self.args = [
-            sys.executable,
-            "-m",
-            "edgefd.feature_sink",
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "--node-name",
-            node,
-            "--features-dir",
-            str(features),
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--resync-interval",
-            "2s",
-            "--max-backoff",
-            "1s",
-            "--api-timeout",
-            "3s",
-            *(["-vv"] if verbose else []),
-            *extra,
-        ]
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stderr=self.log, stdout=self.log)
-
-    def metrics(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=3) as r:
-            text = r.read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
-
-    def metric(self, name: str, **labels: str) -> float:
-        want = name + (
-            "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
-        )
-        return self.metrics().get(want, 0.0)
-
-    def wait_synced(self, n: int = 1, timeout: float = 20) -> None:
-        wait_for(
-            lambda: self.metric("edgefd_sink_syncs_total", result="success") >= n,
-            timeout,
-            f"{n} successful sync(s); log:\n{self.tail()}",
-        )
-
-    def tail(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")[-3000:]
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(20)
-        finally:
-            self.log.close()
-
-
-def write(d: Path, name: str, labels: dict[str, str]) -> None:
-    tmp = d / f".{name}.tmp"
-    tmp.write_text("".join(f"{k}={v}\n" for k, v in labels.items()))
-    os.replace(tmp, d / name)
-
-
-def run_sink(*args: str, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "edgefd.feature_sink", *args],
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-    )
-
-
-# -- tests ---------------------------------------------------------------------------------
 
 
 def test_labels_applied_unowned_untouched_stale_removed(cluster, sinks, fdir):

@@ -13,7 +13,7 @@ import pytest
 
 import edgefd
 from edgefd.core.version import build_info
-from tests.feature_sink.test_realpeer import F, Sink, wait_for, write
+from tests.feature_sink.peer import F, Sink, wait_for, write
 
 pytestmark = pytest.mark.realpeer
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION
-from tests.feature_sink.test_realpeer import Cluster, F, Sink, wait_for, write
+from tests.feature_sink.peer import Cluster, F, Sink, wait_for, write
 
 pytestmark = pytest.mark.realpeer
 

@@ -23,8 +23,9 @@ import pytest
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.client import connect
 from edgefd.kube.errors import ApiNotFound, ApiRefused
-from tests.devplugin.dra.peer import DraPlugin, wait_for
+from tests.devplugin.dra.peer import DraPlugin
 from tests.fixturegen import build_host
+from tests.helpers import wait_until
 from tests.k8s.test_dra_manifests import dra_docs
 from tests.k8s.test_manifests import DEVPLUGIN_SA, NAMESPACE, find, load_manifests
 
@@ -48,7 +49,7 @@ def slice_body(name: str, node: str, driver: str = "edgefd.io", pool: str | None
             "driver": driver,
             "nodeName": node,
             "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "usb-2-1", "attributes": {"kind": {"string": "edgetpu"}}}],
+            "devices": [{"name": "coral-usb-2-1", "attributes": {"kind": {"string": "edgetpu"}}}],
         },
     }
 
@@ -310,9 +311,9 @@ def test_devplugin_publishes_its_own_node_and_not_another(
     ok = DraPlugin(host, NODE_A, clean["kubeconfig"]).start()
     bad = DraPlugin(host, NODE_B, clean["kubeconfig"]).start()
     try:
-        [s] = wait_for(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
-        assert {d["name"] for d in s["spec"]["devices"]} == {"usb-1-1-1", "usb-2-1"}
-        wait_for(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
+        [s] = wait_until(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
+        assert {d["name"] for d in s["spec"]["devices"]} == {"ncs2-1-1-1", "coral-usb-2-1"}
+        wait_until(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
         assert not admin.list_slices(NODE_B, "edgefd.io")["items"]
         errors = bad.metrics()
         assert any(k.startswith("edgefd_devplugin_dra_slice_write_errors_total") for k in errors)

@@ -205,21 +205,31 @@ def test_object_names_are_unique() -> None:
 
 
 @pytest.mark.parametrize(
-    "mutate",
+    ("mutate", "error"),
     [
-        lambda c: c["securityContext"].update(readOnlyRootFileSystem=True),  # typo
-        lambda c: c.pop("name"),  # required field
-        lambda c: c["securityContext"].update(runAsUser="0"),  # wrong type
-        lambda c: c["securityContext"].update(
-            read_only_root_filesystem=c["securityContext"].pop("readOnlyRootFilesystem")
+        (
+            lambda c: c["securityContext"].update(readOnlyRootFileSystem=True),
+            "securityContext.readOnlyRootFileSystem\n  Extra inputs are not permitted",
+        ),
+        (lambda c: c.pop("name"), "containers.0.name\n  Field required"),
+        (
+            lambda c: c["securityContext"].update(runAsUser="0"),
+            "securityContext.runAsUser\n  Input should be a valid integer",
+        ),
+        (
+            lambda c: c["securityContext"].update(
+                read_only_root_filesystem=c["securityContext"].pop("readOnlyRootFilesystem")
+            ),
+            "does not round-trip through V1DaemonSet",
         ),  # Python spelling, not the API's
     ],
     ids=["typo", "missing-required", "wrong-type", "python-field-name"],
 )
-def test_schema_check_catches_mistakes(mutate: Any) -> None:
+def test_schema_check_catches_mistakes(mutate: Any, error: str) -> None:
+    """Each mistake is caught for what it is (not merely "some error")."""
     ds = copy.deepcopy(daemonset())
     mutate(pod_spec(ds)["containers"][0])
-    assert schema_errors(ds) is not None
+    assert error in (schema_errors(ds) or "")
 
 
 # -- the pod: least privilege ------------------------------------------------------------------
@@ -369,28 +379,51 @@ def _mount(ds: dict[str, Any], name: str, path: str) -> dict[str, Any]:
     return next(m for m in _c(ds, name)["volumeMounts"] if m["mountPath"] == path)
 
 
+# name -> (the escalation, the one violation it must be reported as)
 ESCALATIONS = {
-    "privileged": lambda ds: _c(ds, "bus-scan")["securityContext"].update(privileged=True),
-    "sink-root": lambda ds: _c(ds, "feature-sink")["securityContext"].update(runAsUser=0),
-    "scanner-root": lambda ds: _c(ds, "bus-scan")["securityContext"].update(
-        runAsNonRoot=False, runAsUser=0
+    "privileged": (
+        lambda ds: _c(ds, "bus-scan")["securityContext"].update(privileged=True),
+        "bus-scan: privileged must be false",
     ),
-    "added-cap": lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(
-        add=["SYS_ADMIN"]
+    "sink-root": (
+        lambda ds: _c(ds, "feature-sink")["securityContext"].update(runAsUser=0),
+        "feature-sink: must run as non-root (runAsNonRoot, uid != 0)",
     ),
-    "escalation": lambda ds: _c(ds, "dt-labeller")["securityContext"].update(
-        allowPrivilegeEscalation=True
+    "scanner-root": (
+        lambda ds: _c(ds, "bus-scan")["securityContext"].update(runAsNonRoot=False, runAsUser=0),
+        "bus-scan: must run as non-root (runAsNonRoot, uid != 0)",
     ),
-    "writable-rootfs": lambda ds: _c(ds, "devplugin")["securityContext"].update(
-        readOnlyRootFilesystem=False
+    "added-cap": (
+        lambda ds: _c(ds, "devplugin")["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
+        "devplugin: adds capabilities ['SYS_ADMIN']",
     ),
-    "host-network": lambda ds: pod_spec(ds).update(hostNetwork=True),
-    "host-root-mount": lambda ds: pod_spec(ds)["volumes"].append(
-        {"name": "root", "hostPath": {"path": "/", "type": "Directory"}}
+    "escalation": (
+        lambda ds: _c(ds, "dt-labeller")["securityContext"].update(allowPrivilegeEscalation=True),
+        "dt-labeller: allowPrivilegeEscalation must be false",
     ),
-    "writable-sys": lambda ds: _mount(ds, "devplugin", "/host/sys").update(readOnly=False),
-    "plugin-dir-in-sink": _plugin_dir_in_sink,
-    "plugin-host-network": lambda ds: pod_spec(ds).update(hostNetwork=True),
+    "writable-rootfs": (
+        lambda ds: _c(ds, "devplugin")["securityContext"].update(readOnlyRootFilesystem=False),
+        "devplugin: readOnlyRootFilesystem must be true",
+    ),
+    "host-network": (lambda ds: pod_spec(ds).update(hostNetwork=True), "pod uses hostNetwork"),
+    "host-root-mount": (
+        lambda ds: pod_spec(ds)["volumes"].append(
+            {"name": "root", "hostPath": {"path": "/", "type": "Directory"}}
+        ),
+        "volume root: hostPath / not allowed",
+    ),
+    "writable-sys": (
+        lambda ds: _mount(ds, "devplugin", "/host/sys").update(readOnly=False),
+        "devplugin: /host/sys must be read-only",
+    ),
+    "plugin-dir-in-sink": (
+        _plugin_dir_in_sink,
+        "feature-sink may not mount /var/lib/kubelet/device-plugins",
+    ),
+    "plugin-host-network": (
+        lambda ds: pod_spec(ds).update(hostNetwork=True),
+        "pod uses hostNetwork",
+    ),
 }
 # the DaemonSet each escalation is tried on: the one running the container it changes
 ESCALATED_DS = {
@@ -403,10 +436,12 @@ ESCALATED_DS = {
 
 @pytest.mark.parametrize("name", sorted(ESCALATIONS))
 def test_privilege_check_catches_escalations(name: str) -> None:
+    """Each escalation is reported as itself, and as nothing else."""
     ds = copy.deepcopy(daemonset(name=ESCALATED_DS.get(name, LABELS_DS)))
     assert privilege_violations(ds) == []
-    ESCALATIONS[name](ds)
-    assert privilege_violations(ds)
+    escalate, violation = ESCALATIONS[name]
+    escalate(ds)
+    assert privilege_violations(ds) == [violation]
 
 
 def test_host_root_layout_matches_the_flags() -> None:

@@ -33,7 +33,7 @@ from .processes import (
     kill,
     spawn,
     wait_port_free,
-    wait_until,
+    wait_ready,
 )
 
 ETCD = "etcd"
@@ -119,7 +119,7 @@ class KubeAPIServer:
             "--log-level=warn",
         ]
         self._etcd = spawn(argv, self.etcd_log)
-        wait_until(
+        wait_ready(
             lambda: self._http_ok(f"{self.etcd_url}/health", tls=False),
             self._etcd,
             self.etcd_log,
@@ -159,7 +159,7 @@ class KubeAPIServer:
             return
         wait_port_free(self.port)
         self._apiserver = spawn(self.apiserver_args(), self.apiserver_log)
-        wait_until(self.ready, self._apiserver, self.apiserver_log, "kube-apiserver", timeout)
+        wait_ready(self.ready, self._apiserver, self.apiserver_log, "kube-apiserver", timeout)
 
     def stop_apiserver(self) -> None:
         kill(self._apiserver)
@@ -195,7 +195,7 @@ class KubeAPIServer:
             return
         wait_port_free(self.kcm_port)
         self._kcm = spawn(self.controller_manager_args(), self.kcm_log)
-        wait_until(
+        wait_ready(
             self.controller_manager_healthy,
             self._kcm,
             self.kcm_log,
@@ -229,7 +229,7 @@ class KubeAPIServer:
             return
         wait_port_free(self.scheduler_port)
         self._scheduler = spawn(self.scheduler_args(), self.scheduler_log)
-        wait_until(
+        wait_ready(
             lambda: _healthz(self.scheduler_port),
             self._scheduler,
             self.scheduler_log,

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import wait_until
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN_DIR = REPO_ROOT / ".cache" / "harness" / "bin"
 
@@ -155,16 +157,18 @@ def wait_port_free(port: int, timeout: float = 15.0) -> None:
     raise RuntimeError(f"port {port} still busy after {timeout}s")
 
 
-def wait_until(
+def wait_ready(
     check: Callable[[], bool], proc: subprocess.Popen, log: Path, what: str, timeout: float
 ) -> None:
     """Wait for ``check()``; fail early with the log's tail if the process exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}:\n{tail(log)}")
-        if check():
-            return
-        time.sleep(0.25)
-    kill(proc)
-    raise RuntimeError(f"{what} not ready after {timeout}s:\n{tail(log)}")
+        return check()
+
+    try:
+        wait_until(ready, timeout, 0.25, what, errors=())
+    except AssertionError:
+        kill(proc)
+        raise RuntimeError(f"{what} not ready after {timeout}s:\n{tail(log)}") from None

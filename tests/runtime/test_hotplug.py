@@ -17,6 +17,7 @@ import pytest
 
 from edgefd.runtime.watch import Watcher
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import seconds_until
 
 REPO = Path(__file__).resolve().parents[2]
 CORAL = {
@@ -26,15 +27,6 @@ CORAL = {
     "class": "00",
     "interfaces": [{"class": "ff", "subclass": "ff", "protocol": "ff"}],
 }
-
-
-def wait_for(pred, timeout: float) -> float | None:  # type: ignore[no-untyped-def]
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if pred():
-            return time.monotonic() - start
-        time.sleep(0.02)
-    return None
 
 
 def read(path: Path) -> str:
@@ -54,16 +46,16 @@ def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
     )  # fmt: skip
     f = out / "usb-scan"
     try:
-        assert wait_for(lambda: "usb-fe_1a6e_089a" in read(f), 10), read(f)
+        assert seconds_until(lambda: "usb-fe_1a6e_089a" in read(f), 10), read(f)
         b = HostBuilder(root)
         # unplug the Coral (boot IDs) ...
         b.remove_usb("2-1")
-        t = wait_for(lambda: "usb-fe_1a6e_089a" not in read(f), 1.0)
+        t = seconds_until(lambda: "usb-fe_1a6e_089a" not in read(f), 1.0)
         assert t is not None, read(f)
         assert "edgefd.io/edgetpu" not in read(f)
         # ... and it comes back on another port with its runtime IDs
         b.add_usb(CORAL)
-        t2 = wait_for(lambda: "usb-ff_18d1_9302" in read(f), 1.0)
+        t2 = seconds_until(lambda: "usb-ff_18d1_9302" in read(f), 1.0)
         assert t2 is not None, read(f)
         assert "edgefd.io/edgetpu.count=1" in read(f)
     finally:
@@ -91,7 +83,7 @@ def test_reenumeration_same_port_is_noticed(tmp_path: Path, use_inotify: bool) -
         b.remove_usb("2-1")
         time.sleep(0.25)
         b.add_usb({**CORAL, "port": "2-1"})
-        assert wait_for(lambda: any("2-1" in c for c in calls), 1.0) is not None
+        assert seconds_until(lambda: any("2-1" in c for c in calls), 1.0) is not None
 
 
 def test_burst_is_debounced(tmp_path: Path) -> None:
@@ -188,7 +180,7 @@ def test_pyudev_monitor_under_umockdev() -> None:
 
 
 def wait_call(calls: list[frozenset[str]], n: int, timeout: float = 2.0) -> bool:
-    return wait_for(lambda: len(calls) >= n, timeout) is not None
+    return seconds_until(lambda: len(calls) >= n, timeout) is not None
 
 
 @pytest.mark.parametrize("use_inotify", [True, False])
@@ -221,7 +213,7 @@ def test_directory_created_late_is_watched_once_it_exists(tmp_path: Path) -> Non
         assert w.mode == "poll"
         d.mkdir()
         assert wait_call(calls, 1)
-        assert wait_for(lambda: w.mode == "inotify", 1.0) is not None
+        assert seconds_until(lambda: w.mode == "inotify", 1.0) is not None
         (d / "x").write_text("a/b=1\n")
         assert wait_call(calls, 2) and "x" in calls[-1]
         # removed and created again: back to polling, then watched anew
@@ -229,14 +221,14 @@ def test_directory_created_late_is_watched_once_it_exists(tmp_path: Path) -> Non
         assert wait_call(calls, 3)
         d.mkdir()
         (d / "y").write_text("a/b=1\n")
-        assert wait_for(lambda: any("y" in c for c in calls) or calls[-1] == frozenset(), 2.0)
+        assert seconds_until(lambda: any("y" in c for c in calls) or calls[-1] == frozenset(), 2.0)
 
 
 def test_no_debounce_reports_each_name_at_once(tmp_path: Path) -> None:
     calls: list[frozenset[str]] = []
     with Watcher(calls.append, [tmp_path], debounce=0.0, max_delay=0.0):
         (tmp_path / "kubelet.sock").write_text("")
-        t = wait_for(lambda: any("kubelet.sock" in c for c in calls), 1.0)
+        t = seconds_until(lambda: any("kubelet.sock" in c for c in calls), 1.0)
         assert t is not None and t < 0.2
 
 

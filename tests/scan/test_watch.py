@@ -20,7 +20,7 @@ import pytest
 
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.publish import Publisher
-from edgefd.scan.watchloop import WatchLoop
+from edgefd.scan.session import Producer, ScanSession
 from tests.fixturegen import HostBuilder, build_host
 from tests.scan.live import CORAL_RUNTIME, free_port
 
@@ -61,18 +61,18 @@ def readyz(port: int) -> tuple[int, str]:
 
 
 def test_ready_only_once_every_file_was_written(tmp_path: Path) -> None:
-    loop = WatchLoop(
-        HostRoot.of(tmp_path),
-        ["usb", "pci"],
-        lambda now: [],
-        lambda ev: None,
-        [Publisher(tmp_path, "usb-scan", False), Publisher(tmp_path, "pci-scan", False)],
-        None,
-        rescan_interval=30,
-        poll_interval=0.25,
-    )
-    ok, why = loop.ready()
+    from edgefd.pci_scan.labels import SPEC as PCI
+    from edgefd.usb_scan.labels import SPEC as USB
+
+    producers = [
+        Producer(s, None, [], Publisher(tmp_path, s.producer, False))  # type: ignore[arg-type]
+        for s in (USB, PCI)
+    ]
+    session = ScanSession(HostRoot.of(tmp_path), producers, None, (), watching=True)
+    ok, why = session.ready()
     assert not ok and why == "not written yet: usb-scan, pci-scan"
+    producers[0].publisher.publish({})
+    assert session.ready() == (False, "not written yet: pci-scan")
 
 
 def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None
         assert {p.name for p in features.iterdir()} == {"usb-scan", "pci-scan"}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
             metrics = r.read().decode()
-        assert 'edgefd_scan_watch_mode{mode="inotify"} 1.0' in metrics
+        assert 'edgefd_inventory_watch_mode{mode="inotify"} 1.0' in metrics
         assert 'edgefd_scan_writes_total{producer="pci-scan"} 1.0' in metrics
     finally:
         stop(proc)
@@ -151,4 +151,4 @@ def test_unreadable_host_keeps_the_last_files(host: Path, tmp_path: Path) -> Non
         assert f.read_text() == before
     finally:
         _, err = stop(proc)
-    assert "cannot list /sys/bus/usb/devices" in err and "keeping the previous files" in err
+    assert "cannot list /sys/bus/usb/devices" in err and "keeping the last snapshot" in err

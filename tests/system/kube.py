@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import wait_until
 from tests.peers.apiserver import KubeAPIServer
 
 # What a DaemonSet on a real node needs: each namespace's "default" ServiceAccount and
@@ -122,18 +123,8 @@ def wait_for(
 ) -> tuple[Any, float]:
     """Call ``fn`` until it returns something truthy; returns (value, seconds waited)."""
     start = time.monotonic()
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value, time.monotonic() - start
-        except KubeError as e:
-            last_error = e
-        if time.monotonic() - start > timeout:
-            extra = f" (last error: {last_error})" if last_error else ""
-            raise TimeoutError(f"{what}: not within {timeout:.0f}s{extra}")
-        time.sleep(interval)
+    value = wait_until(fn, timeout, interval, what, errors=(KubeError,))
+    return value, time.monotonic() - start
 
 
 @dataclass

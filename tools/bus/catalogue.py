@@ -10,22 +10,26 @@ with the public source that confirms its IDs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgefd.core.labels import check_name, check_prefix
+from edgefd.core.record import Record
 from edgefd.core.schema import Fields, parse_yaml, read_text
+
+from .key import DeviceKey
+
+if TYPE_CHECKING:
+    from .pci import PciDevice
+    from .usb import UsbDevice
 
 DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
 
 USB_STATES = ("boot", "runtime", "")
 _ID_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
-class UsbId:
+class UsbId(Record):
     """One USB vendor:product pair, and which life stage of the device it identifies."""
 
     vendor: str
@@ -33,8 +37,7 @@ class UsbId:
     state: str = ""  # "boot" | "runtime" | "" ; lower-case hex IDs
 
 
-@dataclass(frozen=True)
-class PciId:
+class PciId(Record):
     """A PCI match: vendor, optionally device and/or a class-code prefix (None = any)."""
 
     vendor: str
@@ -49,8 +52,7 @@ class PciId:
         )
 
 
-@dataclass(frozen=True)
-class Accelerator:
+class Accelerator(Record):
     """One kind of accelerator hardware, however many IDs it shows up under."""
 
     id: str
@@ -63,8 +65,7 @@ class Accelerator:
     env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
 
 
-@dataclass(frozen=True)
-class Catalogue:
+class Catalogue(Record):
     accelerators: tuple[Accelerator, ...]
 
     def match_usb(self, vendor: str, product: str) -> tuple[Accelerator, UsbId] | None:
@@ -87,15 +88,40 @@ class Catalogue:
     def by_id(self, acc_id: str) -> Accelerator | None:
         return next((a for a in self.accelerators if a.id == acc_id), None)
 
+    def match(self, record: UsbDevice | PciDevice) -> AccelMatch | None:
+        """Which accelerator a bus record is, if any: the one answer to "is this a Coral?"
+        for the capability labels, the device plugin's resources and DRA alike."""
+        key = record.key
+        if key.bus == "usb":
+            vendor, product = getattr(record, "vendor", None), getattr(record, "product", None)
+            if vendor and product:
+                hit = self.match_usb(vendor, product)
+                if hit is not None:
+                    return AccelMatch(key, hit[0], hit[1].state)
+        elif key.bus == "pci":
+            vendor, device = getattr(record, "vendor", None), getattr(record, "device", None)
+            if vendor and device:
+                acc = self.match_pci(vendor, device, getattr(record, "class_code", None) or "")
+                if acc is not None:
+                    return AccelMatch(key, acc)
+        return None
 
-@dataclass(frozen=True)
-class AccelMatch:
+
+class AccelMatch(Record):
     """One device the catalogue recognises; one physical accelerator counts once."""
 
-    bus: str
-    device: str  # its place on the bus: "1-1.3", "0000:01:00.0"
+    key: DeviceKey  # where it is
     accelerator: Accelerator
     state: str = ""  # USB life stage its current IDs mean: "boot" | "runtime" | ""
+
+    @property
+    def bus(self) -> str:
+        return self.key.bus
+
+    @property
+    def device(self) -> str:
+        """Its place on the bus: "1-1.3", "0000:01:00.0"."""
+        return self.key.place
 
 
 USB_ID_FIELDS = ("vendor", "product", "state")
@@ -122,7 +148,7 @@ def env_pairs(f: Fields, key: str) -> tuple[tuple[str, str], ...]:
     """A `NAME: value` mapping of container environment, as sorted pairs."""
     out: dict[str, str] = {}
     for k, v in f.mapping(key).items():
-        if not isinstance(k, str) or not _ENV_RE.match(k):
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise f.error("not a valid environment variable name", f"{key}.{k}")
         if isinstance(v, bool) or not isinstance(v, str | int | float):
             raise f.error("value must be a string", f"{key}.{k}")
@@ -200,11 +226,20 @@ def _parse_yaml(text: str, path: Path) -> Any:
     """Parse catalogue YAML; JSON-compatible YAML (the packaged file) skips PyYAML's import.
 
     Importing PyYAML costs more than the whole scan of a small node, and the packaged file is
-    written so that, without its whole-line comments, it is JSON.
+    written so that, without its whole-line comments, it is JSON. It is also, like every JSON
+    document without true, false or null, a Python literal: read as one, it costs nothing to
+    import (`ast` is loaded with click), where `json` would cost more than parsing it.
     """
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    if path == DEFAULT_PATH:
+        import ast
+
+        try:
+            return ast.literal_eval(body)
+        except (ValueError, SyntaxError):
+            pass
     import json
 
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     try:
         return json.loads(body)
     except ValueError:

@@ -1,30 +1,27 @@
 """Listing a sysfs bus: the entries of `/sys/bus/<bus>/devices`, resolved to their device
 directories, and the record every bus reader returns.
 
-A bus is plugged into the scan engine and the device plugin as a `BusReader` (how to scan it,
-how to match its devices against the accelerator catalogue), so neither imports a bus by name.
+A bus is plugged into the inventory and the scan engine as a `BusReader` (its name and how to
+scan it), so neither imports a bus by name. Every record a reader returns has a `key` (where
+it is, edgefd.bus.key) and `nodes`; the catalogue matches any of them (Catalogue.match).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
 from .sysfs import note_dir_error
-
-if TYPE_CHECKING:
-    from .catalogue import AccelMatch, Catalogue
 
 D = TypeVar("D")
 
 
-@dataclass(frozen=True)
-class ScanResult(Generic[D]):
+class ScanResult(Record, Generic[D]):
     """Devices found on one bus plus every problem met, for the caller to show."""
 
     devices: tuple[D, ...]
@@ -32,14 +29,11 @@ class ScanResult(Generic[D]):
     bus_present: bool = True  # False: no such bus directory under the root (no such bus)
 
 
-@dataclass(frozen=True)
-class BusReader(Generic[D]):
-    """How to read one bus: scan it, name a device, match devices against the catalogue."""
+class BusReader(Record, Generic[D]):
+    """How to read one bus."""
 
     bus: str  # "usb", "pci"
     scan: Callable[[HostRoot], ScanResult[D]]
-    key: Callable[[D], str]  # "1-1.3", "0000:01:00.0": the device's place on the bus
-    matches: Callable[[Sequence[D], Catalogue], list[AccelMatch]]
 
 
 def rehost(host: HostRoot, message: str) -> str:
@@ -172,16 +166,3 @@ def _once_each(
             f"({host_path_of(host, out[i][1])}); counted once"
         )
     return sorted(out)
-
-
-def match_all(
-    readers: Sequence[BusReader[Any]], host: HostRoot, catalogue: Catalogue
-) -> tuple[dict[str, ScanResult[Any]], list[AccelMatch]]:
-    """Scan every bus once and match its devices against the catalogue."""
-    results: dict[str, ScanResult[Any]] = {}
-    found: list[AccelMatch] = []
-    for reader in readers:
-        res = reader.scan(host)
-        results[reader.bus] = res
-        found.extend(reader.matches(res.devices, catalogue))
-    return results, found

@@ -8,16 +8,14 @@ leave the field None; the label rules skip such a device and say so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
-from .catalogue import AccelMatch, Catalogue
 from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from .key import DeviceKey, DevNode
 from .sysfs import AttrDir
 
-__all__ = ["BUS_DIR", "CLASS_DIRS", "READER", "REQUIRED", "PciDevice", "matches", "scan"]
+__all__ = ["BUS_DIR", "CLASS_DIRS", "READER", "REQUIRED", "PciDevice", "scan"]
 
 BUS_DIR = "/sys/bus/pci/devices"
 # the attributes NFD requires; a device missing one gets no NFD label
@@ -28,8 +26,7 @@ REQUIRED = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
 CLASS_DIRS = ("accel", "apex", "drm", "hailo_chardev", "misc", "vfio-dev")
 
 
-@dataclass(frozen=True)
-class PciDevice:
+class PciDevice(Record):
     """One PCI function, as the kernel describes it."""
 
     address: str  # "0000:01:00.0"
@@ -43,12 +40,24 @@ class PciDevice:
     numa_node: int | None
     driver: str | None
     iommu_group: str | None
-    devnodes: tuple[str, ...]  # host /dev paths of class children, e.g. ("/dev/apex_0",)
+    nodes: tuple[DevNode, ...]  # class children's device nodes: (/dev/apex_0, 120:0)
     has_sriov: bool = False  # `sriov_totalvfs` can be read, even if not a number (NFD's test)
+    driver_version: str | None = None  # the bound driver module's `version`, as it reads
+    pcie_root: str | None = None  # `pci0000:00`: the host bridge it is below
 
     @property
     def id(self) -> str:
         return f"{self.vendor or '?'}:{self.device or '?'}"
+
+    @property
+    def key(self) -> DeviceKey:
+        """Where it is: its address."""
+        return DeviceKey("pci", self.address)
+
+    @property
+    def devnodes(self) -> tuple[str, ...]:
+        """Host /dev paths of its device nodes, e.g. ("/dev/apex_0",)."""
+        return tuple(n.path for n in self.nodes)
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -65,7 +74,7 @@ _FIELD = {
 }
 
 
-def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[str, ...]:
+def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[DevNode, ...]:
     nodes = []
     for cdir in CLASS_DIRS:
         if cdir not in entries:
@@ -74,7 +83,7 @@ def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[str, 
         for child in sorted(children or ()):
             devnode = d.devname(f"{cdir}/{child}/uevent", warnings)
             if devnode:
-                nodes.append(devnode)
+                nodes.append(DevNode(devnode, d.dev_number(f"{cdir}/{child}/dev", warnings)))
     return tuple(nodes)
 
 
@@ -107,11 +116,14 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         numa = d.int("numa_node", w) if "numa_node" in entries else None
         driver = d.link_name("driver", w) if "driver" in entries else None
         group = d.link_name("iommu_group", w) if "iommu_group" in entries else None
+        # a built-in driver has no module, and many modules no version: neither is a problem
+        version = d.text("driver/module/version", w) if driver else None
         nodes = _devnodes(d, entries, w)
     warnings.extend(f"pci {address}: {rehost(host, x)}" for x in w)
+    path = host_path_of(host, real)
     return PciDevice(
         address=address,
-        sysfs_path=host_path_of(host, real),
+        sysfs_path=path,
         class_code=class_code,
         vendor=vendor,
         device=device,
@@ -121,8 +133,23 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         numa_node=numa if numa is not None and numa >= 0 else None,
         driver=driver,
         iommu_group=group,
-        devnodes=nodes,
+        nodes=nodes,
         has_sriov=has_sriov,
+        driver_version=version or None,
+        pcie_root=next((p for p in path.split("/") if _is_pcie_root(p)), None),
+    )
+
+
+def _is_pcie_root(part: str) -> bool:
+    """`pci<domain>:<bus>` (pci0000:00): the host bridge a function's sysfs path is below."""
+    domain, sep, bus = part.removeprefix("pci").partition(":")
+    hexdigits = "0123456789abcdef"
+    return (
+        part.startswith("pci")
+        and bool(sep)
+        and len(domain) == 4
+        and len(bus) == 2
+        and all(c in hexdigits for c in domain + bus)
     )
 
 
@@ -140,15 +167,4 @@ def scan(host: HostRoot) -> ScanResult[PciDevice]:
     return ScanResult(tuple(devices), tuple(warnings), present)
 
 
-def matches(devices: Sequence[PciDevice], catalogue: Catalogue) -> list[AccelMatch]:
-    """The functions the catalogue knows."""
-    out = []
-    for dev in devices:
-        if dev.vendor and dev.device:
-            acc = catalogue.match_pci(dev.vendor, dev.device, dev.class_code or "")
-            if acc is not None:
-                out.append(AccelMatch("pci", dev.address, acc))
-    return out
-
-
-READER: BusReader[PciDevice] = BusReader("pci", scan, lambda d: d.address, matches)
+READER: BusReader[PciDevice] = BusReader("pci", scan)

@@ -19,6 +19,8 @@ import os
 import re
 import stat
 
+from .key import dev_number
+
 # sysfs attributes are at most one page; anything longer is not an attribute file.
 MAX_ATTR_BYTES = 4096
 
@@ -274,6 +276,15 @@ class AttrDir:
             return None
         text = _decode(path, data, warnings)
         return None if text is None else _int_of(path, text, warnings)
+
+    def dev_number(self, name: str, warnings: Warnings | None) -> str | None:
+        """A `dev` attribute (a device node's char number) as "major:minor", or None."""
+        text = self.text(name, warnings)
+        number = dev_number(text)
+        if text is not None and number is None:
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            _note(warnings, f"{self.prefix}{name}: {shown!r} is not major:minor; ignored")
+        return number
 
     def link_name(self, name: str, warnings: Warnings | None) -> str | None:
         return _link_name(self.prefix + name, warnings, self.fd, name)

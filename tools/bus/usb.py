@@ -10,23 +10,21 @@ device nor an interface is reported in `warnings`, never dropped silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from edgefd.core.hostroot import HostRoot
+from edgefd.core.record import Record
 
-from .catalogue import AccelMatch, Catalogue
 from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost
+from .key import DeviceKey, DevNode
 from .sysfs import AttrDir
 
-__all__ = ["BUS_DIR", "READER", "UsbDevice", "UsbInterface", "matches", "scan", "scan_device"]
+__all__ = ["BUS_DIR", "READER", "UsbDevice", "UsbInterface", "scan", "scan_device"]
 
 BUS_DIR = "/sys/bus/usb/devices"
 _PCI_ADDR = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-@dataclass(frozen=True)
-class UsbInterface:
+class UsbInterface(Record):
     """One interface of the active configuration (`1-1.3:1.0`)."""
 
     name: str
@@ -36,8 +34,7 @@ class UsbInterface:
     driver: str | None
 
 
-@dataclass(frozen=True)
-class UsbDevice:
+class UsbDevice(Record):
     """One USB device (root hubs included), as the kernel describes it."""
 
     name: str  # sysfs name == port path, e.g. "1-1.3"; root hub "usb1"
@@ -55,11 +52,22 @@ class UsbDevice:
     devnode: str | None  # host path, /dev/bus/usb/001/004
     driver: str | None
     numa_node: int | None
+    dev: str | None = None  # the node's char major:minor ("189:3"), from the `dev` attribute
+    bcd_device: str | None = None  # bcdDevice, the device's release (binary-coded decimal)
 
     @property
     def id(self) -> str:
         """`vendor:product`, with `?` for what could not be read."""
         return f"{self.vendor or '?'}:{self.product or '?'}"
+
+    @property
+    def key(self) -> DeviceKey:
+        """Where it is: its port path (a root hub: `usbN`)."""
+        return DeviceKey("usb", self.name)
+
+    @property
+    def nodes(self) -> tuple[DevNode, ...]:
+        return (DevNode(self.devnode, self.dev),) if self.devnode else ()
 
 
 def _numa_of_controller(real: str, warnings: list[str], cache: dict[str, int | None]) -> int | None:
@@ -108,6 +116,8 @@ def scan_device(
         pname = d.text("product", dev_warn) if "product" in entries else None
         speed = d.text("speed", dev_warn) if "speed" in entries else None
         driver = d.link_name("driver", dev_warn) if "driver" in entries else None
+        bcd = d.hex("bcdDevice", dev_warn, width=4) if "bcdDevice" in entries else None
+        dev = d.dev_number("dev", dev_warn) if "dev" in entries else None
         devnode = None
         if "uevent" in entries:
             devnode = d.devname("uevent", dev_warn)
@@ -145,6 +155,8 @@ def scan_device(
         devnode=devnode,
         driver=driver,
         numa_node=numa,
+        dev=dev,
+        bcd_device=bcd,
     )
 
 
@@ -165,16 +177,4 @@ def scan(host: HostRoot) -> ScanResult[UsbDevice]:
     return ScanResult(tuple(devices), tuple(warnings), present)
 
 
-def matches(devices: Sequence[UsbDevice], catalogue: Catalogue) -> list[AccelMatch]:
-    """The devices the catalogue knows, with the life stage their current IDs mean."""
-    out = []
-    for dev in devices:
-        if dev.vendor and dev.product:
-            hit = catalogue.match_usb(dev.vendor, dev.product)
-            if hit is not None:
-                acc, uid = hit
-                out.append(AccelMatch("usb", dev.name, acc, uid.state))
-    return out
-
-
-READER: BusReader[UsbDevice] = BusReader("usb", scan, lambda d: d.name, matches)
+READER: BusReader[UsbDevice] = BusReader("usb", scan)

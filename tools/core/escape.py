@@ -17,16 +17,22 @@ text.
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import logging
 
-# C0 controls, DEL, C1 controls, line and paragraph separators, bidirectional controls, and
-# surrogates (a lone one is an undecodable byte read with surrogateescape)
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+
+@cache  # compiled on first use: most runs never print anything unsafe
+def _unsafe() -> re.Pattern[str]:
+    # C0 controls, DEL, C1 controls, line and paragraph separators, bidirectional controls, and
+    # surrogates (a lone one is an undecodable byte read with surrogateescape)
+    return re.compile(
+        "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    )
+
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -45,7 +51,7 @@ def printable(text: str) -> str:
     """`text` with control, bidirectional-override and undecodable characters escaped."""
     if text.isprintable():  # the common case: nothing to do, and no regex run
         return text
-    return _UNSAFE.sub(_escape, text)
+    return _unsafe().sub(_escape, text)
 
 
 def escaping_formatter(fmt: str) -> logging.Formatter:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+
+from .publish import render as render  # producers write with it; readers' tests use it
 
 MAX_FILE_SIZE = 65536
 DIRECTIVE_PREFIX = "# +"
@@ -261,12 +263,3 @@ def merge(files: Iterable[ParsedFile]) -> MergedFeatures:
             labels[f.key] = f.value
             origin[f.key] = where
     return MergedFeatures(labels, origin, parsed, tuple(warnings))
-
-
-def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
-    """The exact bytes a producer writes: sorted, one `key=value` a line, stable across runs."""
-    lines = []
-    if producer:
-        lines.append(f"# written by {producer} (edgefd); rewritten on every run, do not edit")
-    lines.extend(f"{k}={labels[k]}" for k in sorted(labels))
-    return ("\n".join(lines) + "\n").encode() if lines else b""

@@ -8,12 +8,12 @@ it, so two roots can be used side by side (a test comparing fixtures, a benchmar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from .record import Record
 
-@dataclass(frozen=True)
-class HostRoot:
+
+class HostRoot(Record):
     root: Path
 
     @classmethod
@@ -26,6 +26,10 @@ class HostRoot:
         # leave the root (lexically; resolve() is the symlink-aware version)
         rel = os.path.normpath("/" + os.fspath(host_path)).lstrip("/")
         return self.root / rel if rel else self.root
+
+    def exists(self, host_path: str | os.PathLike[str]) -> bool:
+        """Whether `host_path` exists on the host (a device node, say)."""
+        return os.path.exists(self.path(host_path))
 
     def host_path(self, path: str | os.PathLike[str]) -> str:
         """Map a path under this root back to the path the host itself would use."""

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from functools import cache
 from typing import Generic, TypeVar
+
+from .record import Record
 
 NAME_MAX = 63
 PREFIX_MAX = 253
@@ -22,7 +24,11 @@ DEFAULT_NAMESPACE = "feature.node.kubernetes.io"
 # fullmatch, not match: `$` also matches before a trailing newline
 _NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_BAD_NAME_CHAR_RE = re.compile(r"[^-A-Za-z0-9_.]")
+
+
+@cache  # only a refused name needs it
+def _bad_name_char() -> re.Pattern[str]:
+    return re.compile(r"[^-A-Za-z0-9_.]")
 
 
 def _describe_bad_chars(text: str) -> str:
@@ -30,7 +36,7 @@ def _describe_bad_chars(text: str) -> str:
     of a file that is not meant to be published (a password hash, a token), while which
     characters are not allowed is the reason a person needs. Control characters are escaped
     and non-ASCII ones summarised, so a reason can never forge a log line either."""
-    bad = set(_BAD_NAME_CHAR_RE.findall(text))
+    bad = set(_bad_name_char().findall(text))
     parts = [repr(c) for c in sorted(c for c in bad if c.isascii())]
     if any(not c.isascii() for c in bad):
         parts.append("non-ASCII characters")
@@ -146,8 +152,7 @@ def reserved_reason(ns: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class NamespacePolicy:
+class NamespacePolicy(Record):
     """Which label namespaces may be written: `allowed` (each with its subdomains; None: any
     namespace Kubernetes leaves open), minus `denied`, and never a reserved one or a key
     without a namespace.
@@ -225,8 +230,7 @@ def check_label(key: str, value: str, policy: NamespacePolicy = DEFAULT_POLICY) 
     return check_key(key) or check_value(value) or policy.check(key)
 
 
-@dataclass(frozen=True)
-class Rejected:
+class Rejected(Record):
     """A label that was refused, with where it came from, so a person can fix the source.
 
     `str()` names the source and the reason only: a refused line may be something that was
@@ -266,11 +270,10 @@ def partition_labels(
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class Derivation(Generic[R]):
+class Derivation(Record, Generic[R]):
     """What a producer's label rules decided: the labels, one report per thing looked at (a
     USB device, a devicetree node) saying what it gave and why, and the labels refused."""
 
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str]
     reports: tuple[R, ...] = ()
     rejected: tuple[Rejected, ...] = ()

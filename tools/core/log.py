@@ -1,11 +1,12 @@
-"""Loggers for the one-shot tools that import `logging` only when a message is really emitted.
+"""Loggers for the one-shot tools that import `logging` only when they must.
 
 Importing `logging` costs a few milliseconds, a noticeable share of a producer's whole run
-(`dt-labeller --dry-run` is about the start-up of click plus a millisecond of work), and at the
-default verbosity a successful run logs nothing. So the tools' modules take a `Logger` from
-here: a message below the configured verbosity returns at once, and only a message that is
-shown imports `logging` and sets up the stderr handler. Long-running services import
-`logging` anyway (grpc, kubernetes) and may use it directly.
+(`dt-labeller --dry-run` is about the start-up of click plus a millisecond of work). So the
+tools' modules take a `Logger` from here: a message below the configured verbosity returns at
+once, and a message that is shown by a command (configure) while nothing has imported
+`logging` is written to stderr directly, in the handler's format (`tool: LEVEL: message`,
+escaped). Once `logging` is loaded (a long-running service: grpc, kubernetes, the watcher),
+messages go through it, with the stderr handler set up here.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .escape import escaping_formatter
+from .escape import escaping_formatter, printable
 
 DEBUG, INFO, WARNING = 10, 20, 30
+_NAMES = {10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR", 50: "CRITICAL"}
 
 _verbosity = 0
 _tool = "edgefd"
@@ -84,8 +86,13 @@ class Logger:
         return level >= threshold() if _configured else self._real().isEnabledFor(level)
 
     def log(self, level: int, msg: str, *args: Any, **kw: Any) -> None:
-        if level >= threshold() or not _configured:
-            self._real().log(level, msg, *args, **kw)
+        if _configured and level < threshold():
+            return
+        if _configured and not kw and level in _NAMES and "logging" not in sys.modules:
+            text = msg % args if args else msg
+            sys.stderr.write(f"{_tool}: {_NAMES[level]}: {printable(text)}\n")
+            return
+        self._real().log(level, msg, *args, **kw)
 
     def debug(self, msg: str, *args: Any, **kw: Any) -> None:
         self.log(DEBUG, msg, *args, **kw)

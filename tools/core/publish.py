@@ -15,8 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import OutputError
-from .featuresd import render
 from .output import write_stdout
+
+
+def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
+    """The exact bytes a producer writes: sorted, one `key=value` a line, stable across runs."""
+    lines = []
+    if producer:
+        lines.append(f"# written by {producer} (edgefd); rewritten on every run, do not edit")
+    lines.extend(f"{k}={labels[k]}" for k in sorted(labels))
+    return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
 def _same_content(path: Path, data: bytes) -> bool:
@@ -81,26 +89,44 @@ def write_atomic(path: Path, data: bytes) -> bool:
 class Publisher:
     """Where one producer's labels go: its own file in features.d, or stdout in a dry run.
 
-    A dry run prints exactly the bytes that would be written, every time it is asked to
-    publish (a watch loop asks only when they changed), so `usb-scan --watch --dry-run | ...`
-    streams each new file version.
+    It is also the one place that decides whether there is anything new: a version with the
+    same bytes as the last one published is neither written nor printed, so a watch loop can
+    publish after every scan and `usb-scan --watch --dry-run | ...` streams each new file
+    version once. A dry run prints exactly the bytes that would be written (`echo` False:
+    prints nothing, for a caller that shows something else, like --explain).
     """
 
-    def __init__(self, directory: str | os.PathLike[str], producer: str, dry_run: bool) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], producer: str, dry_run: bool, echo: bool = True
+    ) -> None:
         self.path = Path(directory) / producer
         self.producer = producer
         self.dry_run = dry_run
+        self.echo = echo
+        self._last: bytes | None = None
+        self.wrote = False  # the last new version changed the file (not already there)
+
+    @property
+    def published(self) -> bool:
+        """Whether a version has gone out completely (written, or printed)."""
+        return self._last is not None
 
     def render(self, labels: Mapping[str, str]) -> bytes:
         return render(labels, self.producer)
 
     def publish(self, labels: Mapping[str, str]) -> bool:
-        """Write (or print) the file; True when it changed. OutputError when it cannot."""
+        """Write (or print) the file if its bytes are new; True when they were. OutputError
+        when it cannot be written (the next publish tries again)."""
         data = self.render(labels)
+        if data == self._last:
+            return False
         if self.dry_run:
-            write_stdout(data)
-            return True
-        try:
-            return write_atomic(self.path, data)
-        except OSError as e:
-            raise OutputError(f"cannot write {self.path}: {e.strerror or e}") from None
+            if self.echo:
+                write_stdout(data)
+        else:
+            try:
+                self.wrote = write_atomic(self.path, data)
+            except OSError as e:
+                raise OutputError(f"cannot write {self.path}: {e.strerror or e}") from None
+        self._last = data
+        return True

@@ -193,12 +193,9 @@ def serve_cmd(
             )
 
     with Signals() as signals:
-        server = None
-        if listen is not None:
-            from edgefd.runtime.metrics import HealthServer
+        from edgefd.runtime.health import serve
 
-            server = HealthServer(metrics, *listen).start()
-            log.info("listening on %s:%d", listen[0], server.port)
+        server = serve(listen, metrics.m, None, None)
         try:
             if follow:
                 stopped = lambda: signals.stop_requested  # noqa: E731

@@ -1,5 +1,5 @@
-"""`devplugin`: the kubelet device plugin command. Thin: options in, Plugin (and, with
-`--api dra|both`, the DRA driver) out. grpc, the metrics client and the Kubernetes client are
+"""`devplugin`: the kubelet device plugin command. Thin: options in, the App (one inventory and
+the front-ends `--api` asks for) out. grpc, the metrics client and the Kubernetes client are
 imported only once a command actually runs."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import click
 
 from edgefd.cli import (
-    Duration,
     Listen,
     api_options,
     command,
@@ -21,12 +20,13 @@ from edgefd.cli import (
     listen_option,
     output_option,
     verbose_option,
+    watch_options,
 )
 from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from .dra.driver import DraDriver
-    from .plugin import Plugin
+    from .app import App, DraFactory, Options
+    from .config import Config
 
 TOOL = "devplugin"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -37,27 +37,21 @@ API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
 
 
-def _serve(plugin: Plugin, dra: DraDriver | None = None) -> int:
+def _serve(app: App) -> int:
     """Run until SIGTERM/SIGINT; SIGHUP reloads the configuration."""
     from edgefd.runtime.signals import Signals
 
     with Signals(reload=True) as signals:
-        plugin.start()
-        if dra is not None:
-            dra.start()
-        if plugin.opts.device_plugin:
-            log.info("serving %d resource(s) in %s", len(plugin.resources), plugin.opts.plugin_dir)
         try:
+            app.start()
             while not signals.stop_requested:
                 signals.wait()
                 if signals.take_reload():
                     log.info("SIGHUP: reloading the configuration")
-                    plugin.reload()
+                    app.reload()
             log.info("stopping")
         finally:
-            if dra is not None:
-                dra.stop()
-            plugin.stop()
+            app.stop()
     return 0
 
 
@@ -115,13 +109,7 @@ def _serve(plugin: Plugin, dra: DraDriver | None = None) -> int:
 )
 @api_options("DRA: ")
 @listen_option(":8082")
-@click.option(
-    "--rescan-interval",
-    default="10s",
-    show_default=True,
-    type=Duration(minimum=0.5, maximum=86400.0),
-    help="Full rescan backstop, seconds (hot-plug is noticed within a second anyway).",
-)
+@watch_options
 @host_root_option
 @dry_run_option
 @output_option
@@ -141,6 +129,7 @@ def main(
     api_timeout: float,
     listen: Listen,
     rescan_interval: float,
+    poll_interval: float,
     host_root: str,
     dry_run: bool,
     output: str,
@@ -162,9 +151,10 @@ def main(
     if dra and dry_run and api_mode == "both" and output == "json":
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")
     from edgefd.core.hostroot import HostRoot
+    from edgefd.core.service import WatchSettings
 
+    from .app import App, Options
     from .config import load_config
-    from .plugin import Options, Plugin
 
     config = load_config(config_path)
     opts = Options(
@@ -173,28 +163,32 @@ def main(
         links_dir=links_dir or None,
         cdi_prefix=cdi_prefix,
         cdi_spec_dir=os.path.abspath(cdi_spec_dir) if cdi_spec_dir else None,
-        device_plugin=api_mode != "dra",
+        api=api_mode,
         listen=listen,
-        rescan_interval=rescan_interval,
+        settings=WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval),
     )
     if dry_run:
-        from .dryrun import show
-
-        code = show(config, opts, output) if api_mode != "dra" else 0
-        if dra:
-            from .dra.dryrun import show as show_slices
-
-            assert node_name
-            code = code or show_slices(config, opts, node_name)
-        return code
-    plugin = Plugin(opts, config, load_config=lambda: load_config(config_path))
-    if opts.cdi_spec_dir and opts.device_plugin:
-        _write_cdi_specs(plugin)
-    driver = None
+        return _dry_run(config, opts, output, node_name)
+    dra_factory = None
     if dra:
         assert node_name
-        driver = _dra_driver(plugin, node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
-    return _serve(plugin, driver)
+        dra_factory = _dra_frontend(node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
+    return _serve(App(opts, config, lambda: load_config(config_path), dra_factory))
+
+
+def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:
+    code = 0
+    if opts.device_plugin:
+        from .v1beta1.dryrun import show
+
+        code = show(config, opts, output)
+    if opts.api != "device-plugin":
+        from .app import make_inventory
+        from .dra.dryrun import show as show_slices
+
+        assert node
+        code = code or show_slices(config, make_inventory(opts.scratch(), config), node)
+    return code
 
 
 def _dra_dir(kubelet_dir: str) -> str:
@@ -203,37 +197,14 @@ def _dra_dir(kubelet_dir: str) -> str:
     return KubeletPlugin.plugin_dir_of(kubelet_dir)
 
 
-def _write_cdi_specs(plugin: Plugin) -> None:
-    """--cdi-spec-dir: the device plugin's specs, rewritten after every scan that changes them."""
-    from .allocate import DEFAULT_CDI_VENDOR
-    from .dra.cdi import ResourceSpecs
-
-    assert plugin.opts.cdi_spec_dir
-    specs = ResourceSpecs(
-        plugin.opts.cdi_spec_dir,
-        plugin.opts.cdi_prefix or DEFAULT_CDI_VENDOR,
-        plugin.links.layout,
-    )
-    plugin.observers.append(
-        lambda _snap, devices, resources: specs.sync(
-            (resources[name], devs) for name, devs in devices.items()
-        )
-    )
-
-
-def _dra_driver(
-    plugin: Plugin,
-    node: str,
-    kubelet_dir: str,
-    cdi_dir: str,
-    kubeconfig: str | None,
-    timeout: float,
-) -> DraDriver:
+def _dra_frontend(
+    node: str, kubelet_dir: str, cdi_dir: str, kubeconfig: str | None, timeout: float
+) -> DraFactory:
     from edgefd.kube.client import connect
 
-    from .dra.driver import DraDriver, DraOptions
+    from .dra.frontend import DraFrontend, DraOptions
     from .dra.kubeapi import USER_AGENT, DraApi
 
     api = connect(kubeconfig, timeout, user_agent=USER_AGENT, client_class=DraApi)
     opts = DraOptions(node=node, kubelet_dir=kubelet_dir, cdi_dir=os.path.abspath(cdi_dir))
-    return DraDriver(opts, plugin, api)
+    return lambda config, links, metrics: DraFrontend(opts, config, links, api, metrics)

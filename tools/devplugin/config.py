@@ -1,8 +1,10 @@
-"""The device plugin's configuration: which extended resources exist and what each one matches.
+"""The device plugin's configuration: which extended resources exist and what each one selects.
 
 The configuration is a YAML document (in a pod: a ConfigMap mounted as a file). Without one,
 the plugin serves one resource per accelerator of the catalogue that names a `resource`, so
-the knowledge of "what is a Coral" has a single source. Every error names the field path it
+the knowledge of "what is a Coral" has a single source. A resource selects devices by
+catalogue model or kind, resolved through the catalogue when the inventory matches (never a
+copy of its IDs), or by IDs and /dev globs of its own. Every error names the field path it
 is about (`resources[1].usb[0].vendor: not 4 hex digits`) because the operator reading a
 crash-looping pod's log has nothing else to go on.
 
@@ -11,11 +13,12 @@ Document shape::
     forget_after: 86400          # seconds an absent device stays listed Unhealthy (0: forever)
     resources:
       - name: edgefd.io/coral-usb    # extended resource name
-        accelerator: coral-usb       # optional: take usb/pci/dev_globs/env from the catalogue
-        usb: [{vendor: "1a6e", product: "089a", state: boot}, ...]
+        accelerator: coral-usb       # a catalogue model (its env comes along), or:
+        kind: edgetpu                # every catalogue model of a kind
+        usb: [{vendor: "1a6e", product: "089a", state: boot}, ...]   # own IDs (replace both)
         pci: [{vendor: "1ac1", device: "089a", class: "0880"}]
         dev_globs: ["/dev/apex_*"]
-        id_from: port                # port | serial (USB devices only)
+        id_from: port                # port | serial (USB devices only): how devices are named
         replicas: 1                  # >1: each device is advertised that many times
         usb_bus_mount: true          # mount host /dev/bus/usb (see allocate.py)
         env: {NAME: value}
@@ -44,10 +47,10 @@ from edgefd.bus.catalogue import (
 from edgefd.core.errors import BadInput
 from edgefd.core.labels import check_key
 from edgefd.core.schema import Fields, read_yaml
+from edgefd.inventory.select import ID_FROM, Selector
 
 log = logging.getLogger(__name__)
 
-ID_FROM = ("port", "serial")
 MAX_REPLICAS = 1000
 DEFAULT_FORGET_AFTER = 86400.0
 MAX_FORGET_AFTER = 10 * 365 * 86400.0
@@ -55,6 +58,7 @@ _RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
 _RESOURCE_FIELDS = (
     "name",
     "accelerator",
+    "kind",
     "usb",
     "pci",
     "dev_globs",
@@ -75,10 +79,10 @@ class MountSpec:
 
 @dataclass(frozen=True)
 class Resource:
-    """One extended resource: a name, what hardware it counts, and what a container gets.
+    """One extended resource: a name, what hardware it selects, and what a container gets.
 
-    Its USB and PCI matchers are the catalogue's own ID types, so "what is a Coral" means the
-    same thing to the plugin and to the capability labels.
+    What it selects (`selector`) is matched by the inventory, after the catalogue's one match:
+    "what is a Coral" means the same thing to the plugin, DRA and the capability labels.
     """
 
     name: str
@@ -91,6 +95,13 @@ class Resource:
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[MountSpec, ...] = ()
     accelerator: str | None = None
+    kind: str | None = None
+
+    @property
+    def selector(self) -> Selector:
+        return Selector(
+            self.name, self.accelerator, self.kind, self.usb, self.pci, self.dev_globs, self.id_from
+        )
 
     @property
     def short_name(self) -> str:
@@ -102,13 +113,6 @@ class Resource:
         """`EDGEFD_CORAL_USB` for `edgefd.io/coral-usb`: the allocated-devices variable stem."""
         return "EDGEFD_" + re.sub(r"[^A-Z0-9]", "_", self.short_name.upper())
 
-    def usb_state(self, vendor: str | None, product: str | None) -> str | None:
-        """The state a USB vendor:product is in for this resource, or None if not matched."""
-        for m in self.usb:
-            if m.vendor == vendor and m.product == product:
-                return m.state
-        return None
-
 
 @dataclass(frozen=True)
 class Config:
@@ -118,6 +122,15 @@ class Config:
 
     def by_name(self) -> dict[str, Resource]:
         return {r.name: r for r in self.resources}
+
+    @property
+    def selectors(self) -> tuple[Selector, ...]:
+        return tuple(r.selector for r in self.resources)
+
+    @property
+    def memory(self) -> float | None:
+        """How long an absent device is remembered, as the inventory takes it (None: ever)."""
+        return self.forget_after or None
 
     def serves_nothing(self) -> str | None:
         """Why this configuration advertises nothing at all, or None when it has resources.
@@ -157,12 +170,19 @@ def _parse_mount(f: Fields) -> MountSpec:
 
 def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
     base = Resource(name="")
-    acc_id = f.str("accelerator")
+    acc_id, kind = f.str("accelerator"), f.str("kind")
+    if acc_id is not None and kind is not None:
+        raise f.error("give accelerator or kind, not both", "kind")
     if acc_id is not None:
         acc = (catalogue or load_catalogue()).by_id(acc_id)
         if acc is None:
             raise f.error(f"{acc_id!r} is not in the accelerator catalogue", "accelerator")
         base = resource_from_accelerator(acc) or Resource(name="", accelerator=acc_id)
+    if kind is not None:
+        kinds = {a.kind for a in (catalogue or load_catalogue()).accelerators}
+        if kind not in kinds:
+            raise f.error(f"{kind!r} is no kind of the accelerator catalogue", "kind")
+        base = Resource(name="", kind=kind)
     name = f.str("name", base.name or None)
     if not name:
         raise f.error("required (the extended resource name)", "name")
@@ -197,8 +217,8 @@ def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
         mounts=mounts or base.mounts,
         accelerator=acc_id or base.accelerator,
     )
-    if not (res.usb or res.pci or res.dev_globs):
-        raise f.error("needs at least one of usb, pci, dev_globs (or accelerator)")
+    if not (res.usb or res.pci or res.dev_globs or res.accelerator or res.kind):
+        raise f.error("needs at least one of usb, pci, dev_globs (or accelerator, kind)")
     if res.env_prefix + "_DEVICES" in env:
         raise f.error("set by the plugin itself", f"env.{res.env_prefix}_DEVICES")
     return res
@@ -224,17 +244,11 @@ def parse_config(data: Any, source: str, catalogue: Catalogue | None = None) -> 
 
 
 def resource_from_accelerator(acc: Accelerator) -> Resource | None:
-    """The resource the catalogue implies for one accelerator (None when it names none)."""
+    """The resource the catalogue implies for one accelerator (None when it names none): it
+    selects the model; its IDs and globs stay in the catalogue, its env comes along."""
     if not acc.resource:
         return None
-    return Resource(
-        name=acc.resource,
-        usb=acc.usb,
-        pci=acc.pci,
-        dev_globs=acc.dev_globs,
-        env=acc.env,
-        accelerator=acc.id,
-    )
+    return Resource(name=acc.resource, env=acc.env, accelerator=acc.id)
 
 
 def default_config(catalogue: Catalogue | None = None) -> Config:

@@ -1,87 +1,54 @@
-"""The stable device links the kubelet is given as DeviceSpec host paths, kept pointing at each
-present device's current node, and the memory of a resource's devices across plugin restarts
-(`.known.json`). Why links: see allocate.py."""
+"""The stable device links both front-ends hand out: `<links-dir>/<resource>/<name>/<n>`, kept
+pointing at each usable device's current node, removed while it cannot be used. The kubelet
+is given the link as a DeviceSpec host path and the runtime resolves it at each container
+creation, so a replayed Allocate answer follows the device (why: v1beta1/allocate.py); a
+DRA claim's CDI spec names the link while its device is away (cdi.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import math
 import os
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from edgefd.bus.sysfs import dev_path
-
-from .allocate import LinkLayout
-from .devices import Device, make_id
+from edgefd.inventory.device import Device
 
 log = logging.getLogger(__name__)
 
-KNOWN_FILE = ".known.json"
+STATE_FILE = "devices.json"  # the inventory's memory, beside the links (no resource is named so)
 
 
-def _device_from_json(obj: dict[str, Any]) -> Device | None:
-    # a truncated or hand-edited file must not bring in a device that is never forgotten
-    # (last_seen NaN or inf) or a NUMA node that is not a number (it goes into ListAndWatch)
-    last_seen = obj.get("last_seen", 0.0)
-    if isinstance(last_seen, bool) or not isinstance(last_seen, int | float):
-        return None
-    if not math.isfinite(last_seen):
-        return None
-    numa = obj.get("numa_node")
-    if isinstance(numa, bool) or not isinstance(numa, int):
-        numa = None
-    # the ID becomes a directory under the links dir and each node a link target: an entry
-    # that is not an ID the plugin would make, or a node outside /dev, is not ours
-    dev_id, nodes = obj.get("id"), obj.get("devnodes", ())
-    if not isinstance(dev_id, str) or make_id(dev_id) != dev_id or dev_id in (".", ".."):
-        return None
-    if not isinstance(nodes, list | tuple) or not all(
-        isinstance(n, str) and dev_path(n.removeprefix("/dev/")) == n for n in nodes
-    ):
-        return None
-    try:
-        return Device(
-            id=dev_id,
-            bus=str(obj["bus"]),
-            location=str(obj["location"]),
-            devnodes=tuple(nodes),
-            state=str(obj.get("state", "")),
-            ids=str(obj.get("ids", "")),
-            numa_node=numa,
-            present=False,
-            reason="not seen since the plugin started",
-            last_seen=float(last_seen),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
+@dataclass(frozen=True)
+class LinkLayout:
+    """Where the stable links live, as host paths; None directory = use the nodes directly.
+    With `cdi_spec_dir`, devices are handed over as CDI names whose specs the plugin writes."""
+
+    directory: str | None
+    cdi_spec_dir: str | None = None
+
+    def resource_dir(self, resource: str) -> str | None:
+        if self.directory is None:
+            return None
+        return os.path.join(self.directory, resource.replace("/", "_"))
+
+    def link(self, resource: str, device: str, index: int) -> str | None:
+        rdir = self.resource_dir(resource)
+        return None if rdir is None else os.path.join(rdir, device, str(index))
+
+    @property
+    def state_file(self) -> str | None:
+        """Where the inventory remembers devices across restarts (None without links)."""
+        return None if self.directory is None else os.path.join(self.directory, STATE_FILE)
 
 
 class LinkKeeper:
-    """Keeps `<links>/<resource>/<id>/<n>` pointing at each present device's current node,
-    and remembers the resource's devices across plugin restarts (`.known.json`)."""
+    """Keeps each resource's links equal to its devices (a subscriber of the inventory)."""
 
     def __init__(self, layout: LinkLayout) -> None:
         self.layout = layout
-        self._written: dict[str, Any] = {}
 
-    def load_known(self, resource: str) -> list[Device]:
-        rdir = self.layout.resource_dir(resource)
-        if rdir is None:
-            return []
-        try:
-            with open(os.path.join(rdir, KNOWN_FILE), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            return []
-        entries = data.get("devices") if isinstance(data, dict) else None
-        if not isinstance(entries, list):
-            return []
-        devs = [_device_from_json(o) for o in entries if isinstance(o, dict)]
-        return [d for d in devs if d is not None]
-
-    def sync(self, resource: str, devices: tuple[Device, ...]) -> None:
+    def sync(self, resource: str, devices: Iterable[Device]) -> None:
         rdir = self.layout.resource_dir(resource)
         if rdir is None:
             return
@@ -89,12 +56,12 @@ class LinkKeeper:
             os.makedirs(rdir, exist_ok=True)
             wanted: set[str] = set()
             for d in devices:
-                wanted.add(d.id)
-                ddir = os.path.join(rdir, d.id)
+                wanted.add(d.name)
+                ddir = os.path.join(rdir, d.name)
                 os.makedirs(ddir, exist_ok=True)
                 for n, node in enumerate(d.devnodes):
                     link = os.path.join(ddir, str(n))
-                    if d.present and not d.reason:
+                    if d.healthy:
                         _point(link, node)
                     else:
                         with contextlib.suppress(FileNotFoundError):
@@ -107,24 +74,8 @@ class LinkKeeper:
                             os.unlink(os.path.join(full, f))
                     with contextlib.suppress(OSError):
                         os.rmdir(full)
-            self._save_known(resource, rdir, devices)
         except OSError as e:
             log.warning("%s: cannot maintain device links in %s: %s", resource, rdir, e)
-
-    def _save_known(self, resource: str, rdir: str, devices: tuple[Device, ...]) -> None:
-        # rewritten only when identity or location changes, not on every health flip
-        body = [
-            {k: v for k, v in d.to_json().items() if k not in ("health", "reason")} for d in devices
-        ]
-        if self._written.get(resource) == body:
-            return
-        for obj, d in zip(body, devices, strict=True):
-            obj["last_seen"] = d.last_seen
-        tmp = os.path.join(rdir, f".{KNOWN_FILE}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"resource": resource, "devices": body}, fh, indent=1, sort_keys=True)
-        os.replace(tmp, os.path.join(rdir, KNOWN_FILE))
-        self._written[resource] = [{k: v for k, v in o.items() if k != "last_seen"} for o in body]
 
 
 def _point(link: str, target: str) -> None:

@@ -65,7 +65,8 @@ def emit(
     if dry_run and fmt == "reference":
         write_stdout(reference_format(result.labels))
         return 0
-    changed = publisher.publish(result.labels)
+    publisher.publish(result.labels)
+    changed = publisher.wrote
     if not dry_run:
         state = "wrote" if changed else "unchanged:"
         log.info("%s %s (%d labels)", state, publisher.path, len(result.labels))

@@ -276,7 +276,7 @@ def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT (exit 0; labels are kept)."""
     from edgefd.core import log as logs
     from edgefd.core.version import startup_line
-    from edgefd.runtime.metrics import HealthServer
+    from edgefd.runtime.health import serve as serve_probes
     from edgefd.runtime.signals import Signals
     from edgefd.runtime.watch import Watcher
 
@@ -306,21 +306,14 @@ def serve(settings: Settings) -> int:
         metrics.watch_mode.labels(mode=watcher.mode).set(1)
     server = None
     try:
-        if settings.listen is not None:
-            host, port = settings.listen
-            wedged_after = max(60.0, 12 * settings.api_timeout)
-            ready_max_age = settings.ready_max_age or 2 * settings.resync_interval + 60
-            try:
-                server = HealthServer(
-                    metrics,
-                    host=host,
-                    port=port,
-                    healthz=lambda: loop.healthy(wedged_after),
-                    readyz=lambda: loop.ready(ready_max_age),
-                ).start()
-            except OSError as e:
-                raise EdgefdError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
-            log.info("serving /healthz /readyz /metrics on %s:%d", host, server.port)
+        wedged_after = max(60.0, 12 * settings.api_timeout)
+        ready_max_age = settings.ready_max_age or 2 * settings.resync_interval + 60
+        server = serve_probes(
+            settings.listen,
+            metrics.m,
+            lambda: loop.healthy(wedged_after),
+            lambda: loop.ready(ready_max_age),
+        )
         object_watch = watch_object(settings, syncer, api, loop, metrics)
         log.info(
             "started: %s (%s), %s, watch %s, at most %g API requests/s (burst %d)",

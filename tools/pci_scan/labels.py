@@ -20,7 +20,6 @@ from edgefd.bus.pci import READER, PciDevice
 from edgefd.core.labels import Derivation
 from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
 from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
-from edgefd.scan.report import accelerator_json
 
 RULES = BusRules(
     bus="pci",
@@ -120,8 +119,14 @@ def inventory_item(dev: PciDevice, match: AccelMatch | None) -> dict[str, Any]:
         "iommu_group": dev.iommu_group,
         "devnodes": list(dev.devnodes),
         "missing": list(dev.missing),
-        "accelerator": accelerator_json(match),
+        "accelerator": _accelerator_json(match),
     }
+
+
+def _accelerator_json(match: AccelMatch | None) -> dict[str, Any] | None:
+    from edgefd.scan.report import accelerator_json  # only --output json needs it
+
+    return accelerator_json(match)
 
 
 SPEC: BusSpec[PciDevice] = BusSpec(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import inotify as ino
+from .files import filesystem_type
 
 log = logging.getLogger(__name__)
 
@@ -84,28 +85,6 @@ class Debouncer:
 
     def reset(self) -> None:
         self._first = self._last = None
-
-
-def filesystem_type(path: str | os.PathLike[str]) -> str | None:
-    """The type of the filesystem `path` is on (`sysfs`, `ext4` ...), from /proc/self/mountinfo,
-    or None when it cannot be told. Decides whether inotify can see anything there."""
-    try:
-        real = os.path.realpath(path)
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    best, fstype = "", None
-    for line in lines:
-        left, sep, right = line.partition(" - ")
-        fields = left.split()
-        if not sep or len(fields) < 5:
-            continue
-        mount = fields[4].replace("\\040", " ")
-        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= len(best):
-            best, fstype = mount, right.split()[0]
-    return fstype
 
 
 Snapshot = dict[str, tuple[int, ...]]
@@ -185,6 +164,7 @@ class Watcher:
         self._ino: ino.Inotify | None = None
         self._monitor: Any = None
         self._thread: threading.Thread | None = None
+        self._wake_at: float | None = None  # monotonic: call on_change then, see wake_at()
         self.calls = 0  # how many times on_change ran (for tests and logs)
 
     # ---------------------------------------------------------------- lifecycle
@@ -245,6 +225,13 @@ class Watcher:
             self._pending.add("")
         self._wake()
 
+    def wake_at(self, deadline: float | None) -> None:
+        """Call `on_change(frozenset())` at monotonic time `deadline` too (None: cancel): for
+        a state that expires by itself, like a hold. Replaces an earlier request."""
+        with self._lock:
+            self._wake_at = deadline
+        self._wake()
+
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
@@ -303,7 +290,9 @@ class Watcher:
         while not self._stop.is_set():
             now = time.monotonic()
             deadlines = [next_poll[id(d)] for d in self._polled()]
-            for t in (self._debouncer.deadline(), next_rescan):
+            with self._lock:
+                wake_at = self._wake_at
+            for t in (self._debouncer.deadline(), next_rescan, wake_at):
                 if t is not None:
                     deadlines.append(t)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
@@ -341,7 +330,15 @@ class Watcher:
                     d.snapshot = snap
                     if changed:
                         self._note(changed, now)
-            if self._debouncer.due(now):
+            if wake_at is not None and now >= wake_at:
+                # "anything may have changed" covers a burst pending meanwhile
+                self._debouncer.reset()
+                with self._lock:
+                    if self._wake_at == wake_at:
+                        self._wake_at = None
+                    self._pending = set()
+                self._call(frozenset())
+            elif self._debouncer.due(now):
                 self._debouncer.reset()
                 with self._lock:
                     names, self._pending = self._pending, set()

@@ -7,18 +7,17 @@ A bus brings its constants as `BusRules`; everything else is the same for every 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from edgefd.core.errors import UsageError
+from edgefd.core.record import Record
 from edgefd.core.schema import Fields, read_yaml
 
 WHITELIST_KEY = "deviceClassWhitelist"
 FIELDS_KEY = "deviceLabelFields"
 
 
-@dataclass(frozen=True)
-class BusRules:
+class BusRules(Record):
     """NFD's per-bus constants: which attributes may name a label, and the defaults."""
 
     bus: str
@@ -28,8 +27,7 @@ class BusRules:
     default_whitelist: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(Record):
     class_whitelist: tuple[str, ...]
     label_fields: tuple[str, ...]
 

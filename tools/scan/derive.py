@@ -11,13 +11,12 @@ module never imports a bus, or a tool, by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
-from edgefd.core.hostroot import HostRoot
 from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
+from edgefd.core.record import Record
 
 from .config import BusRules, SourceConfig
 
@@ -26,8 +25,7 @@ CAPABILITY_DOMAIN = "edgefd.io"
 NFD_PREFIX = DEFAULT_NAMESPACE + "/"
 
 
-@dataclass(frozen=True)
-class DeviceReport:
+class DeviceReport(Record):
     """Why one device did or did not produce labels, for --explain."""
 
     key: str  # "usb 1-1.3"
@@ -35,8 +33,7 @@ class DeviceReport:
     lines: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class BusSpec(Generic[D]):
+class BusSpec(Record, Generic[D]):
     """A bus scanner: NFD's label rules for one bus, plugged onto that bus's reader."""
 
     rules: BusRules
@@ -63,8 +60,7 @@ def describe_match(m: AccelMatch) -> str:
     return f"{m.accelerator.id} ({m.accelerator.name}{state})"
 
 
-@dataclass
-class Evaluation:
+class Evaluation(Record):
     """Everything one scan produced: the labels and how they came about."""
 
     spec: BusSpec[Any]
@@ -75,14 +71,12 @@ class Evaluation:
     own_matches: dict[str, AccelMatch]
     other_matches: list[AccelMatch]
     capabilities: dict[str, str]
-    rejected: list[Rejected] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    rejected: list[Rejected]
+    warnings: list[str]
 
 
-def scan_buses(readers: Sequence[BusReader[Any]], host: HostRoot) -> dict[str, ScanResult[Any]]:
-    """Each bus scanned once. HostUnreadable propagates: a bus that cannot be read must not
-    become a file saying it is empty."""
-    return {r.bus: r.scan(host) for r in readers}
+def _matches(devices: Iterable[Any], catalogue: Catalogue) -> list[AccelMatch]:
+    return [m for m in map(catalogue.match, devices) if m is not None]
 
 
 def evaluate(
@@ -101,11 +95,11 @@ def evaluate(
     own_matches: dict[str, AccelMatch] = {}
     others: list[AccelMatch] = []
     if catalogue is not None:
-        own_matches = {m.device: m for m in spec.reader.matches(own.devices, catalogue)}
+        own_matches = {m.device: m for m in _matches(own.devices, catalogue)}
         for reader in capability_buses:
             if reader.bus != spec.reader.bus:
                 # the other bus's problems belong to its own scanner's report
-                others.extend(reader.matches(scans[reader.bus].devices, catalogue))
+                others.extend(_matches(scans[reader.bus].devices, catalogue))
     caps = capability_labels([*own_matches.values(), *others])
     labels: dict[str, str] = {}
     rejected: list[Rejected] = []

@@ -1,37 +1,34 @@
-"""The body of a bus scanner (`usb-scan`, `pci-scan`): configure, scan, publish; once, or on
-every device change with --watch.
+"""The body of a bus scanner (`usb-scan`, `pci-scan`): configure, then one scan session on one
+inventory; once, or on every device change with --watch.
 
 One process can publish for several producers (`usb-scan --watch --also pci-scan`: one
-interpreter, one watcher and one scan of each bus per change, for both files). Producers are
+interpreter, one inventory, one scan of each bus per change, both files). Producers are
 found by name through the `edgefd.producers` entry points, the way the tools register
 themselves, so this engine never imports a tool.
 
 "Could not read the host" is never published as "the host has nothing": a scan that raises
-HostUnreadable ends a one-shot run with exit 3 and leaves the previous files untouched, and in
---watch mode keeps the last files until the buses can be read again.
+HostUnreadable ends a one-shot run with exit 3 and leaves the previous files untouched; with
+--watch the inventory keeps its last snapshot (and so the files) until the buses can be read
+again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from edgefd.bus.enumerate import BusReader, rehost
-from edgefd.cli import Listen
+from edgefd.bus.enumerate import BusReader
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
-from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
+from edgefd.core.record import Record
+from edgefd.core.service import Listen, WatchSettings
 
-from .config import SourceConfig, resolve_config, split_list
-from .derive import BusSpec, Evaluation, evaluate, scan_buses
-from .hold import DEFAULT_HOLD
-
-if TYPE_CHECKING:
-    from .watchloop import WatchLoop
+from .config import resolve_config, split_list
+from .derive import BusSpec
+from .session import Producer, ScanMetrics, ScanSession
 
 log = get_logger(__name__)
 
@@ -52,114 +49,141 @@ def load_producer(name: str) -> BusSpec[Any]:
     return spec
 
 
-@dataclass
-class Producer:
-    spec: BusSpec[Any]
-    config: SourceConfig
-    warnings: list[str]
-    publisher: Publisher
+class Labelling(Record):
+    """Which labels: NFD's settings for the scanner's own bus (--config, --class-whitelist,
+    --label-fields), the catalogue, and the other producers of the process (--also)."""
+
+    class_whitelist: Sequence[str] = ()
+    label_fields: Sequence[str] = ()
+    config_path: Path | None = None
+    catalogue_path: Path | None = None
+    no_capabilities: bool = False
+    also: Sequence[str] = ()
+
+
+class Outputs(Record):
+    features_dir: str
+    dry_run: bool = False
+    output: str = "text"  # text | json
+    explain: bool = False
+
+
+class Watching(Record):
+    hold: float
+    settings: WatchSettings
+    listen: Listen = None
+
+
+def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: Any) -> int:
+    """The command's options (edgefd.cli.scanner), grouped."""
+    labelling = Labelling(
+        o["class_whitelist"],
+        o["label_fields"],
+        o["config_path"],
+        o["catalogue_path"],
+        o["no_capabilities"],
+        o["also"],
+    )
+    outputs = Outputs(o["features_dir"], o["dry_run"], o["output"], o["explain"])
+    watching = None
+    if o["watch"]:
+        settings = WatchSettings(
+            poll_interval=o["poll_interval"], rescan_interval=o["rescan_interval"]
+        )
+        watching = Watching(o["hold"], settings, o["listen"])
+    return run_producer(spec, capability_buses, o["host_root"], labelling, outputs, watching)
 
 
 def run_producer(
     spec: BusSpec[Any],
     capability_buses: Sequence[BusReader[Any]],
-    *,
     host_root: str,
-    features_dir: str,
-    dry_run: bool,
-    output: str,
-    verbose: int = 0,
-    also: Sequence[str] = (),
-    class_whitelist: Sequence[str] = (),
-    label_fields: Sequence[str] = (),
-    config_path: Path | None = None,
-    catalogue_path: Path | None = None,
-    no_capabilities: bool = False,
-    explain: bool = False,
-    watch: bool = False,
-    rescan_interval: float = 30.0,
-    poll_interval: float = 0.25,
-    hold: float = DEFAULT_HOLD,
-    listen: Listen = None,
+    labelling: Labelling,
+    outputs: Outputs,
+    watching: Watching | None = None,
 ) -> int:
     """Scan and publish for `spec` and the producers named in `also`.
 
     --class-whitelist and --label-fields apply to `spec`'s own bus; the other producers take
     their settings from --config (an nfd-worker.conf has a section per bus) or NFD's defaults.
     """
+    from edgefd.inventory.inventory import Inventory
+
     host = HostRoot.of(host_root)
-    specs = [spec, *(load_producer(n) for n in dict.fromkeys(also) if n != spec.producer)]
+    also = dict.fromkeys(labelling.also)
+    specs = [spec, *(load_producer(n) for n in also if n != spec.producer)]
+    # --explain and a JSON dry run show something else than the file: nothing is printed
+    echo = not (outputs.explain or outputs.output == "json")
+    dry = outputs.dry_run or outputs.explain
     producers = []
     for i, s in enumerate(specs):
         config, warnings = resolve_config(
             s.rules,
-            split_list(class_whitelist, "--class-whitelist") if i == 0 else None,
-            split_list(label_fields, "--label-fields") if i == 0 else None,
-            config_path,
+            split_list(labelling.class_whitelist, "--class-whitelist") if i == 0 else None,
+            split_list(labelling.label_fields, "--label-fields") if i == 0 else None,
+            labelling.config_path,
         )
-        producers.append(
-            Producer(s, config, warnings, Publisher(features_dir, s.producer, dry_run))
-        )
+        pub = Publisher(outputs.features_dir, s.producer, dry, echo)
+        producers.append(Producer(s, config, warnings, pub))
     readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())
     catalogue = None
-    if not no_capabilities:
+    if not labelling.no_capabilities:
         from edgefd.bus.catalogue import load_catalogue
 
-        catalogue = load_catalogue(catalogue_path)
-    held = None
-    if watch and hold > 0:
-        from .hold import Hold
-
-        held = Hold(hold)
-    loop: WatchLoop | None = None  # set below in --watch mode; emit() reads it when called
-
-    def evaluate_all(now: float) -> list[Evaluation]:
-        scans = scan_buses(readers, host)
-        if held is not None:
-            scans = held.apply(scans, readers, now)
-        return [
-            evaluate(p.spec, scans, p.config, catalogue, capability_buses, p.warnings)
-            for p in producers
-        ]
-
-    by_producer = {p.spec.producer: p for p in producers}
-
-    def emit(ev: Evaluation) -> None:
-        publisher = by_producer[ev.spec.producer].publisher
-        if explain or output == "json":
-            from .report import explain_text, inventory
-        if explain:
-            write_stdout(explain_text(ev, host).encode())
-            return
-        for w in ev.warnings:
-            log.warning("%s", rehost(host, w))
-        if output == "json":
-            doc = inventory(ev, host)
-            if loop is not None:
-                doc["watch"] = loop.describe()
-            emit_json(doc)
-            if dry_run:
-                return
-        changed = publisher.publish(ev.labels)
-        if not dry_run:
-            state = "wrote" if changed else "unchanged"
-            log.info("%s %s (%d labels)", state, publisher.path, len(ev.labels))
-
-    if not watch:
-        for ev in evaluate_all(0.0):
-            emit(ev)
-        return 0
-    from .watchloop import WatchLoop
-
-    loop = WatchLoop(
+        catalogue = load_catalogue(labelling.catalogue_path)
+    session = ScanSession(
         host,
-        [r.bus for r in readers],
-        evaluate_all,
-        emit,
-        [p.publisher for p in producers],
-        held,
-        rescan_interval=rescan_interval,
-        poll_interval=poll_interval,
-        listen=listen,
+        producers,
+        catalogue,
+        capability_buses,
+        output=outputs.output,
+        explain=outputs.explain,
+        watching=watching is not None,
     )
-    return loop.run()
+    if watching is None:
+        session.on_snapshot(Inventory(host, readers, catalogue=catalogue, hold=0.0).scan())
+        return 0
+    m = None
+    if watching.listen is not None:
+        from edgefd.runtime.metrics import Metrics
+
+        m = Metrics()
+        session.metrics = ScanMetrics(m)
+    # the hold is the only memory a scanner needs: a device is forgotten when it ends
+    inventory = Inventory(
+        host,
+        readers,
+        catalogue=catalogue,
+        hold=watching.hold,
+        forget_after=watching.hold,
+        settings=watching.settings,
+        metrics=m,
+    )
+    return _watch(session, inventory, watching.listen, m)
+
+
+def _watch(session: ScanSession, inventory: Any, listen: Listen, metrics: Any) -> int:
+    """Publish now, then after every snapshot, until SIGTERM/SIGINT."""
+    from edgefd.runtime.health import serve
+    from edgefd.runtime.signals import Signals
+
+    signals = Signals().install()
+    server = None
+    session.watch_info = inventory.describe
+    session.on_failure = signals.wake
+    try:
+        inventory.subscribe(session.on_snapshot, name="feature files")
+        inventory.start()  # watch, then the first scan
+        if metrics is not None:
+            server = serve(listen, metrics, inventory.freshness.check, session.ready)
+        log.info("watching %s (%s)", inventory.host.root, inventory.mode)
+        while not signals.stop_requested and session.failure is None:
+            signals.wait(1.0)
+    finally:
+        inventory.stop()
+        signals.close()
+        if server is not None:
+            server.stop()
+    if session.failure is not None:
+        raise session.failure
+    return 0

@@ -66,8 +66,7 @@ def inventory(ev: Evaluation, host: HostRoot) -> dict[str, Any]:
     """The JSON inventory: every device with everything read about it, and the labels."""
     devices = []
     for d in ev.devices:
-        key = ev.spec.reader.key(d)
-        devices.append(ev.spec.inventory(d, ev.own_matches.get(key)))
+        devices.append(ev.spec.inventory(d, ev.own_matches.get(d.key.place)))
     return {
         "source": ev.spec.rules.bus,
         "producer": ev.spec.producer,

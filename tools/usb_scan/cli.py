@@ -1,6 +1,7 @@
 """`usb-scan`: label a node with its USB devices (NFD-compatible) and its accelerators.
 
-Thin on purpose: options, config, output and --watch come from the scan engine (edgefd.scan);
+Thin on purpose: the options are edgefd.cli.scanner's; config, output and --watch are the scan
+engine's (edgefd.scan), on the device inventory (edgefd.inventory);
 the USB label rules are in labels.py, the USB reading in edgefd.bus.usb. Capability labels
 count accelerators on both buses, so the PCI reader is handed to the engine too.
 """
@@ -9,25 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgefd.scan.command import make_command
+from edgefd.cli.scanner import make_command
 
 
-def _spec() -> Any:
+def _run(**options: Any) -> int:
+    from edgefd.bus import pci, usb
+    from edgefd.scan.producer import run_from_options
+
     from .labels import SPEC
 
-    return SPEC
-
-
-def _buses() -> tuple[Any, ...]:
-    from edgefd.bus import pci, usb
-
-    return (usb.READER, pci.READER)
+    return run_from_options(SPEC, (usb.READER, pci.READER), **options)
 
 
 main = make_command(
     "usb-scan",
-    _spec,
-    _buses,
+    _run,
     """Write NFD's `usb-*` labels plus edgefd.io accelerator capability labels.
 
     With default settings the feature.node.kubernetes.io/usb-* labels are exactly those of

@@ -24,7 +24,6 @@ from edgefd.bus.usb import READER, UsbDevice
 from edgefd.core.labels import Derivation
 from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
 from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
-from edgefd.scan.report import accelerator_json
 
 RULES = BusRules(
     bus="usb",
@@ -154,8 +153,14 @@ def inventory_item(dev: UsbDevice, match: AccelMatch | None) -> dict[str, Any]:
             }
             for i in dev.interfaces
         ],
-        "accelerator": accelerator_json(match),
+        "accelerator": _accelerator_json(match),
     }
+
+
+def _accelerator_json(match: AccelMatch | None) -> dict[str, Any] | None:
+    from edgefd.scan.report import accelerator_json  # only --output json needs it
+
+    return accelerator_json(match)
 
 
 SPEC: BusSpec[UsbDevice] = BusSpec(

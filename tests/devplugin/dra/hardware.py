@@ -44,7 +44,8 @@ def _pcie_root(by_addr: dict[str, dict[str, Any]], addr: str) -> str:
 
 
 def expected_devices(node: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """DRA device name -> attributes (API form) for every accelerator of the sample node."""
+    """DRA device name (`<model>-<place as a DNS label>`) -> attributes (API form) for every
+    accelerator of the sample node."""
     desc = load_description(node)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     usb_ids = _usb_ids()
@@ -72,7 +73,7 @@ def expected_devices(node: str) -> dict[str, dict[str, dict[str, Any]]]:
         drivers = sorted({i["driver"] for i in d.get("interfaces", ()) if i.get("driver")})
         if drivers:
             attrs["driver"] = {"string": ",".join(drivers)}
-        out["usb-" + port.replace(".", "-")] = attrs
+        out[f"{acc.id}-" + port.replace(".", "-")] = attrs
     pci = desc.get("pci") or []
     by_addr = {p["address"]: p for p in pci}
     for p in pci:
@@ -95,5 +96,5 @@ def expected_devices(node: str) -> dict[str, dict[str, dict[str, Any]]]:
             attrs[f"{STD}/numaNode"] = {"int": int(p["numa_node"])}
         if p.get("driver"):
             attrs["driver"] = {"string": p["driver"]}
-        out["pci-" + addr.replace(":", "-").replace(".", "-")] = attrs
+        out[f"{acc.id}-" + addr.replace(":", "-").replace(".", "-")] = attrs
     return out

@@ -10,29 +10,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.client import connect
+from tests.helpers import wait_until
 from tests.peers.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = "edgefd.io"
-
-
-def wait_for(pred: Callable[[], Any], timeout: float, step: float = 0.02, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or pred}")
-        time.sleep(step)
 
 
 class DraPlugin:
@@ -68,7 +56,7 @@ class DraPlugin:
     def start(self) -> DraPlugin:
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
-        wait_for(self._metrics_up, 30, 0.1, "devplugin's /metrics")
+        wait_until(self._metrics_up, 30, 0.1, "devplugin's /metrics")
         return self
 
     def _metrics_up(self) -> bool:

@@ -13,36 +13,44 @@ from typing import Any
 
 import pytest
 
-from edgefd.devplugin.allocate import LinkLayout, container_response
+from edgefd.bus.key import DeviceKey, DevNode
+from edgefd.devplugin import cdi
 from edgefd.devplugin.config import MountSpec, default_config
-from edgefd.devplugin.devices import Device
-from edgefd.devplugin.dra import cdi
 from edgefd.devplugin.dra.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claims import ClaimRef, PrepareError, Preparer
-from edgefd.devplugin.dra.facts import Facts
-from edgefd.devplugin.dra.slices import attributes, device_name
+from edgefd.devplugin.dra.slices import attributes
 from edgefd.devplugin.dra.table import Entry
+from edgefd.devplugin.links import LinkLayout
+from edgefd.devplugin.v1beta1.allocate import container_response
+from edgefd.inventory.device import Device
 
 CORAL = default_config().by_name()["edgefd.io/coral-usb"]
 PCIE = default_config().by_name()["edgefd.io/coral-pcie"]
 NODE = "edge-1"
 
 
-def coral(node: str = "/dev/bus/usb/002/003", **kw: Any) -> Device:
-    d = Device(id="usb-2-1", bus="usb", location="2-1", devnodes=(node,), ids="18d1:9302")
-    return replace(d, **kw)
+def coral(node: str = "/dev/bus/usb/002/003", port: str = "2-1", **kw: Any) -> Device:
+    d = Device(
+        name="coral-usb-" + port.replace(".", "-"),
+        key=DeviceKey("usb", port),
+        model="coral-usb",
+        kind="edgetpu",
+        ids="18d1:9302",
+        nodes=(DevNode(node, "189:130"),),
+    )
+    return d._replace(**kw)
 
 
 def apex(**kw: Any) -> Device:
-    d = Device(id="pci-0000-02-00.0", bus="pci", location="0000:02:00.0", devnodes=("/dev/apex_0",))
-    return replace(d, **kw)
+    key = DeviceKey("pci", "0000:02:00.0")
+    d = Device(
+        "coral-pcie-0000-02-00-0", key, "coral-pcie", "edgetpu", nodes=(DevNode("/dev/apex_0"),)
+    )
+    return d._replace(**kw)
 
 
 def table(*pairs: tuple[Device, Any]) -> dict[str, Entry]:
-    return {
-        device_name(d.id): Entry(device_name(d.id), d, r, attributes(d, r, None, Facts()))
-        for d, r in pairs
-    }
+    return {d.name: Entry(d, r, attributes(d)) for d, r in pairs}
 
 
 class Claims:
@@ -82,22 +90,22 @@ def read(path: Path) -> dict[str, Any]:
 
 def test_prepare_writes_the_claim_spec(setup) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     [dev] = p.prepare(ref)
-    assert dev.cdi_ids == (f"edgefd.io/claim={ref.uid}-usb-2-1",)
-    assert (dev.request, dev.pool, dev.device) == ("tpu", NODE, "usb-2-1")
+    assert dev.cdi_ids == (f"edgefd.io/claim={ref.uid}-coral-usb-2-1",)
+    assert (dev.request, dev.pool, dev.device) == ("tpu", NODE, "coral-usb-2-1")
     spec = read(cdi_dir / f"edgefd.io-{ref.uid}.json")
     assert spec == {
         "cdiVersion": "0.6.0",
         "kind": "edgefd.io/claim",
-        "containerEdits": {"env": ["EDGEFD_CORAL_USB_DEVICES=usb-2-1"]},
+        "containerEdits": {"env": ["EDGEFD_CORAL_USB_DEVICES=coral-usb-2-1"]},
         "devices": [
             {
-                "name": f"{ref.uid}-usb-2-1",
+                "name": f"{ref.uid}-coral-usb-2-1",
                 "containerEdits": {
                     "deviceNodes": [
                         {
-                            "path": "/dev/edgefd/usb-2-1",
+                            "path": "/dev/edgefd/coral-usb-2-1",
                             "hostPath": "/dev/bus/usb/002/003",
                             "permissions": "rw",
                         }
@@ -118,7 +126,7 @@ def test_prepare_writes_the_claim_spec(setup) -> None:
 
 def test_pci_devices_keep_their_node_name(setup) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c2", ["pci-0000-02-00-0"])
+    ref = claims.add("c2", ["coral-pcie-0000-02-00-0"])
     p.prepare(ref)
     [dev] = read(cdi_dir / f"edgefd.io-{ref.uid}.json")["devices"]
     assert dev["containerEdits"] == {
@@ -128,7 +136,7 @@ def test_pci_devices_keep_their_node_name(setup) -> None:
 
 def test_prepare_is_idempotent_and_asks_the_api_once(setup) -> None:
     p, claims, _ = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     assert p.prepare(ref) == p.prepare(ref)
     assert claims.gets == 1
 
@@ -136,8 +144,8 @@ def test_prepare_is_idempotent_and_asks_the_api_once(setup) -> None:
 @pytest.mark.parametrize(
     ("devices", "pool", "driver", "message"),
     [
-        (["usb-9-9"], NODE, "edgefd.io", "device usb-9-9 is not on node edge-1"),
-        (["usb-2-1"], "other-node", "edgefd.io", "in another node's pool"),
+        (["coral-usb-9-9"], NODE, "edgefd.io", "device coral-usb-9-9 is not on node edge-1"),
+        (["coral-usb-2-1"], "other-node", "edgefd.io", "in another node's pool"),
     ],
 )
 def test_prepare_refuses_what_is_not_here(setup, devices, pool, driver, message) -> None:
@@ -157,14 +165,14 @@ def test_other_drivers_results_are_not_ours(setup) -> None:
 
 def test_a_replaced_claim_is_refused(setup) -> None:
     p, claims, _ = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     with pytest.raises(PrepareError, match="has UID"):
         p.prepare(replace(ref, uid=str(uuid.uuid4())))
 
 
 def test_an_unallocated_claim_is_refused(setup) -> None:
     p, claims, _ = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     del claims.objects[("default", "c1")]["status"]
     with pytest.raises(PrepareError, match="not allocated"):
         p.prepare(ref)
@@ -172,23 +180,23 @@ def test_an_unallocated_claim_is_refused(setup) -> None:
 
 def test_an_unplugged_device_cannot_be_prepared_but_a_prepared_claim_stays(setup) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(ref)
     p.update(table((coral(present=False, reason="unplugged"), CORAL)))
     # already prepared: the same answer (a kubelet restart asks again), spec points at the link
-    assert p.prepare(ref)[0].device == "usb-2-1"
+    assert p.prepare(ref)[0].device == "coral-usb-2-1"
     [dev] = read(cdi_dir / f"edgefd.io-{ref.uid}.json")["devices"]
     link = dev["containerEdits"]["deviceNodes"][0]["hostPath"]
-    assert link == os.path.join(p.links.directory, "edgefd.io_coral-usb", "usb-2-1", "0")
+    assert link == os.path.join(p.links.directory, "edgefd.io_coral-usb", "coral-usb-2-1", "0")
     # a new claim for it is refused until it is back
-    ref2 = claims.add("c2", ["usb-2-1"])
+    ref2 = claims.add("c2", ["coral-usb-2-1"])
     with pytest.raises(PrepareError, match="cannot be used now: unplugged"):
         p.prepare(ref2)
 
 
 def test_the_spec_follows_a_reenumeration(setup) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(ref)
     path = cdi_dir / f"edgefd.io-{ref.uid}.json"
     before = path.stat().st_mtime_ns
@@ -197,7 +205,7 @@ def test_the_spec_follows_a_reenumeration(setup) -> None:
     p.update(table((coral("/dev/bus/usb/002/007", state="runtime"), CORAL)))
     node = read(path)["devices"][0]["containerEdits"]["deviceNodes"][0]
     assert node == {
-        "path": "/dev/edgefd/usb-2-1",
+        "path": "/dev/edgefd/coral-usb-2-1",
         "hostPath": "/dev/bus/usb/002/007",
         "permissions": "rw",
     }
@@ -205,7 +213,7 @@ def test_the_spec_follows_a_reenumeration(setup) -> None:
 
 def test_unprepare_removes_spec_and_record_and_is_idempotent(setup) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(ref)
     p.unprepare(ref)
     p.unprepare(ref)
@@ -214,7 +222,7 @@ def test_unprepare_removes_spec_and_record_and_is_idempotent(setup) -> None:
 
 def test_the_checkpoint_survives_a_restart(setup, tmp_path: Path) -> None:
     p, claims, cdi_dir = setup
-    ref = claims.add("c1", ["usb-2-1"])
+    ref = claims.add("c1", ["coral-usb-2-1"])
     first = p.prepare(ref)
     cp = Checkpoint(tmp_path / "plugin", NODE)
     assert list(cp.load()) == [ref.uid]
@@ -235,7 +243,7 @@ def test_a_corrupt_checkpoint_is_moved_aside(tmp_path: Path, caplog) -> None:
 
 def test_sweep_removes_only_orphaned_claim_specs(setup) -> None:
     p, claims, cdi_dir = setup
-    kept = claims.add("c1", ["usb-2-1"])
+    kept = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(kept)
     orphan = cdi_dir / f"edgefd.io-{uuid.uuid4()}.json"
     orphan.write_text(json.dumps(cdi.spec(cdi.CLAIM_KIND, [{"name": "x"}])))
@@ -255,25 +263,27 @@ def test_device_plugin_specs_and_the_allocate_answer_agree(tmp_path: Path) -> No
     res = replace(CORAL, env=(("LIBEDGETPU", "1"),), mounts=(MountSpec("/opt/m", "/models"),))
     layout = LinkLayout(str(tmp_path / "links"), cdi_spec_dir=str(tmp_path / "cdi"))
     specs = cdi.ResourceSpecs(str(tmp_path / "cdi"), "edgefd.io", layout)
-    gone = replace(coral(), id="usb-1-1.2", location="1-1.2", present=False, reason="unplugged")
+    gone = coral(port="1-1.2", present=False, reason="unplugged")
     written = specs.sync([(res, (coral(), gone)), (PCIE, ())])
     assert written == [tmp_path / "cdi" / "edgefd.io-coral-usb.json"]  # no empty spec
     spec = read(written[0])
     assert spec["kind"] == "edgefd.io/coral-usb"
     by_name = {d["name"]: d["containerEdits"] for d in spec["devices"]}
-    assert by_name["usb-2-1"]["deviceNodes"][0]["hostPath"] == "/dev/bus/usb/002/003"
-    assert by_name["usb-1-1.2"]["deviceNodes"][0]["hostPath"].startswith(str(tmp_path / "links"))
+    assert by_name["coral-usb-2-1"]["deviceNodes"][0]["hostPath"] == "/dev/bus/usb/002/003"
+    assert by_name["coral-usb-1-1-2"]["deviceNodes"][0]["hostPath"].startswith(
+        str(tmp_path / "links")
+    )
     assert {
         "hostPath": "/opt/m",
         "containerPath": "/models",
         "type": "bind",
         "options": ["bind", "ro", "nosuid"],
-    } in by_name["usb-2-1"]["mounts"]
+    } in by_name["coral-usb-2-1"]["mounts"]
     # Allocate names the spec's devices and carries the env, nothing else
     resp = container_response(res, [coral()], layout, None)
-    assert [c.name for c in resp.cdi_devices] == ["edgefd.io/coral-usb=usb-2-1"]
+    assert [c.name for c in resp.cdi_devices] == ["edgefd.io/coral-usb=coral-usb-2-1"]
     assert not resp.devices and not resp.mounts
-    assert dict(resp.envs) == {"LIBEDGETPU": "1", "EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+    assert dict(resp.envs) == {"LIBEDGETPU": "1", "EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
     # nothing changed: nothing written; a resource gone: its file goes
     assert specs.sync([(res, (coral(), gone))]) == []
     specs.sync([])
@@ -283,7 +293,10 @@ def test_device_plugin_specs_and_the_allocate_answer_agree(tmp_path: Path) -> No
 def test_claim_checkpoint_round_trip(tmp_path: Path) -> None:
     cp = Checkpoint(tmp_path, NODE)
     claim = PreparedClaim(
-        "u1", "ns", "c", (PreparedDevice("r", NODE, "usb-2-1", "usb-2-1", CORAL.name, ("k=x",)),)
+        "u1",
+        "ns",
+        "c",
+        (PreparedDevice("r", NODE, "coral-usb-2-1", "coral-usb-2-1", CORAL.name, ("k=x",)),),
     )
     cp.put(claim)
     assert Checkpoint(tmp_path, NODE).load() == {"u1": claim}

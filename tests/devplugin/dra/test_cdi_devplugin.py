@@ -41,20 +41,20 @@ def test_allocate_answers_with_cdi_names_whose_specs_follow_the_device(
     p = PluginProcess(host, kubelet.plugin_dir, f"--cdi-spec-dir={cdi}")
     try:
         _registered_all(kubelet, [CORAL])
-        _devices_event(kubelet, CORAL, ["usb-2-1"], 0)
+        _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
         r = kubelet.allocate(CORAL, count=1)
         assert r["ok"], r
-        assert r["device_ids"] == ["usb-2-1"]
+        assert r["device_ids"] == ["coral-usb-2-1"]
         # what the kubelet checkpointed and replays: names and env, no nodes, no mounts
-        assert r["cdi_devices"] == [{"name": "edgefd.io/coral-usb=usb-2-1"}]
+        assert r["cdi_devices"] == [{"name": "edgefd.io/coral-usb=coral-usb-2-1"}]
         assert not r["devices"] and not r["mounts"]
-        assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "usb-2-1"}
+        assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
         spec_file = cdi / "edgefd.io-coral-usb.json"
         spec = json.loads(spec_file.read_text())
         assert spec["kind"] == "edgefd.io/coral-usb"
-        [dev] = [d for d in spec["devices"] if d["name"] == "usb-2-1"]
+        [dev] = [d for d in spec["devices"] if d["name"] == "coral-usb-2-1"]
         node = dev["containerEdits"]["deviceNodes"][0]
-        assert node["path"] == "/dev/edgefd/usb-2-1"
+        assert node["path"] == "/dev/edgefd/coral-usb-2-1"
         old = node["hostPath"]
         assert old.startswith("/dev/bus/usb/002/")
         # re-plugged with another devnum: the spec names the new node within a second
@@ -64,7 +64,7 @@ def test_allocate_answers_with_cdi_names_whose_specs_follow_the_device(
 
         def current() -> str:
             s = json.loads(spec_file.read_text())
-            return next(d for d in s["devices"] if d["name"] == "usb-2-1")["containerEdits"][
+            return next(d for d in s["devices"] if d["name"] == "coral-usb-2-1")["containerEdits"][
                 "deviceNodes"
             ][0]["hostPath"]
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from edgefd.devplugin.allocate import LinkLayout
 from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from edgefd.devplugin.dra.api import pluginregistration_pb2 as reg
@@ -23,8 +22,9 @@ from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
 from edgefd.devplugin.dra.checkpoint import Checkpoint
 from edgefd.devplugin.dra.claims import Preparer
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
+from edgefd.devplugin.links import LinkLayout
 from tests.devplugin.dra.test_cdi import CORAL, NODE, Claims, coral, table
-from tests.devplugin.test_grpc import wait_until
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -89,8 +89,8 @@ def test_registration(served) -> None:
 
 def test_prepare_and_unprepare(served, kubelet_dir: Path) -> None:
     kp, claims, calls = served
-    ok = claims.add("c1", ["usb-2-1"])
-    bad = claims.add("c2", ["usb-9-9"])
+    ok = claims.add("c1", ["coral-usb-2-1"])
+    bad = claims.add("c2", ["coral-usb-9-9"])
     with channel(kp.service_socket) as ch:
         stub = dra_grpc.DRAPluginStub(ch)
         req = dra.NodePrepareResourcesRequest(
@@ -101,10 +101,10 @@ def test_prepare_and_unprepare(served, kubelet_dir: Path) -> None:
         assert not good.error
         [dev] = good.devices
         assert list(dev.request_names) == ["tpu"]
-        assert (dev.pool_name, dev.device_name) == (NODE, "usb-2-1")
-        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={ok.uid}-usb-2-1"]
+        assert (dev.pool_name, dev.device_name) == (NODE, "coral-usb-2-1")
+        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={ok.uid}-coral-usb-2-1"]
         # the failing claim is reported in its own entry (the kubelet retries it)
-        assert "usb-9-9 is not on node" in resp.claims[bad.uid].error
+        assert "coral-usb-9-9 is not on node" in resp.claims[bad.uid].error
         assert not resp.claims[bad.uid].devices
         spec = kubelet_dir / "cdi" / f"edgefd.io-{ok.uid}.json"
         assert spec.exists()
@@ -158,7 +158,7 @@ def test_a_failing_write_is_that_claims_error_not_the_calls(kubelet_dir: Path) -
     preparer.update(table((coral(), CORAL)))
     kp = KubeletPlugin(str(kubelet_dir), preparer).start()
     try:
-        ref = claims.add("c1", ["usb-2-1"])
+        ref = claims.add("c1", ["coral-usb-2-1"])
         with channel(kp.service_socket) as ch:
             stub = dra_grpc.DRAPluginStub(ch)
             req = dra.NodePrepareResourcesRequest(

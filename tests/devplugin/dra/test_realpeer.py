@@ -30,8 +30,9 @@ from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from edgefd.kube.errors import ApiConflict
 from tests.devplugin.dra.hardware import expected_devices
-from tests.devplugin.dra.peer import ROOT, Api, DraPlugin, wait_for
+from tests.devplugin.dra.peer import ROOT, Api, DraPlugin
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.realpeer
 
@@ -75,7 +76,7 @@ def plugins(api: Api) -> Iterator[list[DraPlugin]]:
 def start(plugins: list[DraPlugin], api: Api, host: Path, node: str, work: Path | None = None):
     p = DraPlugin(host, node, api.kubeconfig, work=work).start()  # type: ignore[attr-defined]
     plugins.append(p)
-    wait_for(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
+    wait_until(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
     return p
 
 
@@ -175,18 +176,18 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
     host = build_host("rpi4-coral-runtime", tmp_path / "host", devicetree=False)
     HostBuilder(host).add_usb(SECOND_CORAL)
     p = start(plugins, api, host, node)
-    wait_for(lambda: {"usb-2-1", "usb-2-2"} <= set(api.devices(node)), 5)
+    wait_until(lambda: {"coral-usb-2-1", "coral-usb-2-2"} <= set(api.devices(node)), 5)
     tag = uuid.uuid4().hex[:6]
-    # the second Coral by its port, although usb-2-1 sorts first
+    # the second Coral by its port, although coral-usb-2-1 sorts first
     claim(api, f"port-{tag}", port_is("2-2"))
     pod(api, f"port-{tag}", f"port-{tag}", node)
     claim(api, f"none-{tag}", port_is("9-9"))
     pod(api, f"none-{tag}", f"none-{tag}", node)
-    results = wait_for(lambda: allocation(api, f"port-{tag}"), 30, 0.1, "the allocation")
+    results = wait_until(lambda: allocation(api, f"port-{tag}"), 30, 0.1, "the allocation")
     assert [(r["driver"], r["pool"], r["device"], r["request"]) for r in results] == [
-        ("edgefd.io", node, "usb-2-2", "tpu")
+        ("edgefd.io", node, "coral-usb-2-2", "tpu")
     ]
-    wait_for(lambda: pod_status(api, f"port-{tag}")["spec"].get("nodeName") == node, 10)
+    wait_until(lambda: pod_status(api, f"port-{tag}")["spec"].get("nodeName") == node, 10)
     # the impossible claim stays unallocated and its pod unschedulable
     time.sleep(UNSCHEDULABLE_GRACE_S)
     assert allocation(api, f"none-{tag}") is None
@@ -208,12 +209,12 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
         got = resp.claims[uid]
         assert not got.error, got.error
         [dev] = got.devices
-        assert (dev.pool_name, dev.device_name) == (node, "usb-2-2")
-        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-usb-2-2"]
+        assert (dev.pool_name, dev.device_name) == (node, "coral-usb-2-2")
+        assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-coral-usb-2-2"]
         spec = json.loads((p.cdi_dir / f"edgefd.io-{uid}.json").read_text())
         [node_edit] = spec["devices"][0]["containerEdits"]["deviceNodes"]
         assert node_edit == {
-            "path": "/dev/edgefd/usb-2-2",
+            "path": "/dev/edgefd/coral-usb-2-2",
             "hostPath": "/dev/bus/usb/002/009",
             "permissions": "rw",
         }
@@ -221,7 +222,7 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
         assert p.stop() == 0
         assert api.devices(node)
         p2 = start(plugins, api, host, node, work=p.work)
-        wait_for(lambda: (p2.kubelet_dir / "plugins" / "edgefd.io" / "dra.sock").exists(), 10)
+        wait_until(lambda: (p2.kubelet_dir / "plugins" / "edgefd.io" / "dra.sock").exists(), 10)
     with grpc.insecure_channel("unix:" + sock) as ch:
         stub = dra_grpc.DRAPluginStub(ch)
         again = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[ref]), timeout=10)
@@ -244,11 +245,11 @@ def test_an_unplugged_device_is_tainted_and_not_given_out_until_it_returns(
     hb.remove_usb("2-1")
 
     def tainted() -> bool:
-        d = api.devices(node).get("usb-2-1")
+        d = api.devices(node).get("coral-usb-2-1")
         return bool(d and d.get("taints"))
 
-    wait_for(tainted, HOTPLUG_S + 1)
-    [taint] = api.devices(node)["usb-2-1"]["taints"]
+    wait_until(tainted, HOTPLUG_S + 1)
+    [taint] = api.devices(node)["coral-usb-2-1"]["taints"]
     assert (taint["key"], taint["value"], taint["effect"]) == (
         "edgefd.io/unhealthy",
         "unplugged",
@@ -262,9 +263,9 @@ def test_an_unplugged_device_is_tainted_and_not_given_out_until_it_returns(
     assert allocation(api, f"back-{tag}") is None
     # back at its port with a new devnum: same device, untainted, and the claim gets it
     hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 12})
-    wait_for(lambda: not tainted(), HOTPLUG_S + 1)
-    results = wait_for(lambda: allocation(api, f"back-{tag}"), 30, 0.1, "the allocation")
-    assert [r["device"] for r in results] == ["usb-2-1"]
+    wait_until(lambda: not tainted(), HOTPLUG_S + 1)
+    results = wait_until(lambda: allocation(api, f"back-{tag}"), 30, 0.1, "the allocation")
+    assert [r["device"] for r in results] == ["coral-usb-2-1"]
 
 
 # -- timing and writes
@@ -275,7 +276,7 @@ def test_hotplug_within_a_second_and_no_write_while_idle(
 ) -> None:
     host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
     p = start(plugins, api, host, node)
-    wait_for(lambda: p.writes() >= 1, 5)
+    wait_until(lambda: p.writes() >= 1, 5)
     [before] = api.slices(node)
     writes = p.writes()
     time.sleep(IDLE_S)  # six backstop rescans (--rescan-interval 0.5s) happen meanwhile
@@ -286,12 +287,12 @@ def test_hotplug_within_a_second_and_no_write_while_idle(
     gen = before["spec"]["pool"]["generation"]
     t0 = time.monotonic()
     HostBuilder(host).add_usb(SECOND_CORAL)
-    wait_for(lambda: "usb-2-2" in api.devices(node), 5, 0.01)
+    wait_until(lambda: "coral-usb-2-2" in api.devices(node), 5, 0.01)
     plug = time.monotonic() - t0
     assert generation(api, node) == gen + 1
     t0 = time.monotonic()
     HostBuilder(host).remove_usb("2-2")
-    wait_for(lambda: api.devices(node)["usb-2-2"].get("taints"), 5, 0.01)
+    wait_until(lambda: api.devices(node)["coral-usb-2-2"].get("taints"), 5, 0.01)
     unplug = time.monotonic() - t0
     assert generation(api, node) == gen + 2
     record_property("dra_plug_to_slice_s", round(plug, 3))
@@ -308,14 +309,14 @@ def test_a_deleted_slice_is_back_within_a_second_and_a_crash_writes_nothing(
     [s] = api.slices(node)
     t0 = time.monotonic()
     api.req("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{s['metadata']['name']}")
-    wait_for(lambda: api.slices(node), 5, 0.01)
+    wait_until(lambda: api.slices(node), 5, 0.01)
     assert time.monotonic() - t0 < HOTPLUG_S
     assert generation(api, node) == gen + 1  # never reused: consumers trust the highest
     # a crash leaves the slice; the next plugin finds it as it would write it
     p.stop(signal.SIGKILL)
     [kept] = api.slices(node)
     p2 = start(plugins, api, host, node, work=p.work)
-    wait_for(lambda: p2.metrics().get("edgefd_devplugin_dra_pool_generation") == gen + 1, 10)
+    wait_until(lambda: p2.metrics().get("edgefd_devplugin_dra_pool_generation") == gen + 1, 10)
     assert p2.writes() == 0
     [same] = api.slices(node)
     assert same["metadata"]["resourceVersion"] == kept["metadata"]["resourceVersion"]

@@ -1,5 +1,5 @@
-"""The ResourceSlice, pure parts: device names, attributes (against the sample nodes'
-hardware), taints of devices that cannot be used, how a pool is cut into slices, and what
+"""The ResourceSlice, pure parts: attributes (against the sample nodes' hardware), taints of
+devices that cannot be used, how a pool is cut into slices, and what
 `devplugin --api dra --dry-run` prints."""
 
 from __future__ import annotations
@@ -7,45 +7,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.core.hostroot import HostRoot
+from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.config import default_config
-from edgefd.devplugin.devices import Device
-from edgefd.devplugin.dra import facts, slices
+from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.dryrun import slices as dry_slices
-from edgefd.devplugin.plugin import Options
+from edgefd.inventory import device as facts
+from edgefd.inventory.device import Device
 from tests.devplugin.dra.hardware import expected_devices
 from tests.fixturegen import build_host
 
 ROOT = Path(__file__).resolve().parents[3]
 NODES = ("rpi4-coral", "rpi4-coral-runtime", "x86-server")
-
-
-@pytest.mark.parametrize(
-    ("stable_id", "name"),
-    [
-        ("usb-1-1.3", "usb-1-1-3"),
-        ("usb-2-1", "usb-2-1"),
-        ("pci-0000-02-00.0", "pci-0000-02-00-0"),
-        ("dev-hailo0", "dev-hailo0"),
-    ],
-)
-def test_device_names_are_the_stable_id_as_a_dns_label(stable_id: str, name: str) -> None:
-    assert slices.device_name(stable_id) == name
-
-
-def test_lossy_or_long_ids_get_a_hash_and_stay_distinct() -> None:
-    a = slices.device_name("usb-sn-ABC")
-    b = slices.device_name("usb-sn-abc")
-    assert a != b and a.startswith("usb-sn-abc-")
-    long = slices.device_name("dev-" + "x" * 80)
-    assert len(long) == 63
-    for n in (a, b, long):
-        assert slices._NOT_LABEL.search(n) is None and not n.startswith("-")
 
 
 @pytest.mark.parametrize(
@@ -70,7 +48,8 @@ def test_usb_bcd_device() -> None:
 @pytest.mark.parametrize("node", NODES)
 def test_sample_nodes_attribute_for_attribute(node: str, tmp_path: Path) -> None:
     host = build_host(node, tmp_path / "host", devicetree=False)
-    objs = dry_slices(default_config(), Options("/nonexistent", HostRoot.of(host)), "n1")
+    cfg = default_config()
+    objs = dry_slices(cfg, make_inventory(Options("/nonexistent", HostRoot.of(host)), cfg), "n1")
     assert len(objs) == 1
     spec = objs[0]["spec"]
     assert spec["driver"] == "edgefd.io" and spec["nodeName"] == "n1"
@@ -81,8 +60,9 @@ def test_sample_nodes_attribute_for_attribute(node: str, tmp_path: Path) -> None
 
 
 def _dev(**kw) -> Device:
-    base = Device(id="usb-2-1", bus="usb", location="2-1", devnodes=("/dev/bus/usb/002/003",))
-    return replace(base, **kw)
+    node = DevNode("/dev/bus/usb/002/003", "189:130")
+    base = Device("coral-usb-2-1", DeviceKey("usb", "2-1"), "coral-usb", "edgetpu", nodes=(node,))
+    return base._replace(**kw)
 
 
 def test_an_unplugged_device_stays_tainted_with_a_stable_time() -> None:
@@ -95,7 +75,7 @@ def test_an_unplugged_device_stays_tainted_with_a_stable_time() -> None:
         "timeAdded": "2023-11-14T22:13:20Z",
     }
     # a rescan of the absent device gives the same bytes: no write
-    assert slices.taints(gone) == slices.taints(replace(gone))
+    assert slices.taints(gone) == slices.taints(gone._replace())
 
 
 def test_a_present_device_without_a_node_is_tainted_without_time() -> None:

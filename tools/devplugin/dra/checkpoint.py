@@ -32,7 +32,7 @@ class PreparedDevice:
     request: str  # the claim's request the device was allocated for
     pool: str
     device: str  # name in the ResourceSlice
-    device_id: str  # the stable ID (what /dev/edgefd/<id> and the env name)
+    device_id: str  # the same name (kept for checkpoints written before names were one)
     resource: str  # the device plugin resource it belongs to
     cdi_ids: tuple[str, ...]
 

@@ -4,7 +4,7 @@ back. What NodePrepareResources and NodeUnprepareResources do, without the gRPC.
 Prepare reads the claim from the API server (the kubelet sends only its namespace, name and
 UID), takes the results for this driver and this node's pool, checks every device is here and
 usable, writes the claim's CDI spec (`edgefd.io-<claim UID>.json`, devices
-`edgefd.io/claim=<UID>-<device ID>`) and records the claim in the checkpoint. It is
+`edgefd.io/claim=<UID>-<device name>`) and records the claim in the checkpoint. It is
 idempotent: a claim already prepared gets the same answer without asking the API server.
 Unprepare removes the spec and the record; an unknown claim is already unprepared.
 
@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
 
-from ..allocate import LinkLayout
-from . import cdi
+from .. import cdi
+from ..links import LinkLayout
 from .checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from .slices import DRIVER
 from .table import Entry
@@ -91,7 +91,7 @@ class Preparer:
                 log.warning("claim %s: device %s is no longer known", claim.uid, d.device)
                 continue
             entry = cdi.device_entry(
-                cdi.claim_device_name(claim.uid, e.device.id), e.device, e.resource, self.links
+                cdi.claim_device_name(claim.uid, e.device.name), e.device, e.resource, self.links
             )
             if entry is not None:
                 entries.append(entry)
@@ -166,14 +166,14 @@ class Preparer:
             raise PrepareError(f"device {name} is not on node {self.node}")
         dev = entry.device
         if not dev.healthy:
-            why = "unplugged" if not dev.present else dev.reason
-            raise PrepareError(f"device {name} ({dev.id}) cannot be used now: {why}")
-        cdi_id = cdi.qualified(cdi.CLAIM_KIND, cdi.claim_device_name(ref.uid, dev.id))
+            why = dev.reason
+            raise PrepareError(f"device {name} cannot be used now: {why}")
+        cdi_id = cdi.qualified(cdi.CLAIM_KIND, cdi.claim_device_name(ref.uid, dev.name))
         return PreparedDevice(
             request=str(result.get("request", "")),
             pool=str(pool),
             device=str(name),
-            device_id=dev.id,
+            device_id=dev.name,
             resource=entry.resource.name,
             cdi_ids=(cdi_id,),
         )

@@ -25,8 +25,8 @@ from concurrent import futures
 import grpc
 
 from edgefd.core.errors import EdgefdError
+from edgefd.runtime.files import FileIdentity, file_identity
 
-from ..registration import FileIdentity, file_identity
 from .api import dra_pb2 as dra
 from .api import dra_pb2_grpc as dra_grpc
 from .api import pluginregistration_pb2 as reg

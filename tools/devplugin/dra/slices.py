@@ -1,16 +1,17 @@
-"""From the device plugin's devices to ResourceSlices: device names, attributes, taints, and
-how a node's pool is cut into slices. Pure (the caller passes what the scan found), so the
-rules that decide what the scheduler sees are testable without a host or an API server.
+"""From the inventory's devices to ResourceSlices: attributes, taints, and how a node's pool is
+cut into slices. Pure (the caller passes a snapshot's devices), so the rules that decide what
+the scheduler sees are testable without a host or an API server.
 
-One pool per node, named after the node, driver `edgefd.io`, `nodeName` set. Devices are named
-by their stable ID (devices.py) in DNS-label form, so a claim allocated `usb-2-1` still names
-the same port after a re-plug, a reboot or a Coral's boot -> runtime re-enumeration.
+One pool per node, named after the node, driver `edgefd.io`, `nodeName` set. Devices are
+named by their one name (edgefd.inventory.naming), so a claim allocated `coral-usb-2-1` still
+names the same Coral at the same port after a re-plug, a reboot or its boot -> runtime
+re-enumeration, and never another model that is plugged in there.
 
 An unplugged device stays in the slice, under its name, with a NoSchedule taint
 (`edgefd.io/unhealthy=unplugged`; a present device without a usable node gets
 `=no-device-node`): an allocated claim keeps naming a device the scheduler still knows, new
 claims are not given it, and it comes back untainted when it returns to its port. It leaves
-the slice when the device plugin forgets it (`forget_after`). NoExecute is not used: it would
+the slice when the inventory forgets it (`forget_after`). NoExecute is not used: it would
 evict a pod whose Coral is re-enumerating, which is exactly what must survive.
 
 Generation rule (the API's contract): every change of the pool's content writes every slice
@@ -21,16 +22,11 @@ Nothing changed -> nothing written (publisher.py compares with what it last wrot
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from edgefd.bus.catalogue import Accelerator
-
-from ..config import Resource
-from ..devices import Device
-from .facts import Facts
+from edgefd.inventory.device import Device
 
 DRIVER = "edgefd.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -39,28 +35,12 @@ TAINT_KEY = f"{DRIVER}/unhealthy"
 STANDARD = "resource.kubernetes.io"
 # the API's limit for a slice whose devices may carry taints (128 without)
 MAX_DEVICES_PER_SLICE = 64
-MAX_LABEL = 63
 MAX_NAME = 253
 MAX_VALUE = 64  # string and version attribute values
-
-_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 
 
 def _digest(text: str, n: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
-def device_name(stable_id: str) -> str:
-    """The stable ID as a DNS label (`usb-1-1.3` -> `usb-1-1-3`, `pci-0000-02-00.0` ->
-    `pci-0000-02-00-0`). `.` only separates port numbers and the PCI function, so turning it
-    into `-` keeps names distinct; an ID that loses anything else (upper case in a serial, a
-    character outside the label set) or is too long ends in a hash of the whole ID."""
-    dashed = stable_id.replace(".", "-")
-    label = _NOT_LABEL.sub("-", dashed.lower()).strip("-") or "device"
-    if label == dashed and len(label) <= MAX_LABEL:
-        return label
-    suffix = _digest(stable_id)
-    return label[: MAX_LABEL - len(suffix) - 1].rstrip("-") + "-" + suffix
 
 
 def _str(attrs: dict[str, Any], name: str, value: str | None) -> None:
@@ -73,31 +53,30 @@ def _version(attrs: dict[str, Any], name: str, value: str | None) -> None:
         attrs[name] = {"version": value}
 
 
-def attributes(
-    dev: Device, res: Resource, acc: Accelerator | None, facts: Facts
-) -> dict[str, dict[str, Any]]:
+def attributes(dev: Device) -> dict[str, dict[str, Any]]:
     """The device's attributes, API form. Unqualified names are in the driver's domain
     (`device.attributes["edgefd.io"].port` in CEL); three standard `resource.kubernetes.io`
     attributes let claims align with other drivers' devices (same PCIe root, NUMA node)."""
     attrs: dict[str, dict[str, Any]] = {}
-    _str(attrs, "kind", acc.kind if acc else res.short_name)
-    _str(attrs, "model", acc.id if acc else res.short_name)
+    facts, place = dev.facts, dev.key.place
+    _str(attrs, "kind", dev.kind)
+    _str(attrs, "model", dev.model)
     _str(attrs, "bus", dev.bus)
     vendor, _, product = dev.ids.partition(":")
     _str(attrs, "vendorID", vendor if vendor != "?" else None)
     _str(attrs, "productID", product if product != "?" else None)
     _str(attrs, "state", dev.state)
     if dev.bus == "usb":
-        _str(attrs, "port", dev.location)
-        bus, sep, _ = dev.location.partition("-")
+        _str(attrs, "port", place)
+        bus, sep, _ = place.partition("-")
         if sep and bus.isdigit():
             attrs["usbBus"] = {"int": int(bus)}
     if dev.bus == "pci":
-        _str(attrs, "pciAddress", dev.location)
-        _str(attrs, f"{STANDARD}/pciBusID", dev.location)
+        _str(attrs, "pciAddress", place)
+        _str(attrs, f"{STANDARD}/pciBusID", place)
         _str(attrs, f"{STANDARD}/pcieRoot", facts.pcie_root)
     if dev.bus == "dev":
-        _str(attrs, "devPath", dev.location)
+        _str(attrs, "devPath", place)
     _str(attrs, "serial", facts.serial)
     if dev.numa_node is not None and dev.numa_node >= 0:
         attrs["numaNode"] = {"int": dev.numa_node}

@@ -1,6 +1,6 @@
-"""The DRA view of one scan: every device of every resource under its DRA name, with its
-attributes. Built from exactly what the device plugin advertises (the same Inventory, so the
-same IDs, health and memory of absent devices), never from a scan of its own."""
+"""The DRA view of one snapshot: every device a resource selects, under its name, with the
+resource it is handed out as and its attributes. Built from the inventory's snapshot (the same
+devices, names, health and memory the device plugin serves), never from a scan of its own."""
 
 from __future__ import annotations
 
@@ -9,14 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from edgefd.bus.catalogue import Accelerator, Catalogue
-from edgefd.core.hostroot import HostRoot
+from edgefd.inventory.device import Device
+from edgefd.inventory.snapshot import Snapshot
 
 from ..config import Resource
-from ..devices import Device
-from ..discovery import Snapshot
-from .facts import Facts, pci_facts, usb_facts
-from .slices import api_device, attributes, device_name
+from .slices import api_device, attributes
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +22,14 @@ log = logging.getLogger(__name__)
 class Entry:
     """One device as the ResourceSlice and the kubelet plugin know it."""
 
-    name: str  # DNS label, the ResourceSlice device name
     device: Device
-    resource: Resource
+    resource: Resource  # the first of the configuration's resources that selects it
     attributes: dict[str, dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        """The ResourceSlice device name: the device's one name."""
+        return self.device.name
 
     def api(self) -> dict[str, Any]:
         return api_device(self.name, self.attributes, self.device)
@@ -37,52 +38,11 @@ class Entry:
 Table = Mapping[str, Entry]
 
 
-class DeviceTable:
-    """Keeps the facts of devices that went away (serial, driver, versions), so an unplugged
-    device keeps its attributes in the slice while it is remembered."""
-
-    def __init__(self, host: HostRoot, catalogue: Catalogue) -> None:
-        self.host = host
-        self.catalogue = catalogue
-        self._facts: dict[str, Facts] = {}
-        self._warned: set[str] = set()
-
-    def _accelerator(self, res: Resource) -> Accelerator | None:
-        return self.catalogue.by_id(res.accelerator) if res.accelerator else None
-
-    def build(
-        self,
-        snap: Snapshot,
-        devices: Mapping[str, tuple[Device, ...]],
-        resources: Mapping[str, Resource],
-    ) -> dict[str, Entry]:
-        """`devices`: what each resource advertises now (present and remembered)."""
-        usb = {u.name: u for u in snap.usb}
-        pci = {p.address: p for p in snap.pci}
-        table: dict[str, Entry] = {}
-        facts: dict[str, Facts] = {}
-        for res_name, devs in devices.items():
-            res = resources[res_name]
-            acc = self._accelerator(res)
-            for d in devs:
-                f = self._facts.get(d.id, Facts())
-                if d.present and d.bus == "usb" and d.location in usb:
-                    f = usb_facts(self.host, usb[d.location])
-                elif d.present and d.bus == "pci" and d.location in pci:
-                    f = pci_facts(self.host, pci[d.location])
-                facts[d.id] = f
-                name = device_name(d.id)
-                if name in table:
-                    if name not in self._warned:
-                        log.warning(
-                            "device %s is matched by %s and %s; published once, for %s",
-                            d.id,
-                            table[name].resource.name,
-                            res_name,
-                            table[name].resource.name,
-                        )
-                        self._warned.add(name)
-                    continue
-                table[name] = Entry(name, d, res, attributes(d, res, acc, f))
-        self._facts = facts
-        return dict(sorted(table.items()))
+def build(snap: Snapshot, resources: Mapping[str, Resource]) -> dict[str, Entry]:
+    """Every device a configured resource selects, by name, each once."""
+    table: dict[str, Entry] = {}
+    for d in snap.devices:
+        res = next((resources[r] for r in d.resources if r in resources), None)
+        if res is not None:
+            table[d.name] = Entry(d, res, attributes(d))
+    return table

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 import click
@@ -13,12 +12,13 @@ from google.protobuf import json_format
 
 from edgefd.core.escape import printable
 from edgefd.core.output import emit_json
+from edgefd.inventory.device import Device
 
-from .allocate import LinkLayout, container_response
-from .config import Config
-from .devices import Advertised, Inventory, match_devices
-from .discovery import host_exists, scan_host
-from .plugin import Options
+from ..app import Options, make_inventory
+from ..config import Config
+from ..links import LinkLayout
+from .advertised import Advertised, health
+from .allocate import container_response
 from .resource import socket_name
 
 
@@ -27,24 +27,35 @@ def _echo(line: str) -> None:
     click.echo(printable(line))
 
 
+def _json(d: Device) -> dict[str, Any]:
+    return {
+        "id": d.name,
+        "bus": d.bus,
+        "location": d.key.place,
+        "devnodes": list(d.devnodes),
+        "dev": [n.dev for n in d.nodes],
+        "model": d.model,
+        "state": d.state,
+        "ids": d.ids,
+        "numa_node": d.numa_node,
+        "health": health(d),
+        "reason": d.reason,
+    }
+
+
 def show(config: Config, opts: Options, output: str) -> int:
     """Scan once and show what would be served, without touching the kubelet or any file."""
-    globs = tuple(sorted({g for r in config.resources for g in r.dev_globs}))
-    snap = scan_host(opts.host, globs)
-    exists = host_exists(opts.host)
-    now = time.time()
+    snap = make_inventory(opts.scratch(), config).scan()
     layout = LinkLayout(opts.links_dir)
     doc: list[dict[str, Any]] = []
     for res in config.resources:
-        devs = Inventory(config.forget_after).update(
-            match_devices(res, snap.usb, snap.pci, snap.dev_nodes, exists, now), now
-        )
+        devs = snap.of_resource(res.name)
         adv = Advertised.build(devs, res.replicas)
         entries = []
         for d in devs:
             resp = container_response(res, [d], layout, opts.cdi_prefix)
-            entry = d.to_json()
-            entry["kubelet_ids"] = [i for i, dev in adv.by_kubelet_id.items() if dev.id == d.id]
+            entry = _json(d)
+            entry["kubelet_ids"] = [i for i, dev in adv.by_kubelet_id.items() if dev is d]
             entry["allocate"] = json_format.MessageToDict(
                 resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
             )

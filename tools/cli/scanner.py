@@ -1,14 +1,15 @@
-"""The click command of a bus scanner: the two scanners differ only in their bus and help."""
+"""The click command of a bus scanner: the two scanners differ only in their bus, their help
+and what they run (handed in by the tool, so this layer never imports the scan engine)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from edgefd.cli import Duration, command, common_options, guarded, listen_option
+from . import Duration, command, common_options, guarded, listen_option, watch_options
 
 
 def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,20 +56,7 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="Keep running; rewrite the feature file within a second of a device change.",
         ),
-        click.option(
-            "--rescan-interval",
-            type=Duration(minimum=0.5, maximum=86400.0),
-            default="30s",
-            show_default=True,
-            help="With --watch: full rescan period, a backstop for missed events.",
-        ),
-        click.option(
-            "--poll-interval",
-            type=Duration(minimum=0.05, maximum=5.0),
-            default="250ms",
-            show_default=True,
-            help="With --watch and no uevents: how often the bus listing is checked.",
-        ),
+        watch_options,
         click.option(
             "--hold",
             type=Duration(minimum=0.0, maximum=60.0),
@@ -92,22 +80,15 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def make_command(
-    tool: str,
-    spec: Callable[[], Any],
-    capability_buses: Callable[[], Sequence[Any]],
-    help_text: str,
-) -> click.Command:
-    """Build the command; `spec` and `capability_buses` are called only when it runs, so
-    `--help` and usage errors import nothing but click."""
+def make_command(tool: str, run: Callable[..., int], help_text: str) -> click.Command:
+    """Build the command; `run` gets the options as keyword arguments, and is called only
+    when the command runs, so `--help` and usage errors import nothing but click."""
 
     @command(tool, help=help_text)
     @common_options
     @bus_options
     @guarded(tool)
     def scanner(**kwargs: Any) -> int:
-        from .producer import run_producer
-
-        return run_producer(spec(), capability_buses(), **kwargs)
+        return run(**kwargs)
 
     return scanner

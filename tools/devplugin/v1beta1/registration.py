@@ -14,8 +14,8 @@ import threading
 
 import grpc
 
-from .api import deviceplugin_pb2 as pb
-from .api import deviceplugin_pb2_grpc as pb_grpc
+from ..api import deviceplugin_pb2 as pb
+from ..api import deviceplugin_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +74,3 @@ def register(
         raise RegistrationError(f"kubelet refused or unreachable ({code}): {details}") from None
     finally:
         channel.close()
-
-
-FileIdentity = tuple[int, int]
-
-
-def file_identity(path: str) -> FileIdentity | None:
-    """(inode, ctime) of a file, or None: a recreated file differs even if its inode number
-    was reused, which filesystems do readily for a file deleted and created again."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_ctime_ns)

@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 
 import click
 
-from .core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit_code_lines
-from .core.escape import printable
+from ..core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit_code_lines
+from ..core.escape import printable
+from ..core.service import Listen as Listen
+from ..core.service import parse_listen as parse_listen
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
@@ -30,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def setup_logging(verbosity: int, tool: str) -> None:
     """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
     message is shown (edgefd.core.log)."""
-    from .core import log
+    from ..core import log
 
     log.configure(verbosity, tool)
 
@@ -73,26 +75,6 @@ class Duration(click.ParamType):
         return seconds
 
 
-Listen = tuple[str, int] | None
-
-
-def parse_listen(value: str) -> Listen:
-    """`host:port`, `:port` (all interfaces) or '' (no server); port 0 picks a free port."""
-    value = value.strip()
-    if not value:
-        return None
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        raise ValueError(f"{value!r}: expected HOST:PORT or :PORT")
-    try:
-        port_n = int(port)
-    except ValueError:
-        raise ValueError(f"{value!r}: port must be a number") from None
-    if not 0 <= port_n <= 65535:
-        raise ValueError(f"{value!r}: port out of range")
-    return host.strip("[]") or "0.0.0.0", port_n
-
-
 class ListenAddress(click.ParamType):
     name = "HOST:PORT"
 
@@ -118,7 +100,7 @@ class DnsName(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         # the label rules' own checks, imported only when a name is given (start-up floor)
-        from .core.labels import DNS_LABEL_MAX, PREFIX_MAX, is_dns_label, is_dns_subdomain
+        from ..core.labels import DNS_LABEL_MAX, PREFIX_MAX, is_dns_label, is_dns_subdomain
 
         text = str(value)
         if self.label:
@@ -200,6 +182,28 @@ def listen_option(default: str) -> Callable[[F], F]:
         help="Address for /healthz, /readyz and /metrics: HOST:PORT or :PORT; '' disables the "
         "server; port 0 picks a free port (logged at start-up).",
     )
+
+
+def watch_options(f: F) -> F:
+    """--poll-interval and --rescan-interval, with the one set of defaults (WatchSettings)."""
+    from ..core.service import WatchSettings
+
+    d = WatchSettings()
+    f = click.option(
+        "--poll-interval",
+        type=Duration(minimum=0.05, maximum=5.0),
+        default=f"{d.poll_interval * 1000:g}ms",
+        show_default=True,
+        help="How often the bus listing is compared when there are no uevents (hostUsers: "
+        "false; a tree inotify cannot see).",
+    )(f)
+    return click.option(
+        "--rescan-interval",
+        type=Duration(minimum=0.5, maximum=86400.0),
+        default=f"{d.rescan_interval:g}s",
+        show_default=True,
+        help="Full rescan period whatever happens: a backstop for changes no event shows.",
+    )(f)
 
 
 def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Callable[[F], F]:
@@ -308,7 +312,7 @@ def exit_codes_help(notes: Mapping[int, str | None] | None = None) -> str:
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from .core.version import version_line  # only when asked: start-up stays click + stdlib
+    from ..core.version import version_line  # only when asked: start-up stays click + stdlib
 
     click.echo(version_line(ctx.command.name or "edgefd"))
     ctx.exit(EXIT_OK)

@@ -33,12 +33,14 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from .allocate import LinkLayout, UnknownDevice, container_response, preferred, resolve
-from .api import deviceplugin_pb2 as pb
-from .api import deviceplugin_pb2_grpc as pb_grpc
-from .config import Resource
-from .devices import Advertised
-from .registration import FileIdentity, file_identity
+from edgefd.runtime.files import FileIdentity, file_identity
+
+from ..api import deviceplugin_pb2 as pb
+from ..api import deviceplugin_pb2_grpc as pb_grpc
+from ..config import Resource
+from ..links import LinkLayout
+from .advertised import Advertised
+from .allocate import UnknownDevice, container_response, preferred, resolve
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ created afterwards gets the node the device has *now*, as the link gives the dev
 While a device is absent, `hostPath` is its link, which is removed then: creating a container
 fails cleanly (and is retried) instead of granting whatever node took the old number.
 
-What a container gets is what Allocate gives it (allocate.py): a USB device's node at
-`/dev/edgefd/<id>` plus a read-only bind of the host's `/dev/bus/usb` (libusb opens the
+What a container gets is what Allocate gives it (container.py): a USB device's node at
+`/dev/edgefd/<name>` plus a read-only bind of the host's `/dev/bus/usb` (libusb opens the
 device by its bus path), a PCI device's node under its own name, the resource's env and
 mounts, and `EDGEFD_<RESOURCE>_DEVICES`.
 """
@@ -30,16 +30,29 @@ from typing import Any
 
 from edgefd.core.errors import OutputError
 from edgefd.core.publish import write_atomic
+from edgefd.inventory.device import Device
 
-from ..allocate import CONTAINER_ALIAS_DIR, USB_DEV_DIR, LinkLayout
-from ..config import Resource
-from ..devices import Device
+from .config import Resource
+from .container import USB_DEV_DIR, bus_mount, container_path
+from .container import env as container_env
+from .links import LinkLayout
 
 CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7
 VENDOR = "edgefd.io"
+DEFAULT_VENDOR = VENDOR  # the device plugin's CDI names without --cdi-prefix
 CLAIM_KIND = f"{VENDOR}/claim"
 DEFAULT_DIR = "/var/run/cdi"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def cdi_kind(cdi_prefix: str, res: Resource) -> str:
+    """`vendor/class`; a prefix without `/` gets the resource's short name as class."""
+    return cdi_prefix if "/" in cdi_prefix else f"{cdi_prefix}/{res.short_name}"
+
+
+def cdi_name(cdi_prefix: str, res: Resource, device: str) -> str:
+    """`vendor/class=name`: the fully qualified CDI device name of one device."""
+    return f"{cdi_kind(cdi_prefix, res)}={device}"
 
 
 def _bind(host: str, container: str, read_only: bool) -> dict[str, Any]:
@@ -50,15 +63,11 @@ def _bind(host: str, container: str, read_only: bool) -> dict[str, Any]:
 def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, Any]:
     """Device nodes and mounts for one device (env is per container: see `env`)."""
     nodes = []
-    usb_mount = False
     for n, node in enumerate(dev.devnodes):
-        host = node if dev.healthy else links.link(res.name, dev.id, n) or node
-        if dev.bus == "usb" and res.usb_bus_mount:
-            usb_mount = True
-            container = f"{CONTAINER_ALIAS_DIR}/{dev.id}" + ("" if n == 0 else f".{n}")
-        else:
-            container = node
-        nodes.append({"path": container, "hostPath": host, "permissions": "rw"})
+        host = node if dev.healthy else links.link(res.name, dev.name, n) or node
+        path = container_path(dev, res, n, node)
+        nodes.append({"path": path, "hostPath": host, "permissions": "rw"})
+    usb_mount = bus_mount(dev, res) and bool(nodes)
     mounts = [_bind(USB_DEV_DIR, USB_DEV_DIR, True)] if usb_mount else []
     mounts += [_bind(m.host_path, m.container_path, m.read_only) for m in res.mounts]
     edits: dict[str, Any] = {"deviceNodes": nodes}
@@ -68,16 +77,8 @@ def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, 
 
 
 def env(devices: Iterable[tuple[Device, Resource]]) -> list[str]:
-    """`EDGEFD_<RESOURCE>_DEVICES=<ids>` per resource, plus each resource's env, as `K=V`."""
-    ids: dict[str, list[str]] = {}
-    extra: dict[str, str] = {}
-    for dev, res in devices:
-        ids.setdefault(res.env_prefix, [])
-        if dev.id not in ids[res.env_prefix]:
-            ids[res.env_prefix].append(dev.id)
-        extra.update(res.env)
-    out = {**extra, **{f"{prefix}_DEVICES": ",".join(v) for prefix, v in ids.items()}}
-    return [f"{k}={v}" for k, v in sorted(out.items())]
+    """The containers' environment (container.env), as CDI's `K=V` list."""
+    return [f"{k}={v}" for k, v in sorted(container_env(devices).items())]
 
 
 def spec(kind: str, devices: Sequence[dict[str, Any]], env_vars: Sequence[str] = ()) -> dict:
@@ -87,9 +88,9 @@ def spec(kind: str, devices: Sequence[dict[str, Any]], env_vars: Sequence[str] =
     return doc
 
 
-def claim_device_name(claim_uid: str, device_id: str) -> str:
+def claim_device_name(claim_uid: str, device: str) -> str:
     """One claim's copy of a device: unique across the claim specs of the kind."""
-    return f"{claim_uid}-{device_id}"
+    return f"{claim_uid}-{device}"
 
 
 def qualified(kind: str, name: str) -> str:
@@ -131,27 +132,24 @@ def device_entry(name: str, dev: Device, res: Resource, links: LinkLayout) -> di
 
 class ResourceSpecs:
     """The device plugin's CDI specs (--cdi-spec-dir): one file per CDI kind
-    (`edgefd.io/coral-usb` -> `edgefd.io-coral-usb.json`), devices named by their ID, kept
-    current on every scan. Files of kinds that are gone are removed."""
+    (`edgefd.io/coral-usb` -> `edgefd.io-coral-usb.json`), devices under their names, kept
+    current on every snapshot. Files of kinds that are gone are removed."""
 
     def __init__(self, directory: str, prefix: str, links: LinkLayout) -> None:
-        from ..allocate import cdi_kind
-
         self.directory = directory
         self.prefix = prefix
         self.links = links
-        self._kind = cdi_kind
         self._files: set[Path] = set()
 
     def sync(self, resources: Iterable[tuple[Resource, tuple[Device, ...]]]) -> list[Path]:
         """Write what changed; return the files written."""
         by_kind: dict[str, dict[str, dict[str, Any]]] = {}
         for res, devices in resources:
-            entries = by_kind.setdefault(self._kind(self.prefix, res), {})
+            entries = by_kind.setdefault(cdi_kind(self.prefix, res), {})
             for d in devices:
-                entry = device_entry(d.id, d, res, self.links)
+                entry = device_entry(d.name, d, res, self.links)
                 if entry is not None:
-                    entries.setdefault(d.id, entry)  # one ID, one device: first resource wins
+                    entries.setdefault(d.name, entry)  # one name, one device: first resource wins
         written = []
         files = set()
         for kind, entries in sorted(by_kind.items()):

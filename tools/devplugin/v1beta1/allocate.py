@@ -10,19 +10,17 @@ bomb for a USB accelerator: the devnum changes on every re-plug, on every reboot
 Coral or NCS2 re-enumerates after its firmware upload; the replayed path then names nothing
 (container creation fails) or, worse, another device that took the number.
 
-So each device node is given to the runtime as a *link* the plugin keeps current,
-`<links-dir>/<resource>/<device ID>/<n>` -> `/dev/bus/usb/001/005`. The runtime resolves
+So each device node is given to the runtime as a *link* the plugin keeps current (links.py),
+`<links-dir>/<resource>/<device name>/<n>` -> `/dev/bus/usb/001/005`. The runtime resolves
 symlinks in `DeviceSpec.host_path` at each container creation (containerd does), so every
 (re)created container gets the device cgroup rule and node for where the device is *now*.
 The link is removed while the device is absent, so a replay then fails cleanly and the
 kubelet retries, instead of granting a stranger's device node.
 
-USB accelerators: libusb finds a device by walking sysfs and opening
-`/dev/bus/usb/BBB/DDD` by its current name, so the container also gets a read-only bind
-Mount of the host's `/dev/bus/usb` (`usb_bus_mount`, on by default): a live view in which
-the current name always exists. The DeviceSpec's node goes to `/dev/edgefd/<device ID>`
-instead (creating it inside the bind mount would mknod on the host). Read-only does not stop
-opening a device node for writing; it stops mknod/unlink on the host's /dev.
+USB accelerators also get a read-only bind Mount of the host's `/dev/bus/usb`
+(`usb_bus_mount`, on by default) and their node at `/dev/edgefd/<device name>`; why is in
+container.py. Read-only does not stop opening a device node for writing; it stops
+mknod/unlink on the host's /dev.
 
 What no runtime can do, and what that means:
 
@@ -43,48 +41,29 @@ What no runtime can do, and what that means:
 PCI and plain /dev devices get DeviceSpecs with the node's own name in the container
 (`/dev/apex_0`, what libedgetpu opens) and the link as host path.
 
-Environment: `<EDGEFD_RESOURCE>_DEVICES` lists the allocated device IDs (comma-separated,
+Environment: `<EDGEFD_RESOURCE>_DEVICES` lists the allocated device names (comma-separated,
 physical devices once each even when shared), plus the resource's configured env. With a
-CDI prefix, CDI device names `<vendor>/<class>=<device ID>` are added. With a CDI spec
-directory (`LinkLayout.cdi_spec_dir`) the plugin writes those specs itself (dra/cdi.py, kept
+CDI prefix, CDI device names `<vendor>/<class>=<device name>` are added. With a CDI spec
+directory (`LinkLayout.cdi_spec_dir`) the plugin writes those specs itself (cdi.py, kept
 current like the links) and the answer is the CDI names and the env only: nodes and mounts
 come from the spec, one source for both.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
-from .api import deviceplugin_pb2 as pb
-from .config import Resource
-from .devices import Device
+from edgefd.inventory.device import Device
 
-USB_DEV_DIR = "/dev/bus/usb"
-CONTAINER_ALIAS_DIR = "/dev/edgefd"
+from ..api import deviceplugin_pb2 as pb
+from ..cdi import DEFAULT_VENDOR, cdi_name
+from ..config import Resource
+from ..container import USB_DEV_DIR, bus_mount, container_path, env
+from ..links import LinkLayout
 
 
 class UnknownDevice(Exception):
     """Allocate named IDs this plugin never advertised for the resource."""
-
-
-@dataclass(frozen=True)
-class LinkLayout:
-    """Where the stable links live, as host paths; None directory = use the nodes directly.
-    With `cdi_spec_dir`, devices are handed over as CDI names whose specs the plugin writes."""
-
-    directory: str | None
-    cdi_spec_dir: str | None = None
-
-    def resource_dir(self, resource: str) -> str | None:
-        if self.directory is None:
-            return None
-        return os.path.join(self.directory, resource.replace("/", "_"))
-
-    def link(self, resource: str, device_id: str, index: int) -> str | None:
-        rdir = self.resource_dir(resource)
-        return None if rdir is None else os.path.join(rdir, device_id, str(index))
 
 
 def resolve(ids: Sequence[str], by_kubelet_id: Mapping[str, Device]) -> list[Device]:
@@ -99,21 +78,8 @@ def resolve(ids: Sequence[str], by_kubelet_id: Mapping[str, Device]) -> list[Dev
     out: dict[str, Device] = {}
     for i in ids:
         d = by_kubelet_id[i]
-        out.setdefault(d.id, d)
+        out.setdefault(d.name, d)
     return list(out.values())
-
-
-DEFAULT_CDI_VENDOR = "edgefd.io"
-
-
-def cdi_kind(cdi_prefix: str, res: Resource) -> str:
-    """`vendor/class`; a prefix without `/` gets the resource's short name as class."""
-    return cdi_prefix if "/" in cdi_prefix else f"{cdi_prefix}/{res.short_name}"
-
-
-def cdi_name(cdi_prefix: str, res: Resource, device_id: str) -> str:
-    """`vendor/class=name`: the fully qualified CDI device name of one device."""
-    return f"{cdi_kind(cdi_prefix, res)}={device_id}"
 
 
 def container_response(
@@ -126,14 +92,12 @@ def container_response(
     devs = list(devices)
     resp = pb.ContainerAllocateResponse()
     if links.cdi_spec_dir:
-        # the plugin's own CDI specs carry the nodes and mounts (dra/cdi.py)
-        prefix = cdi_prefix or DEFAULT_CDI_VENDOR
-        resp.cdi_devices.extend(pb.CDIDevice(name=cdi_name(prefix, res, d.id)) for d in devs)
+        # the plugin's own CDI specs carry the nodes and mounts (cdi.py)
+        prefix = cdi_prefix or DEFAULT_VENDOR
+        resp.cdi_devices.extend(pb.CDIDevice(name=cdi_name(prefix, res, d.name)) for d in devs)
     else:
         _device_specs(resp, res, devs, links, cdi_prefix)
-    for k, v in res.env:
-        resp.envs[k] = v
-    resp.envs[f"{res.env_prefix}_DEVICES"] = ",".join(d.id for d in devs)
+    resp.envs.update(env((d, res) for d in devs))
     return resp
 
 
@@ -146,19 +110,18 @@ def _device_specs(
 ) -> None:
     usb_mount = False
     for d in devs:
+        usb_mount = usb_mount or (bus_mount(d, res) and bool(d.devnodes))
         for n, node in enumerate(d.devnodes):
-            host = links.link(res.name, d.id, n) or node
-            if d.bus == "usb" and res.usb_bus_mount:
-                usb_mount = True
-                suffix = "" if n == 0 else f".{n}"
-                container = f"{CONTAINER_ALIAS_DIR}/{d.id}{suffix}"
-            else:
-                container = node
+            host = links.link(res.name, d.name, n) or node
             resp.devices.append(
-                pb.DeviceSpec(container_path=container, host_path=host, permissions="rw")
+                pb.DeviceSpec(
+                    container_path=container_path(d, res, n, node),
+                    host_path=host,
+                    permissions="rw",
+                )
             )
         if cdi_prefix:
-            resp.cdi_devices.append(pb.CDIDevice(name=cdi_name(cdi_prefix, res, d.id)))
+            resp.cdi_devices.append(pb.CDIDevice(name=cdi_name(cdi_prefix, res, d.name)))
     if usb_mount:
         resp.mounts.append(
             pb.Mount(container_path=USB_DEV_DIR, host_path=USB_DEV_DIR, read_only=True)
@@ -188,15 +151,15 @@ def preferred(
     load: dict[str, int] = {}
     for kid, dev in by_kubelet_id.items():
         if kid not in avail_set:
-            load[dev.id] = load.get(dev.id, 0) + 1
+            load[dev.name] = load.get(dev.name, 0) + 1
     for kid in chosen:
         dev = by_kubelet_id.get(kid)
         if dev is not None and kid in avail_set:
-            load[dev.id] = load.get(dev.id, 0) + 1
+            load[dev.name] = load.get(dev.name, 0) + 1
 
     def dev_of(kid: str) -> str:
         d = by_kubelet_id.get(kid)
-        return d.id if d is not None else kid
+        return d.name if d is not None else kid
 
     avail.sort(key=lambda kid: (dev_of(kid), kid))
     while len(chosen) < size and avail:

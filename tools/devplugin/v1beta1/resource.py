@@ -14,16 +14,10 @@ import threading
 from typing import Any
 
 from edgefd.core.backoff import Backoff
+from edgefd.runtime.files import FileIdentity, file_identity
 
-from .metrics import PluginMetrics
-from .registration import (
-    KUBELET_SOCKET,
-    FileIdentity,
-    RegistrationAborted,
-    RegistrationError,
-    file_identity,
-    register,
-)
+from .metrics import DevicePluginMetrics
+from .registration import KUBELET_SOCKET, RegistrationAborted, RegistrationError, register
 from .server import PluginServer, ResourceState
 
 log = logging.getLogger(__name__)
@@ -37,7 +31,7 @@ def socket_name(resource: str) -> str:
 class ResourcePlugin:
     """Serves one resource and keeps it registered with the kubelet."""
 
-    def __init__(self, state: ResourceState, plugin_dir: str, metrics: PluginMetrics) -> None:
+    def __init__(self, state: ResourceState, plugin_dir: str, metrics: DevicePluginMetrics) -> None:
         self.state = state
         self.resource = state.resource
         self.plugin_dir = plugin_dir
@@ -110,7 +104,7 @@ class ResourcePlugin:
         self._abort.set()
 
     def _options(self) -> Any:
-        from .api import deviceplugin_pb2 as pb
+        from ..api import deviceplugin_pb2 as pb
 
         return pb.DevicePluginOptions(
             pre_start_required=False,

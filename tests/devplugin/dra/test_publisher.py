@@ -1,0 +1,102 @@
+"""The ResourceSlice publisher's own logic over a stand-in slice API (fakeapi.py): what it
+writes and when. The API interaction itself is tested against the real API server
+(test_realpeer.py, tests/k8s/test_dra_apiserver.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from edgefd.devplugin.dra.publisher import Publisher
+from tests.devplugin.dra.fakeapi import FakeSliceApi
+from tests.helpers import wait_until
+
+NODE = "n1"
+
+
+def dev(name: str, tainted: bool = False) -> dict:
+    d: dict = {"name": name, "attributes": {"model": {"string": "coral-usb"}}}
+    if tainted:
+        d["taints"] = [{"key": "edgefd.io/unhealthy", "value": "unplugged", "effect": "NoSchedule"}]
+    return d
+
+
+@pytest.fixture
+def api() -> FakeSliceApi:
+    return FakeSliceApi()
+
+
+@pytest.fixture
+def pub(api: FakeSliceApi) -> Iterator[Publisher]:
+    p = Publisher(api, NODE).start()
+    yield p
+    p.stop()
+
+
+def test_nothing_is_published_before_the_first_scan(api: FakeSliceApi, pub: Publisher) -> None:
+    wait_until(lambda: api.watches)
+    assert api.writes == [] and not pub.in_sync.is_set()
+    pub.set_devices([])
+    wait_until(pub.in_sync.is_set)
+    assert api.writes == [("create", "n1-edgefd.io-0")] and api.generation() == 1
+
+
+def test_every_change_raises_the_generation_and_nothing_else_writes(
+    api: FakeSliceApi, pub: Publisher
+) -> None:
+    pub.set_devices([dev("coral-usb-2-1")])
+    wait_until(lambda: api.generation() == 1 and pub.in_sync.is_set())
+    pub.set_devices([dev("coral-usb-2-1")])  # the same devices again: no write
+    pub.set_devices([dev("coral-usb-2-1", tainted=True)])
+    wait_until(lambda: api.generation() == 2 and pub.in_sync.is_set())
+    assert api.devices()["coral-usb-2-1"]["taints"][0]["value"] == "unplugged"
+    assert [v for v, _ in api.writes] == ["create", "update"]
+
+
+def test_a_slice_deleted_by_someone_else_comes_back_newer(
+    api: FakeSliceApi, pub: Publisher
+) -> None:
+    pub.set_devices([dev("coral-usb-2-1")])
+    wait_until(lambda: api.generation() == 1 and pub.in_sync.is_set())
+    api.delete_behind_its_back("n1-edgefd.io-0")
+    wait_until(lambda: api.generation() == 2)
+    assert "coral-usb-2-1" in api.devices()
+
+
+def test_more_than_64_devices_are_cut_and_shrinking_deletes(
+    api: FakeSliceApi, pub: Publisher
+) -> None:
+    pub.set_devices([dev(f"d-{i:03d}") for i in range(70)])
+    wait_until(lambda: len(api.objects) == 2 and pub.in_sync.is_set())
+    pub.set_devices([dev("d-000")])
+    wait_until(lambda: len(api.objects) == 1 and pub.in_sync.is_set())
+    assert ("delete", "n1-edgefd.io-1") in api.writes and api.generation() == 2
+
+
+def test_an_outage_delays_a_change_and_loses_none(api: FakeSliceApi, pub: Publisher) -> None:
+    pub.set_devices([dev("coral-usb-2-1")])
+    wait_until(pub.in_sync.is_set)
+    api.down = True
+    pub.set_devices([dev("coral-usb-2-1", tainted=True)])
+    wait_until(lambda: pub.last_error)
+    assert "connection refused" in pub.last_error and not pub.in_sync.is_set()
+    api.down = False
+    wait_until(pub.in_sync.is_set, timeout=10)
+    assert "taints" in api.devices()["coral-usb-2-1"] and pub.last_error == ""
+
+
+def test_a_restart_over_unchanged_slices_writes_nothing(api: FakeSliceApi) -> None:
+    first = Publisher(api, NODE).start()
+    first.set_devices([dev("coral-usb-2-1")])
+    wait_until(first.in_sync.is_set)
+    first.stop()
+    writes = len(api.writes)
+    second = Publisher(api, NODE).start()
+    try:
+        second.set_devices([dev("coral-usb-2-1")])
+        wait_until(second.in_sync.is_set)
+        assert len(api.writes) == writes and second.generation == 1
+    finally:
+        second.stop(delete=True)
+    assert api.objects == {}

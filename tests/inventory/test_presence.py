@@ -1,0 +1,114 @@
+"""Presence: one tracker, two views. The hold (labels) keeps a vanished record for `hold`
+seconds from when it was first missed, and a record with the same identity replaces it at
+once; the memory (devices) keeps an absent device, saying why, until `forget_after`."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from edgefd.bus.key import DeviceKey
+from edgefd.inventory.device import Device
+from edgefd.inventory.presence import Presence
+
+
+class Rec(NamedTuple):
+    key: DeviceKey
+    id: str
+
+
+def dev(rec: Rec, model: str, state: str = "", t: float = 0.0) -> Device:
+    return Device(
+        name=f"{model}-{rec.key.place.replace('.', '-')}",
+        key=rec.key,
+        model=model,
+        kind=model,
+        state=state,
+        ids=rec.id,
+        last_seen=t,
+    )
+
+
+BOOT = Rec(DeviceKey("usb", "2-1"), "1a6e:089a")
+RUNTIME = Rec(DeviceKey("usb", "2-1"), "18d1:9302")
+NCS2 = Rec(DeviceKey("usb", "2-1"), "03e7:2485")
+HUB = Rec(DeviceKey("usb", "1-1"), "05e3:0610")
+OTHER_HUB = Rec(DeviceKey("usb", "1-1"), "2109:3431")
+
+
+def ids(p: Presence, mono: float) -> list[str]:
+    return [r.id for recs in p.held(mono).values() for r in recs]
+
+
+def seen(*pairs: tuple[Rec, Device | None]) -> list[tuple[Any, Device | None]]:
+    return list(pairs)
+
+
+def test_a_vanished_record_is_held_from_when_it_was_missed() -> None:
+    p = Presence(3.0, None)
+    p.update(seen((HUB, None)), 0.0, 0.0)
+    p.update(seen(), 100.0, 100.0)  # found missing at t=100: held until 103
+    assert ids(p, 100.0) == ["05e3:0610"] and p.next_expiry(100.0) == 103.0
+    p.update(seen(), 102.9, 102.9)
+    assert ids(p, 102.9) == ["05e3:0610"]
+    p.update(seen(), 103.0, 103.0)
+    assert ids(p, 103.0) == [] and p.next_expiry(103.0) is None
+
+
+def test_the_same_identity_replaces_the_held_one_at_once() -> None:
+    p = Presence(3.0, None)
+    p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot"))), 0, 0)
+    p.update(seen(), 1, 1)
+    [gone] = p.devices(1)
+    assert (gone.present, gone.reason) == (False, "re-enumerating at port 2-1")
+    assert ids(p, 1) == ["1a6e:089a"]
+    p.update(seen((RUNTIME, dev(RUNTIME, "coral-usb", "runtime", 2))), 2, 2)
+    assert ids(p, 2) == []
+    [back] = p.devices(2)
+    assert (back.present, back.state, back.ids) == (True, "runtime", "18d1:9302")
+    # a plain record (a hub) is known by its place: another hub there is the same thing
+    p.update(seen((HUB, None)), 3, 3)
+    p.update(seen((OTHER_HUB, None)), 4, 4)
+    assert ids(p, 4) == ["18d1:9302"]  # the Coral (gone at 3) is held; the first hub is not
+
+
+def test_another_model_at_the_same_place_is_another_device() -> None:
+    """Issue 22 item 2: an NCS2 unplugged and a Coral plugged into its port are two devices;
+    the NCS2 stays known (absent), the Coral is new."""
+    p = Presence(3.0, None)
+    p.update(seen((NCS2, dev(NCS2, "ncs2", "boot"))), 0, 0)
+    p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot", 1))), 1, 1)
+    coral, ncs2 = p.devices(1)
+    assert (coral.name, coral.present) == ("coral-usb-2-1", True)
+    assert (ncs2.name, ncs2.present) == ("ncs2-2-1", False)
+    assert ids(p, 1) == ["03e7:2485"]  # and it counts for its labels through the hold
+    p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot", 10))), 10, 10)
+    assert p.devices(10)[1].reason == "unplugged from port 2-1"  # the hold is over
+
+
+def test_memory_forgets_after_forget_after_and_no_hold_holds_nothing() -> None:
+    p = Presence(0.0, 100.0)
+    p.update(seen((RUNTIME, dev(RUNTIME, "coral-usb", "runtime", 0))), 0, 0)
+    p.update(seen(), 50, 50)
+    assert ids(p, 50) == [] and [d.present for d in p.devices(50)] == [False]
+    p.update(seen(), 100, 100)
+    assert len(p.devices(100)) == 1
+    p.update(seen(), 100.5, 100.5)
+    assert p.devices(100.5) == []
+
+
+def test_restored_devices_are_absent_and_never_held() -> None:
+    p = Presence(3.0, None)
+    p.restore([dev(BOOT, "coral-usb", "boot", 5)])
+    [d] = p.devices(0)
+    assert not d.present and d.reason == "not seen since the start (last at port 2-1)"
+    assert p.held(0) == {} and p.next_expiry(0) is None
+    p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot", 9))), 9, 9)
+    assert p.devices(9)[0].present
+
+
+def test_buses_are_kept_apart() -> None:
+    p = Presence(3.0, None)
+    apex = Rec(DeviceKey("pci", "0000:01:00.0"), "1ac1:089a")
+    p.update(seen((apex, None)), 0, 0)
+    p.update(seen(), 1, 1)
+    assert p.held(1) == {"pci": (apex,)}

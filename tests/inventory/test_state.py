@@ -1,0 +1,197 @@
+"""The state file: remembered devices survive a restart; a broken or hostile file costs
+nothing (one warning, no hang, no traceback); the device plugin's old `.known.json` files are
+taken over once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from edgefd.bus.catalogue import load_catalogue
+from edgefd.bus.key import DeviceKey, DevNode
+from edgefd.inventory import state
+from edgefd.inventory.device import Device, Facts
+
+NOW = 1_800_000_000.0
+CORAL = Device(
+    name="coral-usb-2-1",
+    key=DeviceKey("usb", "2-1"),
+    model="coral-usb",
+    kind="edgetpu",
+    state="runtime",
+    ids="18d1:9302",
+    nodes=(DevNode("/dev/bus/usb/002/005", "189:132"),),
+    numa_node=0,
+    facts=Facts(driver="usbfs", device_version="1.0.0"),
+    resources=("edgefd.io/coral-usb",),
+    present=False,
+    last_seen=NOW - 60,
+)
+
+
+def entry(**kw: object) -> dict:
+    return {**state.device_to_json(CORAL), **kw}
+
+
+def write(path: Path, devices: list) -> None:
+    path.write_text(json.dumps({"version": 1, "devices": devices}))
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    state.save(path, [CORAL])
+    assert state.load(path, NOW) == [CORAL]
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ({"last_seen": 1e300}, "out of range"),
+        ({"last_seen": NOW + 10 * 86400}, "out of range"),
+        ({"last_seen": -5}, "out of range"),
+        ({"last_seen": True}, "is not a time"),
+        ({"last_seen": "1e3"}, "is not a time"),
+        ({"name": "../../etc"}, "is not this device's"),
+        ({"name": "usb-2-1"}, "is not this device's"),
+        ({"nodes": [["/etc/shadow", None]]}, "is not under /dev"),
+        ({"nodes": [["/dev/../etc/shadow", None]]}, "is not under /dev"),
+        ({"nodes": [["/dev/x", "a:b"]]}, "is not major:minor"),
+        ({"nodes": "/dev/x"}, "lists"),
+        ({"bus": "scsi"}, "bad place"),
+        ({"place": "../x"}, "bad place"),
+        ({"bus": "pci"}, "bad place"),
+        ({"bus": "dev", "place": "/etc/passwd"}, "bad place"),
+        ({"state": "warm"}, "state"),
+        ({"model": "a\nb"}, "printable"),
+        ({"by_serial": True}, "serial it does not have"),
+        ({"facts": ["x"]}, "not a mapping"),
+    ],
+)
+def test_a_bad_entry_is_dropped_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bad: dict, why: str
+) -> None:
+    path = tmp_path / "s.json"
+    good = entry(name="coral-usb-2-2", place="2-2")
+    write(path, [entry(**bad), good, entry(**bad)])
+    with caplog.at_level(logging.WARNING):
+        assert [d.name for d in state.load(path, NOW)] == ["coral-usb-2-2"]
+    [record] = caplog.records
+    assert "2 entries dropped" in record.getMessage() and why in record.getMessage()
+
+
+def test_non_finite_numbers_in_json_are_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    text = json.dumps({"version": 1, "devices": [entry()]})
+    for literal in ("NaN", "Infinity", "-Infinity"):
+        path.write_text(text.replace(f"{CORAL.last_seen}", literal))
+        assert state.load(path, NOW) == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"garbage",
+        b"[1, 2]",
+        b'{"version": 2, "devices": []}',
+        b'{"version": 1}',
+        b"[" * 100_000,
+        b"\xff\xfe",
+        b'{"version": 1, "devices": 7}',
+    ],
+)
+def test_a_garbage_file_means_no_memory_and_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    path = tmp_path / "s.json"
+    path.write_bytes(content)
+    with caplog.at_level(logging.WARNING):
+        assert state.load(path, NOW) == []
+    assert len(caplog.records) == 1 and "starting with no remembered devices" in caplog.text
+
+
+def test_a_fifo_symlink_directory_or_huge_file_is_refused_without_hanging(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    target = tmp_path / "target.json"
+    write(target, [entry()])
+    link.symlink_to(target)
+    huge = tmp_path / "huge"
+    with open(huge, "wb") as fh:
+        fh.truncate(state.MAX_BYTES + 1)
+    result: list = []
+    t = threading.Thread(
+        target=lambda: result.extend(
+            state.load(p, NOW) for p in (fifo, link, tmp_path, huge, tmp_path / "missing")
+        ),
+        daemon=True,
+    )
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "reading the state file hung"
+    assert result == [[], [], [], [], []]
+    # and writing replaces whatever is in the way, never writing through a link
+    state.save(link, [CORAL])
+    assert not link.is_symlink() and json.loads(target.read_text())["devices"][0]["place"] == "2-1"
+    state.save(fifo, [CORAL])
+    assert state.load(fifo, NOW) == [CORAL]
+
+
+def test_known_json_files_are_taken_over(tmp_path: Path) -> None:
+    links = tmp_path / "links"
+    (links / "edgefd.io_coral-usb").mkdir(parents=True)
+    (links / "edgefd.io_ncs2").mkdir()
+    (links / "edgefd.io_coral-usb" / ".known.json").write_text(
+        json.dumps(
+            {
+                "resource": "edgefd.io/coral-usb",
+                "devices": [
+                    {
+                        "id": "usb-2-1",
+                        "bus": "usb",
+                        "location": "2-1",
+                        "ids": "18d1:9302",
+                        "state": "runtime",
+                        "devnodes": ["/dev/bus/usb/002/005"],
+                        "last_seen": NOW - 5,
+                    },
+                    {"id": "../x", "bus": "usb", "location": "../x", "last_seen": NOW},
+                ],
+            }
+        )
+    )
+    (links / "edgefd.io_ncs2" / ".known.json").write_text(
+        json.dumps(
+            {
+                "devices": [
+                    {
+                        "id": "usb-sn-03e72485",
+                        "bus": "usb",
+                        "location": "1-1.1",
+                        "ids": "03e7:f63b",
+                        "last_seen": NOW - 9,
+                    }
+                ]
+            }
+        )
+    )
+    devices, files = state.migrate_known(links, load_catalogue(), NOW)
+    got = {d.name: (d.model, d.kind, d.devnodes, d.resources, d.by_serial) for d in devices}
+    assert got == {
+        "coral-usb-2-1": (
+            "coral-usb",
+            "edgetpu",
+            ("/dev/bus/usb/002/005",),
+            ("edgefd.io/coral-usb",),
+            False,
+        ),
+        "ncs2-sn-03e72485": ("ncs2", "myriadx", (), ("edgefd.io/ncs2",), True),
+    }
+    assert sorted(f.parent.name for f in files) == ["edgefd.io_coral-usb", "edgefd.io_ncs2"]

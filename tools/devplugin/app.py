@@ -1,0 +1,171 @@
+"""The devplugin process put together: one inventory, and beside it, as its subscribers, the
+device links, the device plugin's CDI specs and the front-ends (`--api device-plugin`: the
+v1beta1 one; `dra`: the DRA one; `both`: both, on the one inventory). Plus what every
+long-running edgefd process has: the probes and metrics server, and reloads.
+
+Subscription order is the order things must happen in after a scan: the links first (an
+Allocate answered after the device list changed names a link that is already current), then
+the CDI specs, then the front-ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from edgefd.bus import pci, usb
+from edgefd.bus.catalogue import load_catalogue
+from edgefd.core.hostroot import HostRoot
+from edgefd.core.service import WATCH_DEFAULTS, Listen, WatchSettings
+from edgefd.inventory.inventory import DEFAULT_HOLD, Inventory
+from edgefd.inventory.snapshot import Snapshot
+from edgefd.runtime.health import serve
+from edgefd.runtime.metrics import HealthServer, Metrics
+
+from .config import Config
+from .links import LinkKeeper, LinkLayout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Options:
+    plugin_dir: str
+    host: HostRoot
+    links_dir: str | None = None
+    cdi_prefix: str | None = None
+    cdi_spec_dir: str | None = None  # the device plugin hands devices over as CDI names
+    api: str = "device-plugin"  # "device-plugin" | "dra" | "both"
+    listen: Listen = None
+    settings: WatchSettings = WATCH_DEFAULTS
+    use_uevents: bool | None = None
+
+    @property
+    def device_plugin(self) -> bool:
+        return self.api != "dra"
+
+    @property
+    def layout(self) -> LinkLayout:
+        return LinkLayout(self.links_dir, self.cdi_spec_dir)
+
+    def scratch(self) -> Options:
+        """The same host, nothing on disk: for a dry run (no links, no state file)."""
+        return Options(self.plugin_dir, self.host)
+
+
+def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None) -> Inventory:
+    """The inventory of the device plugin's host: both buses, the catalogue, the resources'
+    selectors, the memory of absent devices (kept beside the links)."""
+    return Inventory(
+        opts.host,
+        (usb.READER, pci.READER),
+        catalogue=load_catalogue(),
+        selectors=config.selectors,
+        hold=DEFAULT_HOLD,
+        forget_after=config.memory,
+        state_file=opts.layout.state_file,
+        migrate_from=opts.links_dir,
+        settings=opts.settings,
+        metrics=metrics,
+        use_uevents=opts.use_uevents,
+    )
+
+
+# the DRA front-end is built by the CLI (it needs the API client): config, links, registry
+DraFactory = Callable[[Config, LinkLayout, Metrics], Any]
+
+
+class App:
+    def __init__(
+        self,
+        opts: Options,
+        config: Config,
+        load_config: Callable[[], Config] | None = None,
+        dra: DraFactory | None = None,
+    ) -> None:
+        self.opts = opts
+        self.config = config
+        self._load_config = load_config
+        self.metrics = Metrics()
+        self.inventory = make_inventory(opts, config, self.metrics)
+        self.links = LinkKeeper(opts.layout)
+        self.inventory.subscribe(self._keep_links, name="device links")
+        if opts.cdi_spec_dir and opts.device_plugin:
+            from .cdi import DEFAULT_VENDOR, ResourceSpecs
+
+            specs = ResourceSpecs(opts.cdi_spec_dir, opts.cdi_prefix or DEFAULT_VENDOR, opts.layout)
+            self.inventory.subscribe(
+                lambda snap: specs.sync(self._by_resource(snap)), name="CDI specs"
+            )
+        self.frontends: list[Any] = []
+        self.v1: Any = None
+        if opts.device_plugin:
+            from .v1beta1.frontend import DevicePluginFrontend
+
+            self.v1 = DevicePluginFrontend(
+                config, opts.plugin_dir, opts.layout, opts.cdi_prefix, self.metrics
+            )
+            self.frontends.append(self.v1)
+        self.dra = dra(config, opts.layout, self.metrics) if dra is not None else None
+        if self.dra is not None:
+            self.frontends.append(self.dra)
+        for fe in self.frontends:
+            fe.attach(self.inventory)
+        self.health: HealthServer | None = None
+
+    def _by_resource(self, snap: Snapshot) -> list[tuple[Any, Any]]:
+        return [(res, snap.of_resource(res.name)) for res in self.config.resources]
+
+    def _keep_links(self, snap: Snapshot) -> None:
+        for res, devices in self._by_resource(snap):
+            self.links.sync(res.name, devices)
+
+    def start(self) -> App:
+        """Watch and scan (every subscriber gets the first snapshot), then serve."""
+        self.inventory.start()
+        for fe in self.frontends:
+            fe.start()
+        self.health = serve(
+            self.opts.listen, self.metrics, self.inventory.freshness.check, self._readyz
+        )
+        return self
+
+    def _readyz(self) -> tuple[bool, str]:
+        empty = self.config.serves_nothing()  # valid, but a plugin serving nothing is not ready
+        if empty:
+            return False, empty
+        details = []
+        for fe in self.frontends:
+            ok, detail = fe.ready()
+            if not ok:
+                return False, detail
+            details.append(detail)
+        return True, "; ".join(details)
+
+    def reload(self) -> None:
+        """Re-read the configuration: new selectors for the inventory, resources started,
+        stopped or restarted as they changed (unchanged ones stay registered)."""
+        if self._load_config is None:
+            return
+        try:
+            new = self._load_config()
+        except Exception as e:
+            log.error("configuration reload failed, keeping the old one: %s", e)
+            return
+        self.config = new
+        self.inventory.configure(selectors=new.selectors, forget_after=new.memory)
+        for fe in self.frontends:
+            fe.reconfigure(new)
+        self.inventory.refresh()
+        if self.v1 is not None:
+            self.v1.start_pending()
+        log.info("configuration reloaded: %d resource(s)", len(new.resources))
+
+    def stop(self) -> None:
+        for fe in reversed(self.frontends):
+            fe.stop()
+        self.inventory.stop()
+        if self.health is not None:
+            self.health.stop()

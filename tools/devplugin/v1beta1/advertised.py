@@ -1,0 +1,62 @@
+"""What the kubelet is told about one resource: every device it selects (the inventory's,
+present and remembered) as kubelet device IDs with a health, and how the IDs map back.
+
+Device IDs are the inventory's device names (edgefd.inventory.naming): they name where a
+device is, never what the kernel hands out afresh (the USB devnum, `/dev/apex_N`), because
+the kubelet checkpoints the IDs a container holds and re-admits pods after a restart or a
+reboot only if those IDs are healthy again. A device that disappears stays listed, Unhealthy,
+so that pods holding it keep a known device and get it back when it returns; it leaves the
+list when the inventory forgets it (`forget_after`). A shared device (`replicas: N`) is
+listed N times, as `<name>-r0` ... `<name>-r<N-1>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from edgefd.inventory.device import Device
+from edgefd.inventory.naming import MAX_NAME, fit_label
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+
+def health(dev: Device) -> str:
+    return HEALTHY if dev.healthy else UNHEALTHY
+
+
+def replica_ids(name: str, replicas: int) -> list[str]:
+    """The IDs the kubelet sees for one device: its name, or `<name>-r0` ... `<name>-r<n-1>`."""
+    if replicas <= 1:
+        return [name]
+    out = []
+    for k in range(replicas):
+        suffix = f"-r{k}"
+        out.append(fit_label(name, MAX_NAME - len(suffix)) + suffix)
+    return out
+
+
+@dataclass(frozen=True)
+class Advertised:
+    """One resource's device list, as sent, and its kubelet IDs' devices."""
+
+    devices: tuple[Device, ...]
+    replicas: int
+    by_kubelet_id: dict[str, Device]
+    list_entries: tuple[tuple[str, str, int | None], ...]  # (ID, health, NUMA node)
+
+    @classmethod
+    def build(cls, devices: Iterable[Device], replicas: int) -> Advertised:
+        devs = tuple(devices)
+        by_id: dict[str, Device] = {}
+        entries: list[tuple[str, str, int | None]] = []
+        for d in devs:
+            for rid in replica_ids(d.name, replicas):
+                by_id[rid] = d
+                entries.append((rid, health(d), d.numa_node))
+        return cls(devs, replicas, by_id, tuple(entries))
+
+    def counts(self) -> tuple[int, int]:
+        healthy = sum(1 for _, h, _ in self.list_entries if h == HEALTHY)
+        return healthy, len(self.list_entries) - healthy

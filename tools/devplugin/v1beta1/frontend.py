@@ -1,0 +1,162 @@
+"""The v1beta1 front-end: every resource of the configuration served to the kubelet, each with
+its own socket, server and registration (resource.py), fed by the inventory's snapshots.
+
+Threads: the inventory calls `on_snapshot` on its own (the hot-plug watcher's) thread; one
+registration thread per resource; one asyncio loop for every resource's gRPC server
+(server.py); one watcher of the plugin directory, because a kubelet restart recreates
+kubelet.sock and deletes our sockets, and is acted on at once (no debounce).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from edgefd.inventory.inventory import Inventory
+from edgefd.inventory.snapshot import Snapshot
+from edgefd.runtime.files import FileIdentity, file_identity
+from edgefd.runtime.metrics import Metrics, replace_series
+from edgefd.runtime.watch import Watcher
+
+from ..config import Config, Resource
+from ..links import LinkLayout
+from .advertised import Advertised
+from .metrics import DevicePluginMetrics
+from .registration import KUBELET_SOCKET
+from .resource import ResourcePlugin
+from .server import ResourceState
+from .server import shutdown as shutdown_servers
+
+log = logging.getLogger(__name__)
+
+
+class DevicePluginFrontend:
+    def __init__(
+        self,
+        config: Config,
+        plugin_dir: str,
+        links: LinkLayout,
+        cdi_prefix: str | None,
+        metrics: Metrics,
+    ) -> None:
+        self.plugin_dir = plugin_dir
+        self.links = links
+        self.cdi_prefix = cdi_prefix
+        self.metrics = DevicePluginMetrics(metrics)
+        self.resources: dict[str, ResourcePlugin] = {}
+        self._lock = threading.Lock()  # resources vs. snapshots arriving meanwhile
+        self._snapshot: Snapshot | None = None
+        self._pending: list[ResourcePlugin] = []
+        self._kubelet: FileIdentity | None = None
+        self._dir_watch: Watcher | None = None
+        self._unsubscribe = None
+        for res in config.resources:
+            self._pending.append(self._add(res))
+
+    def _add(self, res: Resource) -> ResourcePlugin:
+        rp = ResourcePlugin(
+            ResourceState(res, self.links, self.cdi_prefix), self.plugin_dir, self.metrics
+        )
+        self.resources[res.name] = rp
+        if self._snapshot is not None:
+            self._publish(rp, self._snapshot)
+        return rp
+
+    # -- the inventory's side
+
+    def attach(self, inventory: Inventory) -> None:
+        self._unsubscribe = inventory.subscribe(self.on_snapshot, name="v1beta1 device plugin")
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        """Each resource's devices to its streams (they wake only if the list changed)."""
+        with self._lock:
+            self._snapshot = snap
+            series = []
+            for name, rp in self.resources.items():
+                healthy, unhealthy = self._publish(rp, snap)
+                series.append(({"resource": name, "health": "Healthy"}, healthy))
+                series.append(({"resource": name, "health": "Unhealthy"}, unhealthy))
+            replace_series(self.metrics.devices, series)
+
+    def _publish(self, rp: ResourcePlugin, snap: Snapshot) -> tuple[int, int]:
+        res = rp.resource
+        adv = Advertised.build(snap.of_resource(res.name), res.replicas)
+        healthy, unhealthy = adv.counts()
+        if rp.state.publish(adv):
+            log.info("%s: %d healthy, %d unhealthy", res.name, healthy, unhealthy)
+        return healthy, unhealthy
+
+    # -- the kubelet's side
+
+    def start(self) -> None:
+        """Serve and register every resource (after `attach`: their lists are filled)."""
+        os.makedirs(self.plugin_dir, exist_ok=True)
+        self._kubelet = file_identity(os.path.join(self.plugin_dir, KUBELET_SOCKET))
+        self._dir_watch = Watcher(
+            self._on_dir_change,
+            [self.plugin_dir],
+            poll_interval=0.1,
+            debounce=0.0,
+            max_delay=0.0,
+            name="plugin-dir-watch",
+        ).start()
+        self.start_pending()
+        log.info("serving %d resource(s) in %s", len(self.resources), self.plugin_dir)
+
+    def start_pending(self) -> None:
+        """Register the resources added since (a reload), once their lists are current."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for rp in pending:
+            rp.start()
+
+    def _on_dir_change(self, names: frozenset[str]) -> None:
+        """Plugin-dir entries changed (empty: anything may have); each resource decides."""
+        if not names or KUBELET_SOCKET in names:
+            ident = file_identity(os.path.join(self.plugin_dir, KUBELET_SOCKET))
+            if ident is not None and ident != self._kubelet:
+                if self._kubelet is not None:
+                    self.metrics.kubelet_restarts.inc()
+                self._kubelet = ident
+        with self._lock:
+            plugins = list(self.resources.values())
+        for name in sorted(names) or [""]:
+            for rp in plugins:
+                rp.notice(name)
+
+    def reconfigure(self, config: Config) -> None:
+        """Stop the resources removed or changed; add the new ones, registered by
+        `start_pending` (after the inventory has scanned with the new selectors)."""
+        wanted = config.by_name()
+        with self._lock:
+            for name, rp in list(self.resources.items()):
+                if wanted.get(name) != rp.resource:
+                    log.info("%s: %s", name, "removed" if name not in wanted else "changed")
+                    rp.stop()
+                    del self.resources[name]
+            for name, res in wanted.items():
+                if name not in self.resources:
+                    self._pending.append(self._add(res))
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            plugins = dict(self.resources)
+        waiting = [n for n, rp in plugins.items() if not rp.registered.is_set()]
+        if waiting:
+            details = "; ".join(f"{n}: {plugins[n].last_error or 'registering'}" for n in waiting)
+            return False, f"not registered: {details}"
+        return True, f"{len(plugins)} resource(s) registered"
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self._dir_watch is not None:
+            self._dir_watch.stop()
+        with self._lock:
+            plugins = list(self.resources.values())
+        for rp in plugins:
+            rp._stopping = True
+        for rp in plugins:
+            rp.stop()
+        shutdown_servers()

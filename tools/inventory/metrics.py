@@ -1,0 +1,26 @@
+"""The inventory's metrics, declared on the registry it is handed (one /metrics per process)."""
+
+from __future__ import annotations
+
+from edgefd.runtime.metrics import Metrics
+
+
+class InventoryMetrics:
+    def __init__(self, m: Metrics) -> None:
+        self.scans = m.counter("edgefd_inventory_scans_total", "Host scans run")
+        self.scan_failures = m.counter(
+            "edgefd_inventory_scan_failures_total",
+            "Host scans that could not read a bus (the last known devices were kept)",
+        )
+        self.watch_mode = m.gauge(
+            "edgefd_inventory_watch_mode",
+            "How device changes are seen (1 for the mode in use: uevent, inotify, poll)",
+            ["mode"],
+        )
+        self.held = m.gauge(
+            "edgefd_inventory_held_records",
+            "Bus records that vanished and still count, within their hold",
+        )
+        self.devices = m.gauge(
+            "edgefd_inventory_devices", "Devices known, by presence", ["presence"]
+        )

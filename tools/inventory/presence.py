@@ -1,0 +1,122 @@
+"""Presence: one tracker of who was where and when, keyed by identity, with two views.
+
+**The hold** (the labels' view). A Coral USB (1a6e:089a -> 18d1:9302) or an Intel NCS2
+(03e7:2485 -> 03e7:f63b) disconnects when its firmware is loaded and comes back, up to ~2 s
+later, at the same port with new IDs. Published as it happens that is "accelerator gone" then
+"back": selectors stop matching and pods may be rejected for a moment. So a record that
+vanishes still counts, as last seen, for `hold` seconds from when it was first found missing;
+one that shows up meanwhile with the same identity (the same place and, for a device, the
+same model) is the same thing and replaces it at once.
+
+**The memory** (the device plugin's and DRA's view). A device that goes away stays known,
+absent, with why, so that pods holding it keep naming a known device and get it back when it
+returns; it is forgotten `forget_after` seconds after it was last seen (None: never). Devices
+remembered by an earlier run (the state file) come back absent.
+
+Identity: a device's name (its model and place, or serial: naming.py); a record nothing
+selects (a hub, a NIC) is known by its place alone. Times: `mono` (monotonic) for the hold,
+`wall` for last-seen times, which outlive the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .device import Device, absence
+
+RESTORED = float("-inf")  # missing since before this process started: never held
+
+
+class _Entry:
+    __slots__ = ("device", "missing_since", "record")
+
+    def __init__(self, record: Any, device: Device | None, missing: float | None = None) -> None:
+        self.record = record  # the bus record as last seen (None: known from the state file)
+        self.device = device  # the device as last seen, present (None: a plain record)
+        self.missing_since = missing  # monotonic; None while present
+
+
+def record_identity(record: Any) -> str:
+    """A plain record's identity: its place (a space keeps it apart from device names)."""
+    return str(record.key)
+
+
+class Presence:
+    """Not thread-safe: the inventory updates and reads it under its own lock."""
+
+    def __init__(self, hold: float, forget_after: float | None) -> None:
+        self.hold = hold
+        self.forget_after = forget_after
+        self._entries: dict[str, _Entry] = {}
+
+    def restore(self, devices: Iterable[Device]) -> None:
+        """Devices an earlier run knew; absent until a scan sees them."""
+        for d in devices:
+            if d.name not in self._entries:
+                self._entries[d.name] = _Entry(None, d._replace(present=True, reason=""), RESTORED)
+
+    def update(self, seen: Iterable[tuple[Any, Device | None]], wall: float, mono: float) -> None:
+        """One scan: (record, the device it is or None) for everything present now."""
+        now: dict[str, _Entry] = {}
+        for record, dev in seen:
+            ident = dev.name if dev is not None else record_identity(record)
+            now.setdefault(ident, _Entry(record, dev))
+        for ident, e in list(self._entries.items()):
+            if ident in now:
+                continue
+            if e.missing_since is None:
+                e.missing_since = mono
+            if not (self._held(e, mono) or self._remembered(e, wall)):
+                del self._entries[ident]
+        self._entries.update(now)
+
+    def _held(self, e: _Entry, mono: float) -> bool:
+        return (
+            e.record is not None
+            and e.missing_since is not None
+            and mono - e.missing_since < self.hold
+        )
+
+    def _remembered(self, e: _Entry, wall: float) -> bool:
+        if e.device is None:
+            return False
+        return self.forget_after is None or wall - e.device.last_seen <= self.forget_after
+
+    # -- the hold (labels)
+
+    def held(self, mono: float) -> dict[str, tuple[Any, ...]]:
+        """Records that vanished less than `hold` ago, per bus, as last seen."""
+        out: dict[str, list[Any]] = {}
+        for e in self._entries.values():
+            if e.missing_since is not None and self._held(e, mono):
+                out.setdefault(e.record.key.bus, []).append(e.record)
+        return {bus: tuple(recs) for bus, recs in out.items()}
+
+    def next_expiry(self, mono: float) -> float | None:
+        """When the earliest hold ends (monotonic), or None: the view changes by itself then."""
+        ends = [
+            e.missing_since + self.hold
+            for e in self._entries.values()
+            if e.missing_since is not None and self._held(e, mono)
+        ]
+        return min(ends) if ends else None
+
+    # -- the memory (devices)
+
+    def devices(self, mono: float) -> list[Device]:
+        """Every device present or remembered, sorted by name; the absent ones say why."""
+        out = []
+        for name in sorted(self._entries):
+            e = self._entries[name]
+            if e.device is None:
+                continue
+            if e.missing_since is None:
+                out.append(e.device)
+            elif e.missing_since == RESTORED:
+                why = f"not seen since the start (last at {e.device.key.where})"
+                out.append(e.device._replace(present=False, reason=why))
+            else:
+                why = absence(e.device, self._held(e, mono))
+                out.append(e.device._replace(present=False, reason=why))
+        return out

@@ -1,0 +1,138 @@
+"""What the inventory hands its subscribers after every scan: an immutable Snapshot of every
+device (present and remembered), every bus record (for labels), and the Diff to the snapshot
+before it. Subscribers never see a half-updated picture and never share mutable state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from edgefd.bus.enumerate import ScanResult
+from edgefd.core.record import Record
+
+from .device import Device
+
+# what a change is made of; `last_seen` moves on every scan and is not a change
+COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen"))
+
+
+class Change(Record):
+    """One device that is new, forgotten, or different from the snapshot before."""
+
+    name: str
+    before: Device | None  # None: new
+    after: Device | None  # None: forgotten (it left the inventory)
+    fields: tuple[str, ...] = ()  # what differs, of COMPARED ("present", "nodes", ...)
+
+    @property
+    def kind(self) -> str:
+        if self.before is None:
+            return "added"
+        return "removed" if self.after is None else "changed"
+
+    @property
+    def new_node(self) -> bool:
+        """The same device, present before and after, with other device nodes (a re-plug
+        between two scans, a re-enumeration): what was granted by number is stale."""
+        b, a = self.before, self.after
+        return b is not None and a is not None and b.present and a.present and b.nodes != a.nodes
+
+    def describe(self) -> str:
+        """One line for a person: what happened to the device."""
+        b, a = self.before, self.after
+        if b is None:
+            assert a is not None
+            state = f" ({a.state})" if a.state else ""
+            nodes = ", ".join(str(n) for n in a.nodes) or "no node"
+            return f"{self.name}: {a.model}{state} at {a.key.where}, {nodes}"
+        if a is None:
+            return f"{self.name}: forgotten (last seen at {b.key.where})"
+        parts = []
+        if b.present != a.present:
+            parts.append(a.reason if not a.present else f"back at {a.key.where}")
+        elif a.reason != b.reason:
+            parts.append(a.reason or "usable again")
+        if b.state != a.state:
+            parts.append(f"state {b.state or '-'} -> {a.state or '-'}")
+        if b.nodes != a.nodes and a.present:
+            old = ", ".join(str(n) for n in b.nodes) or "none"
+            parts.append(f"node {old} -> {', '.join(str(n) for n in a.nodes) or 'none'}")
+        rest = [f for f in self.fields if f not in ("present", "reason", "state", "nodes")]
+        if rest:
+            parts.append(f"{', '.join(rest)} changed")
+        return f"{self.name}: {'; '.join(parts)}"
+
+
+class Diff(Record):
+    """Every device change between two snapshots, by name."""
+
+    changes: tuple[Change, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.changes)
+
+    @property
+    def added(self) -> tuple[Device, ...]:
+        return tuple(c.after for c in self.changes if c.kind == "added")  # type: ignore[misc]
+
+    @property
+    def removed(self) -> tuple[Device, ...]:
+        return tuple(c.before for c in self.changes if c.kind == "removed")  # type: ignore[misc]
+
+    @property
+    def changed(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == "changed")
+
+
+def diff(before: Mapping[str, Device], after: Mapping[str, Device]) -> Diff:
+    out = []
+    for name in sorted(before.keys() | after.keys()):
+        b, a = before.get(name), after.get(name)
+        if b is None or a is None:
+            out.append(Change(name, b, a))
+            continue
+        differ = tuple(f for f in COMPARED if getattr(b, f) != getattr(a, f))
+        if differ:
+            out.append(Change(name, b, a, differ))
+    return Diff(tuple(out))
+
+
+class Snapshot(Record):
+    """The host as one scan saw it, with what the inventory remembers.
+
+    `devices`: every device present or remembered, sorted by name (the device plugin's,
+    DRA's and every later consumer's view). `scans`: every record of every bus, as read, and
+    `held`: records that vanished less than the hold ago, per bus (the labels' view, see
+    `label_scans`). `diff`: the device changes since the snapshot before (may be empty: a
+    rescan that found nothing new still makes a snapshot)."""
+
+    seq: int  # 1, 2, ... per snapshot of one inventory
+    time: float  # wall clock of the scan
+    devices: tuple[Device, ...]
+    scans: Mapping[str, ScanResult[Any]]
+    held: Mapping[str, tuple[Any, ...]]
+    diff: Diff
+    warnings: tuple[str, ...] = ()
+
+    def device(self, name: str) -> Device | None:
+        return next((d for d in self.devices if d.name == name), None)
+
+    def of_resource(self, resource: str) -> tuple[Device, ...]:
+        """The devices a selector (a resource) selects, present and remembered."""
+        return tuple(d for d in self.devices if resource in d.resources)
+
+    def label_scans(self) -> dict[str, ScanResult[Any]]:
+        """Every bus's records with the held ones added back, sorted by place: a device that
+        re-enumerates keeps its labels through the gap (the hold, see presence.py)."""
+        out: dict[str, ScanResult[Any]] = {}
+        for bus, res in self.scans.items():
+            held = self.held.get(bus, ())
+            if held:
+                devs = sorted((*res.devices, *held), key=lambda d: d.key)
+                res = ScanResult(tuple(devs), res.warnings, res.bus_present)
+            out[bus] = res
+        return out
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self.held.values())

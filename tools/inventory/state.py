@@ -1,0 +1,281 @@
+"""The devices one process remembers, on disk: one JSON file per process, so that after a
+restart (a rolling update, a reboot) a device that is late or gone is still known, absent,
+under its name, for as long as `forget_after` says.
+
+The file is the process's own, but it lives on the host and a hostile or broken one must cost
+nothing: it is read without following a symlink or blocking on a FIFO, at most MAX_BYTES, and
+every entry is checked (a name the naming rule would make, nodes under /dev, a finite
+last-seen time that is not in the future). What is wrong is dropped with one warning; nothing
+here raises. Written atomically (temp file, fsync, rename), replacing whatever was there.
+
+Migration: the device plugin kept `<links-dir>/<resource>/.known.json` per resource before;
+when there is no state file yet, those are read once, named the new way, and removed once
+the state file is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgefd.bus.catalogue import Catalogue
+from edgefd.bus.key import DeviceKey, DevNode, dev_number
+from edgefd.bus.sysfs import dev_path
+from edgefd.core.log import get_logger
+from edgefd.core.publish import write_atomic
+
+from .device import Device, Facts
+from .naming import device_name
+
+log = get_logger(__name__)
+
+VERSION = 1
+MAX_BYTES = 4 << 20
+FUTURE_SLACK = 86400.0  # a clock set back by a day must not drop the memory
+MAX_TEXT = 256
+KNOWN_FILE = ".known.json"  # the device plugin's per-resource file before the state file
+BUSES = ("usb", "pci", "dev")
+STATES = ("", "boot", "runtime")
+PLACES = {  # what the kernel names a USB port path and a PCI address
+    "usb": re.compile(r"usb[0-9]{1,3}|[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}"),
+    "pci": re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]"),
+}
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """(document, None), or (None, why not): missing is (None, None)."""
+    try:
+        fd = os.open(path, _OPEN)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        why = "a symlink" if e.errno == 40 else (e.strerror or str(e))
+        return None, f"cannot be read ({why})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_size > MAX_BYTES:
+            return None, f"larger than {MAX_BYTES} bytes"
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror or e})"
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data), None
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON ({type(e).__name__})"
+
+
+def _text(v: Any, limit: int = MAX_TEXT) -> str:
+    if not isinstance(v, str) or len(v) > limit or any(c < " " for c in v):
+        raise ValueError("not a short printable string")
+    return v
+
+
+def _opt_text(v: Any) -> str | None:
+    return None if v is None else _text(v, 64)
+
+
+def _time(v: Any, now: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"last_seen {v!r} is not a time")
+    if not 0 <= v <= now + FUTURE_SLACK:
+        raise ValueError(f"last_seen {v!r} is out of range")
+    return float(v)
+
+
+def _node(v: Any) -> DevNode:
+    if not isinstance(v, list) or len(v) != 2:
+        raise ValueError("a node is [path, major:minor]")
+    path, dev = _text(v[0]), v[1]
+    if dev_path(path.removeprefix("/dev/")) != path:
+        raise ValueError(f"node {path!r} is not under /dev")
+    if dev is not None and dev_number(dev) != dev:
+        raise ValueError(f"node number {dev!r} is not major:minor")
+    return DevNode(path, dev)
+
+
+def device_from_json(obj: Any, now: float) -> Device:
+    """One remembered device; ValueError says what is wrong with the entry."""
+    if not isinstance(obj, dict):
+        raise ValueError("an entry is not a mapping")
+    try:
+        bus, place = obj["bus"], _text(obj["place"])
+        if not (
+            (bus in PLACES and PLACES[bus].fullmatch(place))
+            or (bus == "dev" and dev_path(place.removeprefix("/dev/")) == place)
+        ):
+            raise ValueError(f"bad place {bus!r} {place!r}")
+        key = DeviceKey(bus, place)
+        model, by_serial = _text(obj["model"], 63), obj.get("by_serial", False) is True
+        f = obj.get("facts") or {}
+        if not isinstance(f, dict):
+            raise ValueError("facts is not a mapping")
+        facts = Facts(*(_opt_text(f.get(k)) for k in Facts._fields))
+        name = obj["name"]
+        if by_serial and not facts.serial:
+            raise ValueError("named by a serial it does not have")
+        if name != device_name(model, key, facts.serial if by_serial else None):
+            raise ValueError(f"name {name!r} is not this device's")
+        numa = obj.get("numa_node")
+        resources = obj.get("resources", [])
+        if not isinstance(resources, list) or not isinstance(obj.get("nodes", []), list):
+            raise ValueError("resources and nodes are lists")
+        state = obj.get("state", "")
+        if state not in STATES:
+            raise ValueError(f"state {state!r}")
+        return Device(
+            name=name,
+            key=key,
+            model=model,
+            kind=_text(obj.get("kind", model), 63),
+            state=state,
+            ids=_text(obj.get("ids", ""), 16),
+            nodes=tuple(_node(n) for n in obj.get("nodes", [])),
+            numa_node=numa if isinstance(numa, int) and not isinstance(numa, bool) else None,
+            facts=facts,
+            resources=tuple(_text(r) for r in resources),
+            present=False,
+            last_seen=_time(obj.get("last_seen"), now),
+            by_serial=by_serial,
+        )
+    except KeyError as e:
+        raise ValueError(f"no {e.args[0]}") from None
+
+
+def device_to_json(d: Device) -> dict[str, Any]:
+    return {
+        "name": d.name,
+        "bus": d.key.bus,
+        "place": d.key.place,
+        "model": d.model,
+        "kind": d.kind,
+        "state": d.state,
+        "ids": d.ids,
+        "nodes": [[n.path, n.dev] for n in d.nodes],
+        "numa_node": d.numa_node,
+        "facts": {k: v for k, v in d.facts._asdict().items() if v is not None},
+        "resources": list(d.resources),
+        "by_serial": d.by_serial,
+        "last_seen": d.last_seen,
+    }
+
+
+def _checked(path: Path, entries: Iterable[Any], now: float) -> list[Device]:
+    devices: dict[str, Device] = {}
+    dropped: list[str] = []
+    for obj in entries:
+        try:
+            d = device_from_json(obj, now)
+        except (ValueError, TypeError) as e:
+            dropped.append(str(e))
+            continue
+        devices.setdefault(d.name, d)
+    if dropped:
+        log.warning(
+            "%s: %d entr%s dropped (%s)",
+            path,
+            len(dropped),
+            "y" if len(dropped) == 1 else "ies",
+            dropped[0],
+        )
+    return list(devices.values())
+
+
+def load(path: Path, now: float) -> list[Device]:
+    """The devices the state file remembers; [] (with one warning) for a bad file."""
+    doc, why = read_json(path)
+    if why is None and doc is not None:
+        if not isinstance(doc, dict) or doc.get("version") != VERSION:
+            why = f"not a version {VERSION} state file"
+        elif not isinstance(doc.get("devices"), list):
+            why = "no device list"
+    if why is not None:
+        log.warning("%s: %s; starting with no remembered devices", path, why)
+        return []
+    return [] if doc is None else _checked(path, doc["devices"], now)
+
+
+def save(path: Path, devices: Sequence[Device]) -> None:
+    """Write the file atomically, replacing a symlink or anything else found in its place.
+    OSError when it cannot be written."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+    body = {"version": VERSION, "devices": [device_to_json(d) for d in devices]}
+    write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
+
+
+# -- migration from the device plugin's per-resource `.known.json`
+
+
+def _from_known(obj: Any, resource: str, catalogue: Catalogue | None) -> dict[str, Any]:
+    """An old entry in the new shape (checked like any other by device_from_json)."""
+    if not isinstance(obj, dict):
+        return {}
+    bus, place, ids = obj.get("bus"), obj.get("location"), str(obj.get("ids", ""))
+    vendor, _, product = ids.partition(":")
+    acc = None
+    if catalogue is not None and bus == "usb":
+        acc = (catalogue.match_usb(vendor, product) or (None,))[0]
+    elif catalogue is not None and bus == "pci":
+        acc = catalogue.match_pci(vendor, product, "")
+    short = resource.rpartition("/")[2]
+    model = acc.id if acc is not None else short
+    old_id = str(obj.get("id", ""))
+    serial = old_id.removeprefix("usb-sn-") if old_id.startswith("usb-sn-") else None
+    key = DeviceKey(str(bus), str(place))
+    return {
+        "name": device_name(model, key, serial) if bus in BUSES and place else None,
+        "bus": bus,
+        "place": place,
+        "model": model,
+        "kind": acc.kind if acc is not None else short,
+        "state": obj.get("state", ""),
+        "ids": ids,
+        "nodes": [[n, None] for n in obj.get("devnodes", ()) if isinstance(n, str)],
+        "numa_node": obj.get("numa_node"),
+        "facts": {"serial": serial} if serial else {},
+        "resources": [resource],
+        "by_serial": serial is not None,
+        "last_seen": obj.get("last_seen"),
+    }
+
+
+def migrate_known(
+    links_dir: Path, catalogue: Catalogue | None, now: float
+) -> tuple[list[Device], list[Path]]:
+    """Devices of every `<links-dir>/<resource>/.known.json`, and those files."""
+    entries: list[dict[str, Any]] = []
+    files = []
+    with contextlib.suppress(OSError):
+        for rdir in sorted(links_dir.iterdir()):
+            path = rdir / KNOWN_FILE
+            doc, why = read_json(path)
+            if doc is None and why is None:
+                continue
+            files.append(path)
+            # the directory is the resource name with its one '/' as '_'
+            resource = rdir.name.replace("_", "/", 1)
+            found = doc.get("devices") if isinstance(doc, dict) else None
+            for obj in found if isinstance(found, list) else ():
+                entries.append(_from_known(obj, resource, catalogue))
+    devices: dict[str, Device] = {}
+    for d in _checked(links_dir / KNOWN_FILE, entries, now):
+        old = devices.get(d.name)
+        if old is not None:  # one device in two resources: one entry, both resources
+            d = old._replace(resources=old.resources + d.resources)
+        devices[d.name] = d
+    if devices:
+        log.info("%d device(s) taken over from %d %s file(s)", len(devices), len(files), KNOWN_FILE)
+    return list(devices.values()), files

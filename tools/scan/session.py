@@ -1,0 +1,135 @@
+"""A scan session: the bus scanners' subscriber of the inventory. Every snapshot becomes each
+producer's labels (derive.py) and goes out through its outputs: the feature file (or stdout
+in a dry run), `--output json`, `--explain`. The publisher decides, once, whether a file's
+bytes changed; nothing is written or printed when they did not.
+
+With --watch the session is one subscriber among the inventory's, on its thread: a file that
+cannot be written is kept as it was and retried on the next snapshot; a bug stops the process
+rather than letting it run on with stale files. Once (without --watch), failures propagate
+to the command, which exits with their code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from edgefd.bus.catalogue import Catalogue
+from edgefd.bus.enumerate import BusReader, rehost
+from edgefd.core.errors import EdgefdError
+from edgefd.core.hostroot import HostRoot
+from edgefd.core.log import get_logger
+from edgefd.core.output import emit_json, write_stdout
+from edgefd.core.publish import Publisher
+from edgefd.core.record import Record
+
+from .config import SourceConfig
+from .derive import BusSpec, Evaluation, evaluate
+
+if TYPE_CHECKING:
+    from edgefd.inventory.snapshot import Snapshot
+
+log = get_logger(__name__)
+
+
+class Producer(Record):
+    """One feature file: its bus scanner, its NFD settings and where its labels go."""
+
+    spec: BusSpec[Any]
+    config: SourceConfig
+    warnings: list[str]
+    publisher: Publisher
+
+
+class ScanMetrics:
+    def __init__(self, m: Any) -> None:  # edgefd.runtime.metrics.Metrics
+        self.writes = m.counter(
+            "edgefd_scan_writes_total", "Feature files written, by producer", ["producer"]
+        )
+        self.write_failures = m.counter(
+            "edgefd_scan_write_failures_total", "Feature files that could not be written (kept)"
+        )
+
+
+class ScanSession:
+    def __init__(
+        self,
+        host: HostRoot,
+        producers: Sequence[Producer],
+        catalogue: Catalogue | None,
+        capability_buses: Sequence[BusReader[Any]],
+        *,
+        output: str = "text",
+        explain: bool = False,
+        watching: bool = False,
+    ) -> None:
+        self.host = host
+        self.producers = tuple(producers)
+        self.catalogue = catalogue
+        self.capability_buses = tuple(capability_buses)
+        self.output = output
+        self.explain = explain
+        self.watching = watching
+        self.metrics: ScanMetrics | None = None
+        self.watch_info: Callable[[], dict[str, Any]] | None = None  # the inventory's describe
+        self.on_failure: Callable[[], None] = lambda: None
+        self.failure: BaseException | None = None
+
+    def evaluate(self, snap: Snapshot) -> list[Evaluation]:
+        scans = snap.label_scans()
+        return [
+            evaluate(p.spec, scans, p.config, self.catalogue, self.capability_buses, p.warnings)
+            for p in self.producers
+        ]
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        """Publish every producer's labels from `snap`. Once: errors propagate. Watching: a
+        file that cannot be written is kept and retried; a bug stops the process."""
+        if not self.watching:
+            self._publish(snap)
+            return
+        try:
+            self._publish(snap)
+        except EdgefdError as e:
+            if self.metrics:
+                self.metrics.write_failures.inc()
+            log.error("%s (keeping the previous files; retrying on the next change)", e)
+        except Exception as e:
+            self.failure = e
+            self.on_failure()
+
+    def _publish(self, snap: Snapshot) -> None:
+        for p, ev in zip(self.producers, self.evaluate(snap), strict=True):
+            if not p.publisher.publish(ev.labels):
+                continue  # the same bytes as last time: nothing to say
+            if self.metrics:
+                self.metrics.writes.labels(producer=p.spec.producer).inc()
+            self._report(p, ev)
+
+    def _report(self, p: Producer, ev: Evaluation) -> None:
+        if self.explain:
+            from .report import explain_text
+
+            write_stdout(explain_text(ev, self.host).encode())
+            return
+        for w in ev.warnings:
+            log.warning("%s", rehost(self.host, w))
+        if self.output == "json":
+            from .report import inventory
+
+            doc = inventory(ev, self.host)
+            if self.watch_info is not None:
+                doc["watch"] = self.watch_info()
+            emit_json(doc)
+        pub = p.publisher
+        if not pub.dry_run:
+            state = "wrote" if pub.wrote else "unchanged"
+            log.info("%s %s (%d labels)", state, pub.path, len(ev.labels))
+
+    def ready(self) -> tuple[bool, str]:
+        """/readyz: every file written completely once (the pod's startup probe)."""
+        missing = [p.spec.producer for p in self.producers if not p.publisher.published]
+        if missing:
+            return False, f"not written yet: {', '.join(missing)}"
+        mode = self.watch_info()["mode"] if self.watch_info is not None else "once"
+        return True, f"ok ({', '.join(p.spec.producer for p in self.producers)}; {mode})"
