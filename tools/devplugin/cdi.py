@@ -42,6 +42,8 @@ VENDOR = "edgefd.io"
 DEFAULT_VENDOR = VENDOR  # the device plugin's CDI names without --cdi-prefix
 CLAIM_KIND = f"{VENDOR}/claim"
 DEFAULT_DIR = "/var/run/cdi"
+CLAIM_SPEC_INFIX = "claim_"
+MAX_SPEC_BYTES = 4 << 20  # what is read back of a spec file (its kind); nothing of ours is near
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -101,6 +103,19 @@ def spec_path(directory: str | os.PathLike[str], kind: str, suffix: str) -> Path
     """`<dir>/edgefd.io-<suffix>.json`: the vendor first, as the CDI spec recommends."""
     vendor = kind.partition("/")[0]
     return Path(directory) / f"{vendor}-{_UNSAFE.sub('_', suffix)}.json"
+
+
+def claim_spec_path(directory: str | os.PathLike[str], uid: str) -> Path:
+    """`<dir>/edgefd.io-claim_<UID>.json`, CDI's name for a transient spec (vendor-class, `_`,
+    the transient ID), for a claim UID already checked by the caller. The device plugin's
+    `<vendor>-<class>.json` in the same directory (`--api both`) cannot take this name: its
+    class would have to be `claim_<UID>`, which ResourceSpecs refuses (`is_claim_spec`)."""
+    return Path(directory) / f"{VENDOR}-{CLAIM_SPEC_INFIX}{uid}.json"
+
+
+def is_claim_spec(path: Path) -> bool:
+    """Whether a file name is the kind a DRA claim's spec has (present or future)."""
+    return path.name.startswith(f"{VENDOR}-{CLAIM_SPEC_INFIX}")
 
 
 def render(doc: dict[str, Any]) -> bytes:

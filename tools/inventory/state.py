@@ -30,6 +30,7 @@ from edgefd.bus.key import DeviceKey, DevNode, dev_number
 from edgefd.bus.sysfs import dev_path
 from edgefd.core.log import get_logger
 from edgefd.core.publish import write_atomic
+from edgefd.core.regular import Refused, read_regular
 
 from .device import Device, Facts
 from .naming import device_name
@@ -47,29 +48,16 @@ PLACES = {  # what the kernel names a USB port path and a PCI address
     "usb": re.compile(r"usb[0-9]{1,3}|[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}"),
     "pci": re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]"),
 }
-_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
     """(document, None), or (None, why not): missing is (None, None)."""
     try:
-        fd = os.open(path, _OPEN)
+        data, _ = read_regular(path, MAX_BYTES)
     except FileNotFoundError:
         return None, None
-    except OSError as e:
-        why = "a symlink" if e.errno == 40 else (e.strerror or str(e))
-        return None, f"cannot be read ({why})"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "not a regular file"
-        if st.st_size > MAX_BYTES:
-            return None, f"larger than {MAX_BYTES} bytes"
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError as e:
-        return None, f"cannot be read ({e.strerror or e})"
-    finally:
-        os.close(fd)
+    except Refused as e:
+        return None, str(e)
     try:
         return json.loads(data), None
     except (ValueError, RecursionError) as e:

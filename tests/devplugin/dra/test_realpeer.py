@@ -211,7 +211,7 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
         [dev] = got.devices
         assert (dev.pool_name, dev.device_name) == (node, "coral-usb-2-2")
         assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-coral-usb-2-2"]
-        spec = json.loads((p.cdi_dir / f"edgefd.io-{uid}.json").read_text())
+        spec = json.loads((p.cdi_dir / f"edgefd.io-claim_{uid}.json").read_text())
         [node_edit] = spec["devices"][0]["containerEdits"]["deviceNodes"]
         assert node_edit == {
             "path": "/dev/edgefd/coral-usb-2-2",
@@ -231,7 +231,7 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
             dra.NodeUnprepareResourcesRequest(claims=[ref]), timeout=10
         )
         assert not un.claims[uid].error
-    assert not (p.cdi_dir / f"edgefd.io-{uid}.json").exists()
+    assert not (p.cdi_dir / f"edgefd.io-claim_{uid}.json").exists()
     assert p2.writes() == 0  # restarted over an unchanged slice: nothing written
 
 
