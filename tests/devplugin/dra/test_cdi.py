@@ -285,7 +285,7 @@ def test_device_plugin_specs_and_the_allocate_answer_agree(tmp_path: Path) -> No
         "options": ["bind", "ro", "nosuid"],
     } in by_name["coral-usb-2-1"]["mounts"]
     # Allocate names the spec's devices and carries the env, nothing else
-    resp = container_response(res, [coral()], layout, None)
+    resp = container_response(res, [coral()], layout, None, specs.written)
     assert [c.name for c in resp.cdi_devices] == ["edgefd.io/coral-usb=coral-usb-2-1"]
     assert not resp.devices and not resp.mounts
     assert dict(resp.envs) == {"LIBEDGETPU": "1", "EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
