@@ -5,8 +5,9 @@ under its name, for as long as `forget_after` says.
 The file is the process's own, but it lives on the host and a hostile or broken one must cost
 nothing: it is read without following a symlink or blocking on a FIFO, at most MAX_BYTES, and
 every entry is checked (a name the naming rule would make, nodes under /dev, a finite
-last-seen time that is not in the future). What is wrong is dropped with one warning; nothing
-here raises. Written atomically (temp file, fsync, rename), replacing whatever was there.
+last-seen time, not before 1970; one in the future counts as now). What is wrong is dropped
+with one warning; nothing here raises. Written atomically (temp file, fsync, rename),
+replacing whatever was there.
 
 Migration: the device plugin kept `<links-dir>/<resource>/.known.json` per resource before;
 when there is no state file yet, those are read once, named the new way, and removed once
@@ -75,11 +76,14 @@ def _opt_text(v: Any) -> str | None:
 
 
 def _time(v: Any, now: float) -> float:
+    """A last-seen time; one further in the future than FUTURE_SLACK (a clock that was wrong
+    when it was written, or is wrong now: a Pi without an RTC) counts as now. The memory
+    counts in monotonic time from there (presence.py), so no time keeps a device for ever."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         raise ValueError(f"last_seen {v!r} is not a time")
-    if not 0 <= v <= now + FUTURE_SLACK:
+    if v < 0:
         raise ValueError(f"last_seen {v!r} is out of range")
-    return float(v)
+    return float(v) if v <= now + FUTURE_SLACK else now
 
 
 def _node(v: Any) -> DevNode:
@@ -162,13 +166,23 @@ def device_to_json(d: Device) -> dict[str, Any]:
 def _checked(path: Path, entries: Iterable[Any], now: float) -> list[Device]:
     devices: dict[str, Device] = {}
     dropped: list[str] = []
+    future: list[str] = []
     for obj in entries:
         try:
             d = device_from_json(obj, now)
         except (ValueError, TypeError) as e:
             dropped.append(str(e))
             continue
+        if d.last_seen != obj["last_seen"]:
+            future.append(d.name)
         devices.setdefault(d.name, d)
+    if future:
+        log.warning(
+            "%s: %d last-seen time(s) in the future (%s ...): counted as now; is the clock right?",
+            path,
+            len(future),
+            future[0],
+        )
     if dropped:
         log.warning(
             "%s: %d entr%s dropped (%s)",
