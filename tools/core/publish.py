@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import OutputError
 from .output import write_stdout
+from .regular import Refused, read_regular
 
 
 def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
@@ -43,13 +44,8 @@ def _same_content(path: Path, data: bytes) -> bool:
     if st.st_size != len(data):
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read(len(data) + 1) == data
-    except OSError:
+        return read_regular(path, len(data))[0] == data
+    except (OSError, Refused):  # replaced meanwhile, or unreadable: write it
         return False
 
 
