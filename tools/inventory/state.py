@@ -19,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -211,11 +209,8 @@ def load(path: Path, now: float) -> list[Device]:
 def save(path: Path, devices: Sequence[Device]) -> None:
     """Write the file atomically, replacing a symlink or anything else found in its place.
     OSError when it cannot be written."""
-    with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            os.unlink(path)
     body = {"version": VERSION, "devices": [device_to_json(d) for d in devices]}
-    write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
+    write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode(), own=True)
 
 
 # -- migration from the device plugin's per-resource `.known.json`

@@ -161,3 +161,29 @@ def test_prepare_refuses_a_fifo_at_its_spec_path_without_blocking(tmp_path: Path
         return "prepared"
 
     assert "not a regular file" in finishes(prepare)
+
+
+@pytest.mark.parametrize("what", ["fifo", "symlink"])
+def test_a_checkpoint_path_obstructed_after_start_is_replaced_not_written_through(
+    tmp_path: Path, what: str
+) -> None:
+    """The checkpoint is the plugin's own file: what is put in its place later (a FIFO, a
+    link to a file elsewhere) is replaced by the next write, never written through, and the
+    claim is prepared."""
+    claims = Claims()
+    cp = Checkpoint(tmp_path / "plugin", NODE)
+    cp.load()
+    p = Preparer(NODE, str(tmp_path / "cdi"), LinkLayout(None), cp, claims)
+    p.update(table((coral(), CORAL)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("keep\n")
+    (tmp_path / "plugin").mkdir()
+    if what == "fifo":
+        os.mkfifo(cp.path)
+    else:
+        cp.path.symlink_to(elsewhere)
+    ref = claims.add("c", ["coral-usb-2-1"])
+    finishes(lambda: p.prepare(ref))
+    assert cp.path.is_file() and not cp.path.is_symlink()
+    assert list(Checkpoint(tmp_path / "plugin", NODE).load()) == [ref.uid]
+    assert elsewhere.read_text() == "keep\n"

@@ -124,4 +124,5 @@ class Checkpoint:
             "node": self.node,
             "claims": [asdict(c) for _, c in sorted(self._claims.items())],
         }
-        write_atomic(self.path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
+        data = (json.dumps(body, indent=1, sort_keys=True) + "\n").encode()
+        write_atomic(self.path, data, own=True)  # a link or FIFO put there later: replaced
