@@ -100,8 +100,8 @@ def test_unprepare_of_a_uid_like_coral_usb_never_deletes_the_device_plugins_spec
     )
     p.args.remove("--api")
     p.args.remove("dra")
-    p.start()
     plugins.append(p)
+    p.start()
     plugin_spec = cdi / "edgefd.io-coral-usb.json"
     wait_until(plugin_spec.exists, 20, 0.05, "the device plugin's CDI spec")
     ch, s = stub(p)

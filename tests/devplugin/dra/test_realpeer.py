@@ -74,8 +74,9 @@ def plugins(api: Api) -> Iterator[list[DraPlugin]]:
 
 
 def start(plugins: list[DraPlugin], api: Api, host: Path, node: str, work: Path | None = None):
-    p = DraPlugin(host, node, api.kubeconfig, work=work).start()  # type: ignore[attr-defined]
-    plugins.append(p)
+    p = DraPlugin(host, node, api.kubeconfig, work=work)  # type: ignore[attr-defined]
+    plugins.append(p)  # closed by the fixture also when it never comes up
+    p.start()
     wait_until(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
     return p
 
