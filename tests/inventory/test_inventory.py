@@ -26,11 +26,17 @@ CORAL_RUNTIME = {"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9
 
 
 class Clock:
+    """A wall clock (call it) and a monotonic one (`mono`) that move together."""
+
     def __init__(self) -> None:
         self.t = 1_800_000_000.0
+        self.base = 1_000.0
 
     def __call__(self) -> float:
         return self.t
+
+    def mono(self) -> float:
+        return self.t - 1_800_000_000.0 + self.base
 
 
 @pytest.fixture
@@ -181,18 +187,21 @@ def test_remembered_across_a_restart_and_forgotten_after_forget_after(
     rpi: Path, tmp_path: Path
 ) -> None:
     path, clock = tmp_path / "state.json", Clock()
-    inv = inventory(rpi, state_file=path, forget_after=3600, clock=clock)
+    inv = inventory(rpi, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
     inv.refresh()
     inv.stop()
     HostBuilder(rpi).remove_usb("2-1")
     clock.t += 60
-    again = inventory(rpi, state_file=path, forget_after=3600, clock=clock)
+    clock.base = 5.0  # another process: its own monotonic clock
+    again = inventory(rpi, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
     snap = again.refresh()
     assert snap is not None
     coral = snap.device("coral-usb-2-1")
     assert coral is not None and not coral.present
     assert coral.reason == "not seen since the start (last at port 2-1)"
-    clock.t += 3600
+    clock.t += 3540
+    assert again.refresh().device("coral-usb-2-1") is not None  # type: ignore[union-attr]
+    clock.t += 1
     assert again.refresh().device("coral-usb-2-1") is None  # type: ignore[union-attr]
 
 

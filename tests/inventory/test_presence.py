@@ -98,7 +98,7 @@ def test_memory_forgets_after_forget_after_and_no_hold_holds_nothing() -> None:
 
 def test_restored_devices_are_absent_and_never_held() -> None:
     p = Presence(3.0, None)
-    p.restore([dev(BOOT, "coral-usb", "boot", 5)])
+    p.restore([dev(BOOT, "coral-usb", "boot", 5)], 5, 0)
     [d] = p.devices(0)
     assert not d.present and d.reason == "not seen since the start (last at port 2-1)"
     assert p.held(0) == {} and p.next_expiry(0) is None
@@ -112,3 +112,33 @@ def test_buses_are_kept_apart() -> None:
     p.update(seen((apex, None)), 0, 0)
     p.update(seen(), 1, 1)
     assert p.held(1) == {"pci": (apex,)}
+
+
+def test_a_wall_clock_that_steps_never_keeps_a_device_for_ever_nor_drops_it_early() -> None:
+    """Issue 22 item 6: a Pi without an RTC, a bad NTP step: the memory counts in monotonic
+    time. Seen while the clock said 2050, gone after it was set back to 2026: forgotten
+    `forget_after` later all the same; and a step forward does not forget it at once."""
+    year = 365 * 86400.0
+    p = Presence(0.0, 100.0)
+    p.update(seen((RUNTIME, dev(RUNTIME, "coral-usb", "runtime", 80 * year))), 80 * year, 0)
+    p.update(seen(), 56 * year, 10)  # the clock set back 24 years, the device gone
+    assert len(p.devices(10)) == 1
+    p.update(seen(), 56 * year + 101, 101)
+    assert p.devices(101) == []
+    q = Presence(0.0, 100.0)
+    q.update(seen((RUNTIME, dev(RUNTIME, "coral-usb", "runtime", 100.0))), 100.0, 0)
+    q.update(seen(), 56 * year, 50)  # 1970 -> 2026 by NTP, the device gone meanwhile
+    assert len(q.devices(50)) == 1
+    q.update(seen(), 56 * year + 51, 100.5)
+    assert q.devices(100.5) == []
+
+
+def test_a_restored_device_is_remembered_from_its_last_seen_time_and_never_beyond() -> None:
+    p = Presence(0.0, 100.0)
+    young, future = dev(BOOT, "coral-usb", "boot", 960.0), dev(HUB, "hub", "", 1e300)
+    p.restore([young, future], 1000.0, 0)  # young: away 40 s; future: counts as now
+    assert len(p.devices(0)) == 2
+    p.update(seen(), 1060.0, 60.5)
+    assert [d.name for d in p.devices(60.5)] == ["hub-1-1"]
+    p.update(seen(), 1100.0, 100.5)
+    assert p.devices(100.5) == []

@@ -196,7 +196,7 @@ def check_claim_workload(run: Run) -> dict[str, Any]:
         problems += [f"{name}: {x}" for x in mount_problems(p, device, probed)]
         if any(o["name"] == w["name"] for o in pods):
             problems.append(f"{name}: got {w['name']}, which another pod has")
-        spec_file = cdi_dir(run) / f"edgefd.io-{w['uid']}.json"
+        spec_file = cdi_dir(run) / f"edgefd.io-claim_{w['uid']}.json"
         if not spec_file.exists():
             problems.append(f"{name}: no CDI spec {spec_file.name} on the node")
         pods.append({**w, "spec": spec_file})

@@ -6,7 +6,6 @@ thing to nfd-worker. Writing lives in publish.py.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .publish import render as render  # producers write with it; readers' tests use it
+from .regular import Refused, read_regular
 
 MAX_FILE_SIZE = 65536
 DIRECTIVE_PREFIX = "# +"
@@ -146,57 +146,39 @@ def parse_bytes(data: bytes, name: str = "<stdin>", now: datetime | None = None)
     return parse_text(text, name, now)
 
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
 def read_entry(
     directory_fd: int, name: str, now: datetime | None = None, producer: str | None = None
 ) -> ParsedFile:
     """Read one entry of an open features.d directory, refusing anything but a regular file.
 
     The directory is shared with other containers: a symlink planted there must not make the
-    sink read (and quote) a file elsewhere, and a FIFO must not block it. So the entry is opened
-    relative to the directory with O_NOFOLLOW (a symlink fails with ELOOP) and O_NONBLOCK, and
-    checked with fstat before a single byte is read; at most the size limit + 1 is read.
+    sink read (and quote) a file elsewhere, and a FIFO must not block it; so the entry is read
+    relative to the directory by the one bounded reader (regular.py).
     `producer` is the name the result and its messages go by (default: the file name).
     """
     label = producer or name
     where = shown(label)
     try:
-        fd = os.open(name, _OPEN_FLAGS, dir_fd=directory_fd)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return ParsedFile(name=label, error=f"{where}: is a symlink; not read")
+        data, st = read_regular(name, MAX_FILE_SIZE, dir_fd=directory_fd)
+    except FileNotFoundError as e:
         return ParsedFile(name=label, error=f"{where}: cannot open ({e.strerror or e})")
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ParsedFile(name=label, error=f"{where}: not a regular file; not read")
-        if st.st_size > MAX_FILE_SIZE:
-            return ParsedFile(
-                name=label,
-                error=f"{where}: {st.st_size} bytes, over the {MAX_FILE_SIZE}-byte limit",
-            )
-        chunks: list[bytes] = []
-        left = MAX_FILE_SIZE + 1
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    except OSError as e:
-        return ParsedFile(name=label, error=f"{where}: cannot read ({e.strerror or e})")
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_SIZE:
-        return ParsedFile(
-            name=label, error=f"{where}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
-        )
+    except Refused as e:
+        return ParsedFile(name=label, error=_refused(where, e))
     parsed = parse_bytes(data, label, now)
     partial = data.count(b"\n") + 1 if data and not data.endswith(b"\n") else None
     return replace(parsed, mtime=st.st_mtime, partial_line=partial)
+
+
+def _refused(where: str, e: Refused) -> str:
+    if e.kind == "symlink":
+        return f"{where}: is a symlink; not read"
+    if e.kind == "not-regular":
+        return f"{where}: not a regular file; not read"
+    if e.kind == "too-large":
+        if "growing" in str(e):
+            return f"{where}: over the {MAX_FILE_SIZE}-byte limit (still growing?)"
+        return f"{where}: {e.size} bytes, over the {MAX_FILE_SIZE}-byte limit"
+    return f"{where}: {e}"
 
 
 def read_feature_files(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import OutputError
 from .output import write_stdout
+from .regular import Refused, read_regular
 
 
 def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
@@ -27,41 +28,41 @@ def render(labels: Mapping[str, str], producer: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
-def _same_content(path: Path, data: bytes) -> bool:
+def _same_content(path: Path, data: bytes, own: bool = False) -> bool:
     """Whether `path` already holds exactly `data`; OutputError unless it is a regular file
     or absent (a FIFO there would block a plain open() for ever, a symlink could point a
-    producer's write anywhere)."""
+    producer's write anywhere), or the file is the writer's `own` (then the rename replaces
+    whatever is in its place, never writing through it)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return False
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode) and own:
+        return False
     if not stat.S_ISREG(st.st_mode):
         kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a regular file"
         raise OutputError(f"{path} is {kind}; refusing to write there")
     if st.st_size != len(data):
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read(len(data) + 1) == data
-    except OSError:
+        return read_regular(path, len(data))[0] == data
+    except (OSError, Refused):  # replaced meanwhile, or unreadable: write it
         return False
 
 
-def write_atomic(path: Path, data: bytes) -> bool:
+def write_atomic(path: Path, data: bytes, *, own: bool = False) -> bool:
     """Replace `path` with `data` atomically; return False (and touch nothing) if unchanged.
+    `own`: a file only this process writes (its state): a symlink or FIFO found in its place
+    is replaced, not refused.
 
     The temp file is a dot-file in the same directory, so readers skip it and the rename stays
     on one filesystem; it is fsynced before the rename and the directory after, so a crash
     leaves either the old or the new file, never a truncated one. OSError on failure.
     """
     path = Path(path)
-    if _same_content(path, data):
+    if _same_content(path, data, own):
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # lazy: a dry run never writes

@@ -92,10 +92,12 @@ class App:
         self.inventory = make_inventory(opts, config, self.metrics)
         self.links = LinkKeeper(opts.layout)
         self.inventory.subscribe(self._keep_links, name="device links")
+        self.cdi_specs: Any = None
         if opts.cdi_spec_dir and opts.device_plugin:
             from .cdi import DEFAULT_VENDOR, ResourceSpecs
 
             specs = ResourceSpecs(opts.cdi_spec_dir, opts.cdi_prefix or DEFAULT_VENDOR, opts.layout)
+            self.cdi_specs = specs
             self.inventory.subscribe(
                 lambda snap: specs.sync(self._by_resource(snap)), name="CDI specs"
             )
@@ -104,8 +106,9 @@ class App:
         if opts.device_plugin:
             from .v1beta1.frontend import DevicePluginFrontend
 
+            written = self.cdi_specs.written if self.cdi_specs is not None else None
             self.v1 = DevicePluginFrontend(
-                config, opts.plugin_dir, opts.layout, opts.cdi_prefix, self.metrics
+                config, opts.plugin_dir, opts.layout, opts.cdi_prefix, self.metrics, written
             )
             self.frontends.append(self.v1)
         self.dra = dra(config, opts.layout, self.metrics) if dra is not None else None

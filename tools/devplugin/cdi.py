@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -37,11 +38,15 @@ from .container import USB_DEV_DIR, bus_mount, container_path
 from .container import env as container_env
 from .links import LinkLayout
 
+log = logging.getLogger(__name__)
+
 CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7
 VENDOR = "edgefd.io"
 DEFAULT_VENDOR = VENDOR  # the device plugin's CDI names without --cdi-prefix
 CLAIM_KIND = f"{VENDOR}/claim"
 DEFAULT_DIR = "/var/run/cdi"
+CLAIM_SPEC_INFIX = "claim_"
+MAX_SPEC_BYTES = 4 << 20  # what is read back of a spec file (its kind); nothing of ours is near
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -103,6 +108,19 @@ def spec_path(directory: str | os.PathLike[str], kind: str, suffix: str) -> Path
     return Path(directory) / f"{vendor}-{_UNSAFE.sub('_', suffix)}.json"
 
 
+def claim_spec_path(directory: str | os.PathLike[str], uid: str) -> Path:
+    """`<dir>/edgefd.io-claim_<UID>.json`, CDI's name for a transient spec (vendor-class, `_`,
+    the transient ID), for a claim UID already checked by the caller. The device plugin's
+    `<vendor>-<class>.json` in the same directory (`--api both`) cannot take this name: its
+    class would have to be `claim_<UID>`, which ResourceSpecs refuses (`is_claim_spec`)."""
+    return Path(directory) / f"{VENDOR}-{CLAIM_SPEC_INFIX}{uid}.json"
+
+
+def is_claim_spec(path: Path) -> bool:
+    """Whether a file name is the kind a DRA claim's spec has (present or future)."""
+    return path.name.startswith(f"{VENDOR}-{CLAIM_SPEC_INFIX}")
+
+
 def render(doc: dict[str, Any]) -> bytes:
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
@@ -133,13 +151,26 @@ def device_entry(name: str, dev: Device, res: Resource, links: LinkLayout) -> di
 class ResourceSpecs:
     """The device plugin's CDI specs (--cdi-spec-dir): one file per CDI kind
     (`edgefd.io/coral-usb` -> `edgefd.io-coral-usb.json`), devices under their names, kept
-    current on every snapshot. Files of kinds that are gone are removed."""
+    current on every snapshot. Files of kinds that are gone are removed.
+
+    One kind's file that cannot be written (a symlink or FIFO in its place, a kind whose file
+    would be a DRA claim's) costs that kind only: one warning when it starts failing (not on
+    every scan), the other kinds are still written, and `written()` tells Allocate which CDI
+    names have a spec on disk, so it never answers with a name the runtime cannot resolve.
+    What is in the way is not ours: it is neither replaced nor removed."""
 
     def __init__(self, directory: str, prefix: str, links: LinkLayout) -> None:
         self.directory = directory
         self.prefix = prefix
         self.links = links
-        self._files: set[Path] = set()
+        self._files: set[Path] = set()  # the files this process wrote
+        self._problems: dict[Path, str] = {}  # files that cannot be written now, and why
+        self._ready: dict[str, frozenset[str]] = {}  # kind -> device names in its file
+
+    def written(self, name: str) -> bool:
+        """Whether a qualified CDI name (`vendor/class=device`) is in a spec on disk."""
+        kind, _, device = name.partition("=")
+        return device in self._ready.get(kind, ())
 
     def sync(self, resources: Iterable[tuple[Resource, tuple[Device, ...]]]) -> list[Path]:
         """Write what changed; return the files written."""
@@ -151,15 +182,33 @@ class ResourceSpecs:
                 if entry is not None:
                     entries.setdefault(d.name, entry)  # one name, one device: first resource wins
         written = []
-        files = set()
+        files, wanted, ready = set(), set(), {}
         for kind, entries in sorted(by_kind.items()):
             if not entries:  # the CDI library refuses a spec without devices
                 continue
             path = spec_path(self.directory, kind, kind.partition("/")[2])
+            wanted.add(path)
+            try:
+                if is_claim_spec(path):
+                    raise OutputError(f"{path}: the name of a DRA claim's spec; not written")
+                if write(path, spec(kind, [entries[k] for k in sorted(entries)])):
+                    written.append(path)
+            except OutputError as e:
+                self._problem(path, f"{kind}: {e}; its devices get device specs instead")
+                continue
+            if self._problems.pop(path, None) is not None:
+                log.warning("%s: written again", path)
             files.add(path)
-            if write(path, spec(kind, [entries[k] for k in sorted(entries)])):
-                written.append(path)
-        for stale in self._files - files:
+            ready[kind] = frozenset(entries)
+        self._ready = ready
+        for stale in self._files - wanted:
             remove(stale)
+        for gone in set(self._problems) - wanted:
+            del self._problems[gone]
         self._files = files
         return written
+
+    def _problem(self, path: Path, why: str) -> None:
+        if self._problems.get(path) != why:
+            log.warning("%s", why)
+        self._problems[path] = why

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -37,21 +38,29 @@ API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
 
 
-def _serve(app: App) -> int:
-    """Run until SIGTERM/SIGINT; SIGHUP reloads the configuration."""
-    from edgefd.runtime.signals import Signals
+def _serve(make_app: Callable[[], App]) -> int:
+    """Build and start the App, then run until SIGTERM/SIGINT; SIGHUP reloads the
+    configuration. A stop signal at any point of start-up ends it at once (Signals.starting):
+    whatever had started is stopped, exit 0."""
+    from edgefd.runtime.signals import Signals, StopDuringStartup
 
     with Signals(reload=True) as signals:
+        app: App | None = None
         try:
-            app.start()
+            with signals.starting():
+                app = make_app()
+                app.start()
             while not signals.stop_requested:
                 signals.wait()
                 if signals.take_reload():
                     log.info("SIGHUP: reloading the configuration")
                     app.reload()
             log.info("stopping")
+        except StopDuringStartup as e:
+            log.info("%s during start-up: stopping", e)
         finally:
-            app.stop()
+            if app is not None:
+                app.stop()
     return 0
 
 
@@ -169,11 +178,15 @@ def main(
     )
     if dry_run:
         return _dry_run(config, opts, output, node_name)
-    dra_factory = None
-    if dra:
-        assert node_name
-        dra_factory = _dra_frontend(node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
-    return _serve(App(opts, config, lambda: load_config(config_path), dra_factory))
+
+    def make_app() -> App:
+        dra_factory = None
+        if dra:
+            assert node_name
+            dra_factory = _dra_frontend(node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
+        return App(opts, config, lambda: load_config(config_path), dra_factory)
+
+    return _serve(make_app)
 
 
 def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:

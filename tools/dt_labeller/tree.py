@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgefd.core.regular import kind_of
+
 FDT_MAGIC = 0xD00DFEED
 HEADER_SIZE = 40  # version 17 header; version 16 lacks only size_dt_struct (the last field)
 MAX_BLOB_SIZE = 8 * 1024 * 1024  # real board blobs are 10-250 KB; the kernel caps fdt at 2 MB
@@ -221,18 +223,6 @@ def parse_blob(data: bytes, source: str = "<blob>") -> DeviceTree:
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device node"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _read_bounded(fd: int, limit: int) -> bytes:
     chunks = []
     size = 0
@@ -259,7 +249,7 @@ def read_blob_file(path: str | os.PathLike[str], allow_pipe: bool = False) -> by
         if stat.S_ISFIFO(mode) and allow_pipe:
             os.set_blocking(fd, True)
         elif not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a devicetree blob file")
+            raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a devicetree blob file")
         data = _read_bounded(fd, MAX_BLOB_SIZE)
     finally:
         os.close(fd)
@@ -279,7 +269,7 @@ def _read_prop(path: str, warnings: list[str], host_path: str) -> bytes | None:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            warnings.append(f"{host_path}: {_kind(mode)}; property ignored")
+            warnings.append(f"{host_path}: {kind_of(mode)}; property ignored")
             return None
         data = _read_bounded(fd, MAX_PROP_FILE)
     except OSError as e:

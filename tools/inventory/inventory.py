@@ -257,7 +257,7 @@ class Inventory:
             devices, self._old_files = state.migrate_known(Path(migrate_from), self.catalogue, now)
         else:
             devices = state.load(self.state_file, now)
-        self._presence.restore(devices)
+        self._presence.restore(devices, now, self._mono())
 
     def _save(self, force: bool = False) -> None:
         """Write the remembered devices when who, where or whether present changed (not on

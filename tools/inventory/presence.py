@@ -14,8 +14,11 @@ returns; it is forgotten `forget_after` seconds after it was last seen (None: ne
 remembered by an earlier run (the state file) come back absent.
 
 Identity: a device's name (its model and place, or serial: naming.py); a record nothing
-selects (a hub, a NIC) is known by its place alone. Times: `mono` (monotonic) for the hold,
-`wall` for last-seen times, which outlive the process.
+selects (a hub, a NIC) is known by its place alone. Times: both the hold and the memory count
+in monotonic time (`mono`), so a wall clock that steps (a Pi without an RTC, a bad NTP step,
+either way) never keeps a device for ever nor drops one early; `wall` (last-seen times) only
+places a device remembered by an earlier run: it has been away since `now - last_seen`, never
+less than nothing (a last-seen time in the future counts as now).
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ RESTORED = float("-inf")  # missing since before this process started: never hel
 
 
 class _Entry:
-    __slots__ = ("device", "missing_since", "record")
+    __slots__ = ("device", "missing_since", "record", "seen_at")
 
-    def __init__(self, record: Any, device: Device | None, missing: float | None = None) -> None:
+    def __init__(
+        self, record: Any, device: Device | None, seen_at: float, missing: float | None = None
+    ) -> None:
         self.record = record  # the bus record as last seen (None: known from the state file)
         self.device = device  # the device as last seen, present (None: a plain record)
+        self.seen_at = seen_at  # monotonic: the last scan that saw it
         self.missing_since = missing  # monotonic; None while present
 
 
@@ -50,24 +56,27 @@ class Presence:
         self.forget_after = forget_after
         self._entries: dict[str, _Entry] = {}
 
-    def restore(self, devices: Iterable[Device]) -> None:
+    def restore(self, devices: Iterable[Device], wall: float, mono: float) -> None:
         """Devices an earlier run knew; absent until a scan sees them."""
         for d in devices:
             if d.name not in self._entries:
-                self._entries[d.name] = _Entry(None, d._replace(present=True, reason=""), RESTORED)
+                away = max(0.0, wall - d.last_seen)  # a time in the future: seen now
+                dev = d._replace(present=True, reason="")
+                self._entries[d.name] = _Entry(None, dev, mono - away, RESTORED)
 
     def update(self, seen: Iterable[tuple[Any, Device | None]], wall: float, mono: float) -> None:
-        """One scan: (record, the device it is or None) for everything present now."""
+        """One scan: (record, the device it is or None) for everything present now. (`wall`
+        is the devices' last-seen time, already in them: only `mono` counts here.)"""
         now: dict[str, _Entry] = {}
         for record, dev in seen:
             ident = dev.name if dev is not None else record_identity(record)
-            now.setdefault(ident, _Entry(record, dev))
+            now.setdefault(ident, _Entry(record, dev, mono))
         for ident, e in list(self._entries.items()):
             if ident in now:
                 continue
             if e.missing_since is None:
                 e.missing_since = mono
-            if not (self._held(e, mono) or self._remembered(e, wall)):
+            if not (self._held(e, mono) or self._remembered(e, mono)):
                 del self._entries[ident]
         self._entries.update(now)
 
@@ -78,10 +87,10 @@ class Presence:
             and mono - e.missing_since < self.hold
         )
 
-    def _remembered(self, e: _Entry, wall: float) -> bool:
+    def _remembered(self, e: _Entry, mono: float) -> bool:
         if e.device is None:
             return False
-        return self.forget_after is None or wall - e.device.last_seen <= self.forget_after
+        return self.forget_after is None or mono - e.seen_at <= self.forget_after
 
     # -- the hold (labels)
 

@@ -5,8 +5,9 @@ under its name, for as long as `forget_after` says.
 The file is the process's own, but it lives on the host and a hostile or broken one must cost
 nothing: it is read without following a symlink or blocking on a FIFO, at most MAX_BYTES, and
 every entry is checked (a name the naming rule would make, nodes under /dev, a finite
-last-seen time that is not in the future). What is wrong is dropped with one warning; nothing
-here raises. Written atomically (temp file, fsync, rename), replacing whatever was there.
+last-seen time, not before 1970; one in the future counts as now). What is wrong is dropped
+with one warning; nothing here raises. Written atomically (temp file, fsync, rename),
+replacing whatever was there.
 
 Migration: the device plugin kept `<links-dir>/<resource>/.known.json` per resource before;
 when there is no state file yet, those are read once, named the new way, and removed once
@@ -18,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from edgefd.bus.key import DeviceKey, DevNode, dev_number
 from edgefd.bus.sysfs import dev_path
 from edgefd.core.log import get_logger
 from edgefd.core.publish import write_atomic
+from edgefd.core.regular import Refused, read_regular
 
 from .device import Device, Facts
 from .naming import device_name
@@ -47,29 +47,16 @@ PLACES = {  # what the kernel names a USB port path and a PCI address
     "usb": re.compile(r"usb[0-9]{1,3}|[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}"),
     "pci": re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]"),
 }
-_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
     """(document, None), or (None, why not): missing is (None, None)."""
     try:
-        fd = os.open(path, _OPEN)
+        data, _ = read_regular(path, MAX_BYTES)
     except FileNotFoundError:
         return None, None
-    except OSError as e:
-        why = "a symlink" if e.errno == 40 else (e.strerror or str(e))
-        return None, f"cannot be read ({why})"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "not a regular file"
-        if st.st_size > MAX_BYTES:
-            return None, f"larger than {MAX_BYTES} bytes"
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError as e:
-        return None, f"cannot be read ({e.strerror or e})"
-    finally:
-        os.close(fd)
+    except Refused as e:
+        return None, str(e)
     try:
         return json.loads(data), None
     except (ValueError, RecursionError) as e:
@@ -87,11 +74,14 @@ def _opt_text(v: Any) -> str | None:
 
 
 def _time(v: Any, now: float) -> float:
+    """A last-seen time; one further in the future than FUTURE_SLACK (a clock that was wrong
+    when it was written, or is wrong now: a Pi without an RTC) counts as now. The memory
+    counts in monotonic time from there (presence.py), so no time keeps a device for ever."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         raise ValueError(f"last_seen {v!r} is not a time")
-    if not 0 <= v <= now + FUTURE_SLACK:
+    if v < 0:
         raise ValueError(f"last_seen {v!r} is out of range")
-    return float(v)
+    return float(v) if v <= now + FUTURE_SLACK else now
 
 
 def _node(v: Any) -> DevNode:
@@ -174,13 +164,23 @@ def device_to_json(d: Device) -> dict[str, Any]:
 def _checked(path: Path, entries: Iterable[Any], now: float) -> list[Device]:
     devices: dict[str, Device] = {}
     dropped: list[str] = []
+    future: list[str] = []
     for obj in entries:
         try:
             d = device_from_json(obj, now)
         except (ValueError, TypeError) as e:
             dropped.append(str(e))
             continue
+        if d.last_seen != obj["last_seen"]:
+            future.append(d.name)
         devices.setdefault(d.name, d)
+    if future:
+        log.warning(
+            "%s: %d last-seen time(s) in the future (%s ...): counted as now; is the clock right?",
+            path,
+            len(future),
+            future[0],
+        )
     if dropped:
         log.warning(
             "%s: %d entr%s dropped (%s)",
@@ -209,11 +209,8 @@ def load(path: Path, now: float) -> list[Device]:
 def save(path: Path, devices: Sequence[Device]) -> None:
     """Write the file atomically, replacing a symlink or anything else found in its place.
     OSError when it cannot be written."""
-    with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            os.unlink(path)
     body = {"version": VERSION, "devices": [device_to_json(d) for d in devices]}
-    write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
+    write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode(), own=True)
 
 
 # -- migration from the device plugin's per-resource `.known.json`

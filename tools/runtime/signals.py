@@ -3,6 +3,12 @@
 A handler may safely do very little, so it only sets a flag and writes a byte to a pipe: a
 select() loop puts `fileno()` beside its other fds and wakes at once, a plain loop calls
 `wait()`. Other threads (a watcher noticing a change) use `wake()` the same way.
+
+Start-up is the exception: nothing checks the flag until the loop runs, so a call that blocks
+while starting (a file that turns out to be a FIFO, a slow mount, a peer that does not answer)
+would make a stop request wait for it, for ever in the worst case. Inside `starting()`, a stop
+signal therefore also raises StopDuringStartup in the main thread, which ends a blocked system
+call at once; the caller unwinds and stops what it had started.
 """
 
 from __future__ import annotations
@@ -12,12 +18,18 @@ import logging
 import os
 import select
 import signal
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopDuringStartup(BaseException):
+    """A stop signal arrived while starting (a BaseException: no `except Exception` on the
+    way may swallow it)."""
 
 
 class Signals:
@@ -29,6 +41,7 @@ class Signals:
         self._old: dict[int, Any] = {}
         self.stop_requested = False
         self._reload_requested = False
+        self._starting = False
 
     def install(self) -> Signals:
         """Take over the signals (main thread only); `restore()` gives them back."""
@@ -43,6 +56,20 @@ class Signals:
         else:
             self.stop_requested = True
         self.wake()
+        if self._starting and signum != signal.SIGHUP:
+            self._starting = False
+            raise StopDuringStartup(signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """While the block runs, a stop signal raises StopDuringStartup (main thread)."""
+        if self.stop_requested:
+            raise StopDuringStartup("stop requested")
+        self._starting = True
+        try:
+            yield
+        finally:
+            self._starting = False
 
     def request_stop(self) -> None:
         self.stop_requested = True

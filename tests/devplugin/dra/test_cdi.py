@@ -94,7 +94,7 @@ def test_prepare_writes_the_claim_spec(setup) -> None:
     [dev] = p.prepare(ref)
     assert dev.cdi_ids == (f"edgefd.io/claim={ref.uid}-coral-usb-2-1",)
     assert (dev.request, dev.pool, dev.device) == ("tpu", NODE, "coral-usb-2-1")
-    spec = read(cdi_dir / f"edgefd.io-{ref.uid}.json")
+    spec = read(cdi_dir / f"edgefd.io-claim_{ref.uid}.json")
     assert spec == {
         "cdiVersion": "0.6.0",
         "kind": "edgefd.io/claim",
@@ -128,7 +128,7 @@ def test_pci_devices_keep_their_node_name(setup) -> None:
     p, claims, cdi_dir = setup
     ref = claims.add("c2", ["coral-pcie-0000-02-00-0"])
     p.prepare(ref)
-    [dev] = read(cdi_dir / f"edgefd.io-{ref.uid}.json")["devices"]
+    [dev] = read(cdi_dir / f"edgefd.io-claim_{ref.uid}.json")["devices"]
     assert dev["containerEdits"] == {
         "deviceNodes": [{"path": "/dev/apex_0", "hostPath": "/dev/apex_0", "permissions": "rw"}]
     }
@@ -185,7 +185,7 @@ def test_an_unplugged_device_cannot_be_prepared_but_a_prepared_claim_stays(setup
     p.update(table((coral(present=False, reason="unplugged"), CORAL)))
     # already prepared: the same answer (a kubelet restart asks again), spec points at the link
     assert p.prepare(ref)[0].device == "coral-usb-2-1"
-    [dev] = read(cdi_dir / f"edgefd.io-{ref.uid}.json")["devices"]
+    [dev] = read(cdi_dir / f"edgefd.io-claim_{ref.uid}.json")["devices"]
     link = dev["containerEdits"]["deviceNodes"][0]["hostPath"]
     assert link == os.path.join(p.links.directory, "edgefd.io_coral-usb", "coral-usb-2-1", "0")
     # a new claim for it is refused until it is back
@@ -198,7 +198,7 @@ def test_the_spec_follows_a_reenumeration(setup) -> None:
     p, claims, cdi_dir = setup
     ref = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(ref)
-    path = cdi_dir / f"edgefd.io-{ref.uid}.json"
+    path = cdi_dir / f"edgefd.io-claim_{ref.uid}.json"
     before = path.stat().st_mtime_ns
     p.update(table((coral(), CORAL), (apex(), PCIE)))
     assert path.stat().st_mtime_ns == before  # nothing moved: not rewritten
@@ -229,7 +229,7 @@ def test_the_checkpoint_survives_a_restart(setup, tmp_path: Path) -> None:
     p2 = Preparer(NODE, str(cdi_dir), p.links, cp, claims)
     p2.update(table((coral("/dev/bus/usb/002/009"), CORAL)))
     assert p2.prepare(ref) == first and claims.gets == 1
-    assert "002/009" in (cdi_dir / f"edgefd.io-{ref.uid}.json").read_text()
+    assert "002/009" in (cdi_dir / f"edgefd.io-claim_{ref.uid}.json").read_text()
 
 
 def test_a_corrupt_checkpoint_is_moved_aside(tmp_path: Path, caplog) -> None:
@@ -245,15 +245,20 @@ def test_sweep_removes_only_orphaned_claim_specs(setup) -> None:
     p, claims, cdi_dir = setup
     kept = claims.add("c1", ["coral-usb-2-1"])
     p.prepare(kept)
-    orphan = cdi_dir / f"edgefd.io-{uuid.uuid4()}.json"
+    orphan = cdi_dir / f"edgefd.io-claim_{uuid.uuid4()}.json"
     orphan.write_text(json.dumps(cdi.spec(cdi.CLAIM_KIND, [{"name": "x"}])))
+    # an earlier release's names (`edgefd.io-<UID>.json`): gone, also the kept claim's
+    legacy = cdi_dir / f"edgefd.io-{uuid.uuid4()}.json"
+    legacy.write_text(json.dumps(cdi.spec(cdi.CLAIM_KIND, [{"name": "x"}])))
+    legacy_kept = cdi_dir / f"edgefd.io-{kept.uid}.json"
+    legacy_kept.write_text(json.dumps(cdi.spec(cdi.CLAIM_KIND, [{"name": "x"}])))
     other_kind = cdi_dir / f"edgefd.io-{uuid.uuid4()}.json"
     other_kind.write_text(json.dumps(cdi.spec("edgefd.io/coral-usb", [{"name": "x"}])))
     plugin_spec = cdi_dir / "edgefd.io-coral-usb.json"
     plugin_spec.write_text("{}")
-    assert p.sweep() == [orphan]
+    assert sorted(p.sweep()) == sorted([orphan, legacy, legacy_kept])
     assert other_kind.exists() and plugin_spec.exists()
-    assert (cdi_dir / f"edgefd.io-{kept.uid}.json").exists()
+    assert (cdi_dir / f"edgefd.io-claim_{kept.uid}.json").exists()
 
 
 # -- the device plugin's own specs (--cdi-spec-dir)
@@ -280,7 +285,7 @@ def test_device_plugin_specs_and_the_allocate_answer_agree(tmp_path: Path) -> No
         "options": ["bind", "ro", "nosuid"],
     } in by_name["coral-usb-2-1"]["mounts"]
     # Allocate names the spec's devices and carries the env, nothing else
-    resp = container_response(res, [coral()], layout, None)
+    resp = container_response(res, [coral()], layout, None, specs.written)
     assert [c.name for c in resp.cdi_devices] == ["edgefd.io/coral-usb=coral-usb-2-1"]
     assert not resp.devices and not resp.mounts
     assert dict(resp.envs) == {"LIBEDGETPU": "1", "EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}

@@ -1,7 +1,8 @@
 """The device plugin's CDI mode (`--cdi-spec-dir`) against the kubelet's own device-manager
 code (tests/harness kubelet-devices): the specs are written for the devices it advertises, the
 kubelet checkpoints an Allocate answer of CDI names and env only, and a re-plug rewrites the
-spec with the device's new node (what the runtime resolves at the next container creation)."""
+spec with the device's new node (what the runtime resolves at the next container creation);
+a kind whose spec cannot be written is answered with device specs."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ from tests.peers.kubelet import KubeletDevices
 pytestmark = pytest.mark.realpeer
 
 CORAL = "edgefd.io/coral-usb"
+PCIE = "edgefd.io/coral-pcie"
+PCIE_CORAL = {
+    "address": "0000:03:00.0",
+    "class": "088000",
+    "vendor": "1ac1",
+    "device": "089a",
+    "driver": "apex",
+    "class_devices": [{"class": "apex", "name": "apex_0", "devname": "apex_0", "major": 509}],
+}
 
 
 @pytest.fixture
@@ -72,6 +82,47 @@ def test_allocate_answers_with_cdi_names_whose_specs_follow_the_device(
         while current() != "/dev/bus/usb/002/011" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert current() == "/dev/bus/usb/002/011", (old, current())
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.terminate()
+        if p.proc.poll() is None:
+            p.proc.kill()
+
+
+def test_a_symlink_at_one_kinds_spec_path_costs_that_kind_only(
+    kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    """Its devices are answered with device specs (never a CDI name without a spec), the other
+    kinds are written, one warning however many scans, and the link's target is untouched."""
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    HostBuilder(host).add_pci(PCIE_CORAL)
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    target = tmp_path / "elsewhere.json"
+    target.write_text("keep\n")
+    (cdi / "edgefd.io-coral-usb.json").symlink_to(target)
+    p = PluginProcess(host, kubelet.plugin_dir, f"--cdi-spec-dir={cdi}", "--rescan-interval=0.5s")
+    try:
+        _registered_all(kubelet, [CORAL, PCIE])
+        _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
+        r = kubelet.allocate(CORAL, count=1)
+        assert r["ok"], r
+        assert not r["cdi_devices"]
+        assert [d["container_path"] for d in r["devices"]] == ["/dev/edgefd/coral-usb-2-1"]
+        assert r["envs"] == {"EDGEFD_CORAL_USB_DEVICES": "coral-usb-2-1"}
+        _devices_event(kubelet, PCIE, ["coral-pcie-0000-03-00-0"], 0)
+        r = kubelet.allocate(PCIE, count=1)
+        assert r["ok"], r
+        assert r["cdi_devices"] == [{"name": "edgefd.io/coral-pcie=coral-pcie-0000-03-00-0"}]
+        assert json.loads((cdi / "edgefd.io-coral-pcie.json").read_text())["devices"]
+        time.sleep(2.0)  # several rescans
+        warnings = [
+            line for line in p.log.read_text().splitlines() if "edgefd.io-coral-usb.json" in line
+        ]
+        assert len(warnings) == 1, warnings
+        assert "is a symlink" in warnings[0] and "device specs instead" in warnings[0]
+        assert target.read_text() == "keep\n"
+        assert (cdi / "edgefd.io-coral-usb.json").is_symlink()
     finally:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.terminate()

@@ -106,7 +106,7 @@ def test_prepare_and_unprepare(served, kubelet_dir: Path) -> None:
         # the failing claim is reported in its own entry (the kubelet retries it)
         assert "coral-usb-9-9 is not on node" in resp.claims[bad.uid].error
         assert not resp.claims[bad.uid].devices
-        spec = kubelet_dir / "cdi" / f"edgefd.io-{ok.uid}.json"
+        spec = kubelet_dir / "cdi" / f"edgefd.io-claim_{ok.uid}.json"
         assert spec.exists()
         un = stub.NodeUnprepareResources(
             dra.NodeUnprepareResourcesRequest(

@@ -74,8 +74,9 @@ def plugins(api: Api) -> Iterator[list[DraPlugin]]:
 
 
 def start(plugins: list[DraPlugin], api: Api, host: Path, node: str, work: Path | None = None):
-    p = DraPlugin(host, node, api.kubeconfig, work=work).start()  # type: ignore[attr-defined]
-    plugins.append(p)
+    p = DraPlugin(host, node, api.kubeconfig, work=work)  # type: ignore[attr-defined]
+    plugins.append(p)  # closed by the fixture also when it never comes up
+    p.start()
     wait_until(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
     return p
 
@@ -211,7 +212,7 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
         [dev] = got.devices
         assert (dev.pool_name, dev.device_name) == (node, "coral-usb-2-2")
         assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={uid}-coral-usb-2-2"]
-        spec = json.loads((p.cdi_dir / f"edgefd.io-{uid}.json").read_text())
+        spec = json.loads((p.cdi_dir / f"edgefd.io-claim_{uid}.json").read_text())
         [node_edit] = spec["devices"][0]["containerEdits"]["deviceNodes"]
         assert node_edit == {
             "path": "/dev/edgefd/coral-usb-2-2",
@@ -231,7 +232,7 @@ def test_the_scheduler_allocates_by_port_and_the_plugin_prepares_it(
             dra.NodeUnprepareResourcesRequest(claims=[ref]), timeout=10
         )
         assert not un.claims[uid].error
-    assert not (p.cdi_dir / f"edgefd.io-{uid}.json").exists()
+    assert not (p.cdi_dir / f"edgefd.io-claim_{uid}.json").exists()
     assert p2.writes() == 0  # restarted over an unchanged slice: nothing written
 
 

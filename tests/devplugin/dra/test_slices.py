@@ -152,3 +152,13 @@ def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
     assert out.stderr.strip() == (
         "devplugin: error: --api dra needs --node-name (or $NODE_NAME): the pool's node"
     )
+
+
+@pytest.mark.parametrize("t", [1e300, 4e11, float("inf"), float("nan"), -5.0, 0.0, 253402300800.0])
+def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> None:
+    """Issue 22 item 6: no OverflowError, no five-digit year the API server refuses; the
+    server sets timeAdded itself (publisher.py ignores what it adds)."""
+    [taint] = slices.taints(_dev(present=False, reason="unplugged", last_seen=t))
+    assert "timeAdded" not in taint and taint["value"] == "unplugged"
+    edge = _dev(present=False, reason="unplugged", last_seen=253402300799.0)
+    assert slices.taints(edge)[0]["timeAdded"] == "9999-12-31T23:59:59Z"

@@ -6,7 +6,9 @@ are still prepared, and the CDI specs of prepared claims are kept current after 
 One JSON file beside the plugin's socket (`<kubelet-dir>/plugins/edgefd.io/checkpoint.json`),
 replaced atomically on every change. An unreadable file is moved aside (`.corrupt`) and the
 plugin starts empty: the kubelet's own checkpoint still lists the claims, and Unprepare
-removes a claim's spec by its UID whatever this file says.
+removes a claim's spec by its UID whatever this file says. It is read by the one bounded,
+non-blocking reader (edgefd.core.regular): a FIFO, a symlink or a huge file in its place is
+"unreadable", never a start-up that hangs.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from edgefd.core.publish import write_atomic
+from edgefd.core.regular import Refused, read_regular
 
 log = logging.getLogger(__name__)
 
 VERSION = 1
 FILE = "checkpoint.json"
+MAX_BYTES = 16 << 20  # thousands of claims; a FIFO, a link or /dev/zero here is never read
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class Checkpoint:
 
     def load(self) -> dict[str, PreparedClaim]:
         try:
-            data = json.loads(self.path.read_bytes())
+            data = json.loads(read_regular(self.path, MAX_BYTES)[0])
             if data.get("version") != VERSION:
                 raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
             claims = {c.uid: c for c in (_claim(o) for o in data.get("claims", []))}
@@ -80,7 +84,15 @@ class Checkpoint:
                 )
         except FileNotFoundError:
             claims = {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (
+            Refused,
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            RecursionError,
+        ) as e:
             aside = self.path.with_name(FILE + ".corrupt")
             log.error("%s is unreadable (%s); moved to %s, starting empty", self.path, e, aside)
             with contextlib.suppress(OSError):
@@ -112,4 +124,5 @@ class Checkpoint:
             "node": self.node,
             "claims": [asdict(c) for _, c in sorted(self._claims.items())],
         }
-        write_atomic(self.path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
+        data = (json.dumps(body, indent=1, sort_keys=True) + "\n").encode()
+        write_atomic(self.path, data, own=True)  # a link or FIFO put there later: replaced

@@ -3,10 +3,17 @@ back. What NodePrepareResources and NodeUnprepareResources do, without the gRPC.
 
 Prepare reads the claim from the API server (the kubelet sends only its namespace, name and
 UID), takes the results for this driver and this node's pool, checks every device is here and
-usable, writes the claim's CDI spec (`edgefd.io-<claim UID>.json`, devices
-`edgefd.io/claim=<UID>-<device name>`) and records the claim in the checkpoint. It is
-idempotent: a claim already prepared gets the same answer without asking the API server.
-Unprepare removes the spec and the record; an unknown claim is already unprepared.
+usable, writes the claim's CDI spec (`edgefd.io-claim_<claim UID>.json`, devices
+`edgefd.io/claim=<UID>-<device name>`, each device once however often the claim lists it) and
+records the claim in the checkpoint. It is idempotent: a claim already prepared gets the same
+answer without asking the API server. Unprepare removes the spec and the record; an unknown
+claim is already unprepared.
+
+The UID the kubelet sends names a file in a CDI directory the device plugin may share
+(`--api both`), so both calls refuse anything but a Kubernetes UID (a lower-case RFC 4122
+UUID, what the API server assigns): `coral-usb` must never name `edgefd.io-coral-usb.json`.
+Releases before this one named claim specs `edgefd.io-<UID>.json`; the start-up sweep
+removes those (their claims' specs are written under the new name first).
 
 A prepared claim's spec is rewritten whenever one of its devices moves (cdi.py says why),
 including after a plugin restart (the checkpoint says which claims).
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
+from edgefd.core.regular import Refused, read_regular
 
 from .. import cdi
 from ..links import LinkLayout
@@ -33,7 +41,23 @@ from .table import Entry
 
 log = logging.getLogger(__name__)
 
-_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+
+
+def checked_uid(uid: str) -> str:
+    """`uid` if it is a Kubernetes UID; PrepareError (that claim's error) otherwise."""
+    if not _UID.match(uid):
+        shown = uid[:64].encode("unicode_escape").decode()
+        raise PrepareError(f"claim UID {shown!r} is not a Kubernetes UID; refused")
+    return uid
+
+
+def _kind(path: Path) -> Any:
+    """The `kind` of a CDI spec file, or None (not read: anything but a small regular file)."""
+    try:
+        return json.loads(read_regular(path, cdi.MAX_SPEC_BYTES)[0]).get("kind")
+    except (OSError, Refused, ValueError, AttributeError, RecursionError):
+        return None
 
 
 class ClaimSource(Protocol):
@@ -80,15 +104,15 @@ class Preparer:
                     log.error("claim %s/%s: %s", claim.namespace, claim.name, e)
 
     def spec_file(self, uid: str) -> Path:
-        return cdi.spec_path(self.cdi_dir, cdi.CLAIM_KIND, uid)
+        return cdi.claim_spec_path(self.cdi_dir, checked_uid(uid))
 
     def _write_spec(self, claim: PreparedClaim) -> None:
         entries = []
         pairs = []
-        for d in claim.devices:
-            e = self._table.get(d.device)
+        for name in dict.fromkeys(d.device for d in claim.devices):  # each device once
+            e = self._table.get(name)
             if e is None:
-                log.warning("claim %s: device %s is no longer known", claim.uid, d.device)
+                log.warning("claim %s: device %s is no longer known", claim.uid, name)
                 continue
             entry = cdi.device_entry(
                 cdi.claim_device_name(claim.uid, e.device.name), e.device, e.resource, self.links
@@ -107,13 +131,11 @@ class Preparer:
             known = set(self.checkpoint.claims)
             for path in sorted(Path(self.cdi_dir).glob(f"{cdi.VENDOR}-*.json")):
                 uid = path.stem.removeprefix(f"{cdi.VENDOR}-")
-                if not _UID.match(uid) or uid in known:
+                legacy = _UID.match(uid) is not None  # an earlier release's name: always
+                uid = uid.removeprefix(cdi.CLAIM_SPEC_INFIX)
+                if not _UID.match(uid) or (uid in known and not legacy):
                     continue
-                try:
-                    kind = json.loads(path.read_bytes()).get("kind")
-                except (OSError, ValueError, AttributeError):
-                    continue
-                if kind == cdi.CLAIM_KIND and cdi.remove(path):
+                if _kind(path) == cdi.CLAIM_KIND and cdi.remove(path):
                     removed.append(path)
         for path in removed:
             log.info("removed %s: no prepared claim has it", path)
@@ -123,6 +145,7 @@ class Preparer:
 
     def prepare(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
         """The devices of one claim, prepared; PrepareError says why not (retried)."""
+        checked_uid(ref.uid)
         with self._lock:
             done = self.checkpoint.get(ref.uid)
             if done is not None:
@@ -179,6 +202,7 @@ class Preparer:
         )
 
     def unprepare(self, ref: ClaimRef) -> None:
+        checked_uid(ref.uid)
         with self._lock:
             removed = cdi.remove(self.spec_file(ref.uid))
             known = self.checkpoint.remove(ref.uid)

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 
 import grpc
@@ -31,6 +31,7 @@ from .api import dra_pb2 as dra
 from .api import dra_pb2_grpc as dra_grpc
 from .api import pluginregistration_pb2 as reg
 from .api import pluginregistration_pb2_grpc as reg_grpc
+from .checkpoint import PreparedDevice
 from .claims import ClaimRef, Preparer
 from .slices import DRIVER
 
@@ -83,9 +84,9 @@ class DraService(dra_grpc.DRAPluginServicer):
             ref = ClaimRef(c.namespace, c.uid, c.name)
             out = resp.claims[c.uid]
             try:
-                for d in self.preparer.prepare(ref):
+                for d, requests in merged(self.preparer.prepare(ref)):
                     out.devices.add(
-                        request_names=[d.request] if d.request else [],
+                        request_names=requests,
                         pool_name=d.pool,
                         device_name=d.device,
                         cdi_device_ids=list(d.cdi_ids),
@@ -115,6 +116,17 @@ class DraService(dra_grpc.DRAPluginServicer):
                 log.warning("unprepare %s/%s failed: %s", c.namespace, c.name, out.error)
                 self.on_call("unprepare", False)
         return resp
+
+
+def merged(devices: Iterable[PreparedDevice]) -> list[tuple[PreparedDevice, list[str]]]:
+    """Each device once, with every request it was allocated for: a claim whose status lists
+    a device twice must not give a container its CDI device twice."""
+    out: dict[tuple[str, str], tuple[PreparedDevice, list[str]]] = {}
+    for d in devices:
+        _, requests = out.setdefault((d.pool, d.device), (d, []))
+        if d.request and d.request not in requests:
+            requests.append(d.request)
+    return list(out.values())
 
 
 def _reason(e: BaseException) -> str:

@@ -22,6 +22,7 @@ Nothing changed -> nothing written (publisher.py compares with what it last wrot
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -37,6 +38,7 @@ STANDARD = "resource.kubernetes.io"
 MAX_DEVICES_PER_SLICE = 64
 MAX_NAME = 253
 MAX_VALUE = 64  # string and version attribute values
+MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z: RFC 3339 has four-digit years
 
 
 def _digest(text: str, n: int = 8) -> str:
@@ -87,7 +89,12 @@ def attributes(dev: Device) -> dict[str, dict[str, Any]]:
     return attrs
 
 
-def _rfc3339(ts: float) -> str:
+def _rfc3339(ts: float) -> str | None:
+    """RFC 3339 (UTC), or None for a time that has none (not finite, before 1970, after the
+    year 9999): the device state must not make a slice the API server refuses, or a scan fail
+    (gmtime overflows far before 1e300)."""
+    if not (isinstance(ts, int | float) and math.isfinite(ts) and 0 < ts <= MAX_TIME):
+        return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
@@ -98,8 +105,9 @@ def taints(dev: Device) -> list[dict[str, Any]]:
         return []
     if not dev.present:
         taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
-        if dev.last_seen > 0:
-            taint["timeAdded"] = _rfc3339(dev.last_seen)
+        added = _rfc3339(dev.last_seen)
+        if added is not None:  # else the API server sets it when it is created
+            taint["timeAdded"] = added
         return [taint]
     return [{"key": TAINT_KEY, "value": "no-device-node", "effect": "NoSchedule"}]
 

@@ -51,7 +51,8 @@ come from the spec, one source for both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from edgefd.inventory.device import Device
 
@@ -60,6 +61,8 @@ from ..cdi import DEFAULT_VENDOR, cdi_name
 from ..config import Resource
 from ..container import USB_DEV_DIR, bus_mount, container_path, env
 from ..links import LinkLayout
+
+log = logging.getLogger(__name__)
 
 
 class UnknownDevice(Exception):
@@ -87,16 +90,33 @@ def container_response(
     devices: Iterable[Device],
     links: LinkLayout,
     cdi_prefix: str | None = None,
+    cdi_written: Callable[[str], bool] | None = None,
 ) -> pb.ContainerAllocateResponse:
-    """The answer for one container holding `devices` (distinct physical devices)."""
+    """The answer for one container holding `devices` (distinct physical devices).
+
+    With the plugin's own CDI specs, CDI names only if `cdi_written` says every one of them is
+    in a spec on disk now: a name without a spec fails the container's creation for good (the
+    kubelet replays the answer), so then the whole answer is device specs and mounts, as
+    without --cdi-spec-dir (not a mix: a spec's mounts and the answer's would both apply)."""
     devs = list(devices)
     resp = pb.ContainerAllocateResponse()
+    cdi_names = []
     if links.cdi_spec_dir:
-        # the plugin's own CDI specs carry the nodes and mounts (cdi.py)
         prefix = cdi_prefix or DEFAULT_VENDOR
-        resp.cdi_devices.extend(pb.CDIDevice(name=cdi_name(prefix, res, d.name)) for d in devs)
+        cdi_names = [cdi_name(prefix, res, d.name) for d in devs]
+        missing = [n for n in cdi_names if cdi_written is None or not cdi_written(n)]
+        if missing:
+            log.warning(
+                "Allocate %s: no CDI spec written for %s; answering with device specs",
+                res.name,
+                ", ".join(missing),
+            )
+            cdi_names, cdi_prefix = [], None
+    if cdi_names:
+        # the plugin's own CDI specs carry the nodes and mounts (cdi.py)
+        resp.cdi_devices.extend(pb.CDIDevice(name=n) for n in cdi_names)
     else:
-        _device_specs(resp, res, devs, links, cdi_prefix)
+        _device_specs(resp, res, devs, links, None if links.cdi_spec_dir else cdi_prefix)
     resp.envs.update(env((d, res) for d in devs))
     return resp
 

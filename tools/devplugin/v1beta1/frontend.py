@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 from edgefd.inventory.inventory import Inventory
 from edgefd.inventory.snapshot import Snapshot
@@ -39,10 +40,12 @@ class DevicePluginFrontend:
         links: LinkLayout,
         cdi_prefix: str | None,
         metrics: Metrics,
+        cdi_written: Callable[[str], bool] | None = None,
     ) -> None:
         self.plugin_dir = plugin_dir
         self.links = links
         self.cdi_prefix = cdi_prefix
+        self.cdi_written = cdi_written
         self.metrics = DevicePluginMetrics(metrics)
         self.resources: dict[str, ResourcePlugin] = {}
         self._lock = threading.Lock()  # resources vs. snapshots arriving meanwhile
@@ -56,7 +59,9 @@ class DevicePluginFrontend:
 
     def _add(self, res: Resource) -> ResourcePlugin:
         rp = ResourcePlugin(
-            ResourceState(res, self.links, self.cdi_prefix), self.plugin_dir, self.metrics
+            ResourceState(res, self.links, self.cdi_prefix, self.cdi_written),
+            self.plugin_dir,
+            self.metrics,
         )
         self.resources[res.name] = rp
         if self._snapshot is not None:

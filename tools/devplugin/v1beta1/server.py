@@ -115,10 +115,17 @@ class ResourceState:
     listeners are called (outside it) on every change that the streams would send.
     """
 
-    def __init__(self, resource: Resource, links: LinkLayout, cdi_prefix: str | None) -> None:
+    def __init__(
+        self,
+        resource: Resource,
+        links: LinkLayout,
+        cdi_prefix: str | None,
+        cdi_written: Callable[[str], bool] | None = None,
+    ) -> None:
         self.resource = resource
         self.links = links
         self.cdi_prefix = cdi_prefix
+        self.cdi_written = cdi_written  # whether a CDI name's spec is on disk (cdi.py)
         self._lock = threading.Lock()
         self._adv = Advertised.build((), resource.replicas)
         self.version = 0
@@ -260,7 +267,9 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                     state.on_allocate(-1)
                 await context.abort(grpc.StatusCode.NOT_FOUND, msg)
             resp.container_responses.append(
-                container_response(state.resource, devs, state.links, state.cdi_prefix)
+                container_response(
+                    state.resource, devs, state.links, state.cdi_prefix, state.cdi_written
+                )
             )
             if state.on_allocate:
                 state.on_allocate(len(creq.devices_ids))

@@ -1,0 +1,54 @@
+"""Stop requests from signals: a flag and a wake-up in the loop, and during start-up an
+exception that ends whatever call is blocking (a FIFO's open, a read that never returns)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from edgefd.runtime.signals import Signals, StopDuringStartup
+
+
+def _kill_soon(sig: int, after: float = 0.2) -> threading.Timer:
+    t = threading.Timer(after, os.kill, (os.getpid(), sig))
+    t.start()
+    return t
+
+
+def test_a_stop_signal_while_starting_ends_a_blocked_call() -> None:
+    r, w = os.pipe()
+    try:
+        with Signals() as s:
+            _kill_soon(signal.SIGTERM)
+            t0 = time.monotonic()
+            with pytest.raises(StopDuringStartup, match="SIGTERM"), s.starting():
+                os.read(r, 1)  # nothing ever writes: only the signal ends this
+            assert time.monotonic() - t0 < 5
+            assert s.stop_requested
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_after_start_up_a_stop_signal_only_sets_the_flag() -> None:
+    with Signals(reload=True) as s:
+        with s.starting():
+            pass
+        _kill_soon(signal.SIGTERM, 0.05).join()
+        s.wait(5)
+        assert s.stop_requested
+        # and a stop that came before start-up ends start-up before it begins
+        with pytest.raises(StopDuringStartup), s.starting():
+            raise AssertionError("not reached")
+
+
+def test_sighup_while_starting_is_a_reload_not_a_stop() -> None:
+    with Signals(reload=True) as s:
+        with s.starting():
+            _kill_soon(signal.SIGHUP, 0.05).join()
+            time.sleep(0.05)
+        assert s.take_reload() and not s.stop_requested
