@@ -152,3 +152,24 @@ def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
     assert out.stderr.strip() == (
         "devplugin: error: --api dra needs --node-name (or $NODE_NAME): the pool's node"
     )
+
+
+@pytest.mark.parametrize(
+    ("serial", "kept"),
+    [
+        ("ü" * 32, True),  # 32 characters, 64 bytes: the limit
+        ("é" * 40, False),  # 40 characters (under 64), 80 bytes: the API refuses it
+        ("\ufffd" * 30, False),  # 30 undecodable sysfs bytes, replaced: 90 bytes
+        ("a" * 64, True),
+        ("a" * 65, False),
+        ("\udcff" * 3, False),  # a lone surrogate: not storable text
+    ],
+)
+def test_attribute_values_are_limited_to_64_bytes_not_characters(
+    serial: str, kept: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    slices._said_too_long.clear()  # said once per device and attribute
+    attrs = slices.attributes(_dev(facts=facts.Facts(serial=serial, driver="usbfs")))
+    assert ("serial" in attrs) is kept
+    assert attrs["driver"] == {"string": "usbfs"}  # the rest of the device is kept
+    assert ("left out of the slice" in caplog.text) is not kept
