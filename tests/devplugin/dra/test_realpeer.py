@@ -125,7 +125,12 @@ def test_one_devices_serial_never_takes_the_others_out(
 # -- the real scheduler
 
 
-def claim(api: Api, name: str, selector: str) -> None:
+def claim(
+    api: Api, name: str, selector: str | None, device_class: str = "edgetpu.edgefd.io"
+) -> None:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     api.req(
         "POST",
         f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
@@ -133,19 +138,7 @@ def claim(api: Api, name: str, selector: str) -> None:
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "tpu",
-                            "exactly": {
-                                "deviceClassName": "edgetpu.edgefd.io",
-                                "selectors": [{"cel": {"expression": selector}}],
-                            },
-                        }
-                    ]
-                }
-            },
+            "spec": {"devices": {"requests": [{"name": "tpu", "exactly": exactly}]}},
         },
     )
 

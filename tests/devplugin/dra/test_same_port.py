@@ -19,7 +19,14 @@ from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from tests.devplugin.dra import test_realpeer as base
 from tests.devplugin.dra.peer import Api
-from tests.devplugin.dra.test_realpeer import HOTPLUG_S, NAMESPACE, allocation, pod, start
+from tests.devplugin.dra.test_realpeer import (
+    HOTPLUG_S,
+    NAMESPACE,
+    allocation,
+    claim,
+    pod,
+    start,
+)
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
@@ -32,25 +39,6 @@ plugins = base.plugins
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
 CORAL = {"vendor": "18d1", "product": "9302"}
 NCS2 = {"vendor": "03e7", "product": "2485"}
-
-
-def myriadx_claim(api: Api, name: str) -> None:
-    api.req(
-        "POST",
-        CLAIMS,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {"name": "tpu", "exactly": {"deviceClassName": "myriadx.edgefd.io"}}
-                    ]
-                }
-            },
-        },
-    )
 
 
 def device(api: Api, node: str, name: str) -> dict[str, Any] | None:
@@ -67,7 +55,7 @@ def test_a_coral_where_the_prepared_ncs2_was_is_another_device(
     host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
     p = start(plugins, api, host, node)
     tag = uuid.uuid4().hex[:6]
-    myriadx_claim(api, f"ncs2-{tag}")
+    claim(api, f"ncs2-{tag}", None, "myriadx.edgefd.io")
     pod(api, f"ncs2-{tag}", f"ncs2-{tag}", node)
     results = wait_until(lambda: allocation(api, f"ncs2-{tag}"), 30, 0.1, "the allocation")
     assert [r["device"] for r in results] == ["ncs2-1-1-1"]

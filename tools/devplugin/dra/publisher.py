@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
-from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiRefused, ApiUnreachable
+from edgefd.kube.errors import ApiConflict, ApiNotFound, failure_kind
 from edgefd.kube.retry import Retry
 
 from .metrics import DraMetrics
@@ -69,15 +69,7 @@ class NameTaken(ApiConflict):
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, NameTaken):
-        return "name-taken"
-    if isinstance(exc, ApiConflict):
-        return "conflict"
-    if isinstance(exc, ApiRefused):
-        return "refused"
-    if isinstance(exc, ApiUnreachable):
-        return "unreachable"
-    return type(exc).__name__
+    return "name-taken" if isinstance(exc, NameTaken) else failure_kind(exc)
 
 
 class Publisher:
