@@ -276,6 +276,7 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)
     t_taint = time.monotonic() - t0
     new = run.node.host.plug(device.bus, device.location)
+    run.facts.setdefault("moved", {})[name] = new  # its node from now on
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
