@@ -49,6 +49,15 @@ def kind(d: dict[str, Any] | None) -> str | None:
     return d and d["attributes"]["kind"]["string"]
 
 
+def swap(api: Api, node: str, host: Path, port: str, usb: dict, name: str) -> dict[str, Any]:
+    """Unplug what is at `port`, plug `usb` in there; the slice device `name` it becomes,
+    there within the hot-plug second."""
+    hb = HostBuilder(host)
+    hb.remove_usb(port)
+    hb.add_usb({"port": port, **usb})
+    return wait_until(lambda: device(api, node, name), HOTPLUG_S + 1, 0.05, name)
+
+
 def test_a_coral_where_the_prepared_ncs2_was_is_another_device(
     api: Api, node: str, plugins: list, tmp_path: Path
 ) -> None:
@@ -72,11 +81,7 @@ def test_a_coral_where_the_prepared_ncs2_was_is_another_device(
     assert edit["path"] == "/dev/edgefd/ncs2-1-1-1"
 
     # the NCS2 leaves port 1-1.1 and a Coral is plugged in there
-    hb = HostBuilder(host)
-    hb.remove_usb("1-1.1")
-    hb.add_usb({"port": "1-1.1", "devnum": 20, **CORAL})
-    wait_until(lambda: device(api, node, "coral-usb-1-1-1"), HOTPLUG_S + 1, 0.05, "the Coral")
-    coral = device(api, node, "coral-usb-1-1-1")
+    coral = swap(api, node, host, "1-1.1", {"devnum": 20, **CORAL}, "coral-usb-1-1-1")
     assert kind(coral) == "edgetpu" and not coral.get("taints")
     ncs2 = device(api, node, "ncs2-1-1-1")
     assert kind(ncs2) == "myriadx", ncs2  # never switched kind while allocated
@@ -97,11 +102,7 @@ def test_an_ncs2_where_a_coral_was_is_in_the_slice_at_once(
     host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
     start(plugins, api, host, node)
     assert kind(device(api, node, "coral-usb-2-1")) == "edgetpu"
-    hb = HostBuilder(host)
-    hb.remove_usb("2-1")
-    hb.add_usb({"port": "2-1", "devnum": 21, **NCS2})
-    wait_until(lambda: device(api, node, "ncs2-2-1"), HOTPLUG_S + 1, 0.05, "the NCS2 at once")
-    ncs2 = device(api, node, "ncs2-2-1")
+    ncs2 = swap(api, node, host, "2-1", {"devnum": 21, **NCS2}, "ncs2-2-1")
     assert kind(ncs2) == "myriadx" and not ncs2.get("taints")
     coral = device(api, node, "coral-usb-2-1")
     assert kind(coral) == "edgetpu" and coral.get("taints")
