@@ -41,6 +41,7 @@ _PUB_LIST = re.compile(rf"{_PUB_ITEM}(?:(?:,? and |, ){_PUB_ITEM})*")
 _PUBLISHED = re.compile(r"`([^`:]+):\s*(\d+)` on `([^`]+)`")
 
 DRA_GROUP = "resource.k8s.io/"
+DRA_MODE = "# with devplugin --api dra"
 
 
 class GuideError(ValueError):
@@ -85,9 +86,16 @@ class Block:
         return maps[0].get("data", {}).get("resources.yaml") if maps else None
 
     @property
+    def dra_mode(self) -> bool:
+        """Whether the block is applied with every node on `devplugin --api dra` (a first
+        line `# with devplugin --api dra`): no node advertises an edgefd.io resource, and a
+        pod's extended resources are served by the DeviceClasses that carry their names."""
+        return self.text.lstrip().startswith(DRA_MODE)
+
+    @property
     def dra(self) -> bool:
         """Whether the block needs Dynamic Resource Allocation (claims, or a pod using them)."""
-        return any(
+        return self.dra_mode or any(
             str(o.get("apiVersion", "")).startswith(DRA_GROUP)
             or (o.get("kind") == "Pod" and (o.get("spec") or {}).get("resourceClaims"))
             for o in self.objects

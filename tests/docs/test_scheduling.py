@@ -48,6 +48,13 @@ class Fleet:
             fleet.publish_status(self.core, n, devices[n.name])
         return devices
 
+    def withdraw(self) -> None:
+        """Every node as on `devplugin --api dra`: no edgefd.io extended resource at all (a
+        node that still advertised one would have the scheduler use the device plugin)."""
+        for n in self.nodes:
+            gone = {r: None for r in self.defaults[n.name]}
+            self.core.patch_node_status(n.name, {"status": {"capacity": gone, "allocatable": gone}})
+
 
 @pytest.fixture(scope="module")
 def guide() -> tuple[list[Scenario], list[Any]]:
@@ -129,6 +136,15 @@ def _published(fl: Fleet, block: Block) -> list[str]:
 def _claims(fl: Fleet, block: Block, got: Any) -> list[str]:
     """A pod's claims are allocated from the node it landed on, or not at all while Pending."""
     out = []
+    if block.dra_mode and block.expect.kind != PENDING:
+        status = fl.core.read_namespaced_pod(block.pod_name, NAMESPACE).status
+        own = status.extended_resource_claim_status
+        pools = own and fl.cluster.claim_pools(own.resource_claim_name)
+        if not pools or set(pools) != {got.node}:
+            out.append(
+                f"docs/scheduling.md:{block.expect.line}: pod {block.pod_name}'s extended "
+                f"resources were not allocated through DRA on {got.node} (its claim: {own})"
+            )
     for claim in block.of_kind("ResourceClaim"):
         name = claim["metadata"]["name"]
         pools = fl.cluster.claim_pools(name)
@@ -146,11 +162,14 @@ def _claims(fl: Fleet, block: Block, got: Any) -> list[str]:
 
 def _run(fl: Fleet, scenario: Scenario, claims_checked: bool = False) -> list[str]:
     config = any(b.config is not None for b in scenario.blocks)
+    dra_mode = any(b.dra_mode for b in scenario.blocks)
+    if dra_mode:
+        fl.withdraw()
     try:
         failures = _run_blocks(fl, scenario, claims_checked)
     finally:
         fl.cluster.clear(claims=scenario.dra)
-        if config:
+        if config or dra_mode:
             fl.republish(None)
     for block in scenario.blocks:
         if block.expect.kind == LANDS and len(block.expect.nodes) > 1 and not block.dra:

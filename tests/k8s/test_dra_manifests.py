@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from edgefd.bus.catalogue import load_catalogue
+from edgefd.devplugin.config import default_config
 from tests.k8s import test_manifests as base
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
@@ -114,13 +115,36 @@ def test_not_applied_by_the_base() -> None:
 def test_one_device_class_per_catalogue_kind() -> None:
     classes = {d["metadata"]["name"]: d for d in dra_docs() if d["kind"] == "DeviceClass"}
     kinds = {a.kind for a in load_catalogue().accelerators}
-    assert set(classes) == {f"{k}.edgefd.io" for k in kinds}
+    by_kind = {n for n in classes if not n.endswith(".resource.edgefd.io")}
+    assert by_kind == {f"{k}.edgefd.io" for k in kinds}
     for kind in kinds:
         [sel] = classes[f"{kind}.edgefd.io"]["spec"]["selectors"]
         expr = " ".join(sel["cel"]["expression"].split())
         assert (
             expr
             == f'device.driver == "edgefd.io" && device.attributes["edgefd.io"].kind == "{kind}"'
+        )
+
+
+def test_one_device_class_per_device_plugin_resource() -> None:
+    """Each extended resource of the device plugin's default configuration has a class that
+    carries its name (KEP-5004), selecting exactly the catalogue models that resource serves:
+    a pod asking `edgefd.io/coral-usb: 1` gets the same devices through DRA."""
+    classes = [d for d in dra_docs() if d["kind"] == "DeviceClass"]
+    extended = {
+        d["spec"]["extendedResourceName"]: d for d in classes if "extendedResourceName" in d["spec"]
+    }
+    resources = {r.name for r in default_config().resources}
+    assert set(extended) == resources
+    for acc in load_catalogue().accelerators:
+        if not acc.resource:
+            continue
+        d = extended[acc.resource]
+        assert d["metadata"]["name"] == acc.resource.split("/")[1] + ".resource.edgefd.io"
+        [sel] = d["spec"]["selectors"]
+        expr = " ".join(sel["cel"]["expression"].split())
+        assert expr == (
+            f'device.driver == "edgefd.io" && device.attributes["edgefd.io"].model == "{acc.id}"'
         )
 
 

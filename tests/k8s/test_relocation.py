@@ -204,14 +204,14 @@ def test_relocated_devplugin_token_is_held_to_its_own_nodes_slices(
     admin = kubernetes.client.ResourceV1Api(kube_apiserver.admin_api())
     deadline = time.monotonic() + 60
     message = until_refused(
-        lambda: resource.create_resource_slice(slice_body(f"{NODE_B}-reloc", NODE_B)),
+        lambda: resource.create_resource_slice(slice_body(f"{NODE_B}-edgefd.io-0", NODE_B)),
         PREFIX + "edgefd-resourceslice-restriction",
         deadline,
     )
     assert f"may not write ResourceSlices of Node {NODE_B}" in message
-    created = resource.create_resource_slice(slice_body(f"{NODE_A}-reloc", NODE_A))
+    created = resource.create_resource_slice(slice_body(f"{NODE_A}-edgefd.io-0", NODE_A))
     assert created.spec.node_name == NODE_A
-    admin.delete_resource_slice(f"{NODE_A}-reloc")
+    admin.delete_resource_slice(f"{NODE_A}-edgefd.io-0")
     # and it is not the sink: no Node rights at all (RBAC, before any policy)
     core = kubernetes.client.CoreV1Api(api)
     with pytest.raises(kubernetes.client.exceptions.ApiException) as err:

@@ -16,6 +16,8 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    (a USB device with a new devnum) -> untainted, each within a second; the claim's CDI spec
    follows and the restarted container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
+7b. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
+   (checks_extended.py).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -274,6 +276,7 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)
     t_taint = time.monotonic() - t0
     new = run.node.host.plug(device.bus, device.location)
+    run.facts.setdefault("moved", {})[name] = new  # its node from now on
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
@@ -355,6 +358,13 @@ def check_figures(run: Run) -> dict[str, Any]:
     return {"ok": not missing, "missing": missing, **{k: run.figures.get(k) for k in want}}
 
 
+def _check_extended_resource(run: Run) -> dict[str, Any]:
+    """7b. checks_extended.py (which builds on this module's pods)."""
+    from .checks_extended import check_extended_resource
+
+    return check_extended_resource(run)
+
+
 CHECKS = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
@@ -363,6 +373,7 @@ CHECKS = [
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
+    ("7b_extended_resource", _check_extended_resource, ("7_unprepare",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

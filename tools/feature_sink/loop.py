@@ -24,12 +24,13 @@ from datetime import UTC, datetime
 
 from edgefd.core.backoff import Backoff
 from edgefd.core.errors import EdgefdError
+from edgefd.kube.errors import failure_kind
 from edgefd.kube.retry import Retry
 from edgefd.runtime.signals import Signals
 
 from .desired import Desired, FeaturesDirGone
 from .metrics import SinkMetrics
-from .nodeapi import ApiConflict, ApiNotFound, ApiRefused, ApiUnreachable
+from .nodeapi import ApiUnreachable
 from .sync import OwnershipUntrusted, Syncer
 
 log = logging.getLogger(__name__)
@@ -49,14 +50,9 @@ class LoopConfig:
 
 
 def failure_reason(exc: BaseException) -> str:
-    if isinstance(exc, ApiUnreachable):
-        return "unreachable"
-    if isinstance(exc, ApiConflict):
-        return "conflict"
-    if isinstance(exc, ApiNotFound):
-        return "notfound"
-    if isinstance(exc, ApiRefused):
-        return "refused"
+    kind = failure_kind(exc)
+    if kind != "error":
+        return kind
     if isinstance(exc, OwnershipUntrusted):
         return "untrusted"
     if isinstance(exc, FeaturesDirGone):

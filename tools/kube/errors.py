@@ -121,3 +121,17 @@ def classify(exc: BaseException, what: str) -> EdgefdError:
         asked = f"; asked to retry after {wait:g} s" if wait is not None else ""
         return ApiUnreachable(f"{what}: API server answered {status} ({reason}){asked}", wait)
     return ApiRefused(f"{what}: API server refused with {status} ({reason})")
+
+
+def failure_kind(exc: BaseException) -> str:
+    """A failure's kind in one word, for log lines and metric labels (edgefd.kube.retry):
+    unreachable, conflict, notfound, refused, else error."""
+    if isinstance(exc, ApiUnreachable):
+        return "unreachable"
+    if isinstance(exc, ApiConflict):
+        return "conflict"
+    if isinstance(exc, ApiNotFound):
+        return "notfound"
+    if isinstance(exc, ApiRefused):
+        return "refused"
+    return "error"

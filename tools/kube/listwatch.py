@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 from edgefd.core.errors import EdgefdError
 
 from .client import Client, Watch
-from .errors import ApiGone, ApiNotFound, ApiRefused, ApiUnreachable
+from .errors import ApiGone, ApiUnreachable, failure_kind
 from .retry import Retry
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class ListWatch:
                 self.handler.lost()
                 if not self.resource_version:
                     reason = "error"  # never listed: a watch has nothing to resume from
-                self._stop.wait(self.retry.failed(e, _reason(e)))
+                self._stop.wait(self.retry.failed(e, failure_kind(e)))
             finally:
                 self.up = False
         log.debug("%s: watch stopped", self.what)
@@ -198,13 +198,3 @@ class ListWatch:
                 self._watch = None
             watch.close()
         return heard or self._stop.is_set() or time.monotonic() - started >= SHORT_WATCH
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ApiUnreachable):
-        return "unreachable"
-    if isinstance(exc, ApiNotFound):
-        return "notfound"
-    if isinstance(exc, ApiRefused):
-        return "refused"
-    return "error"

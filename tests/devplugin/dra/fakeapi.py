@@ -40,6 +40,7 @@ class FakeSliceApi:
         self.writes: list[tuple[str, str]] = []  # (verb, name)
         self.watches: list[FakeWatch] = []
         self.down = False
+        self.creates = 0  # create requests, refused ones included
 
     def _check(self) -> None:
         if self.down:
@@ -59,7 +60,11 @@ class FakeSliceApi:
     def list_slices(self, node: str, driver: str) -> dict[str, Any]:
         with self.lock:
             self._check()
-            items = [copy.deepcopy(o) for o in self.objects.values()]
+            items = [
+                copy.deepcopy(o)
+                for o in self.objects.values()
+                if o["spec"].get("nodeName") == node and o["spec"].get("driver") == driver
+            ]
             return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
     def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Any:
@@ -73,6 +78,7 @@ class FakeSliceApi:
         with self.lock:
             self._check()
             name = body["metadata"]["name"]
+            self.creates += 1
             if name in self.objects:
                 raise ApiConflict(f"resourceslice {name} already exists")
             obj = self.objects[name] = self._stamp(body)

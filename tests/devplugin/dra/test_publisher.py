@@ -4,6 +4,8 @@ writes and when. The API interaction itself is tested against the real API serve
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -100,3 +102,56 @@ def test_a_restart_over_unchanged_slices_writes_nothing(api: FakeSliceApi) -> No
     finally:
         second.stop(delete=True)
     assert api.objects == {}
+
+
+def foreign(name: str, node: str = NODE, pool: str = "shared", gen: int = 7) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "resourceVersion": "5"},
+        "spec": {
+            "driver": "edgefd.io",
+            "nodeName": node,
+            "pool": {"name": pool, "generation": gen, "resourceSliceCount": 1},
+            "devices": [dev("theirs")],
+        },
+    }
+
+
+def test_another_pools_slice_on_this_node_is_left_alone(api: FakeSliceApi) -> None:
+    api.objects["theirs"] = foreign("theirs")
+    p = Publisher(api, NODE).start()
+    try:
+        p.set_devices([dev("coral-usb-2-1")])
+        wait_until(p.in_sync.is_set, 5, 0.01)
+        p.set_devices([dev("coral-usb-2-1"), dev("ncs2-1-1-1")])
+        wait_until(lambda: len(api.devices()) == 3, 5, 0.01)
+        wait_until(p.in_sync.is_set, 5, 0.01)
+    finally:
+        p.stop(delete=True)
+    # never rewritten or deleted, not even by the clean shutdown; its generation is not ours
+    assert api.objects["theirs"]["metadata"]["resourceVersion"] == "5"
+    assert [w for w in api.writes if w[1] == "theirs"] == []
+    assert p.generation == 2
+
+
+def test_a_squatted_slice_name_backs_off_instead_of_spinning(
+    api: FakeSliceApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    # another node's slice under this node's slice name: invisible to this node's list, so
+    # every create is a 409 that no re-read resolves
+    api.objects["n1-edgefd.io-0"] = foreign("n1-edgefd.io-0", node="n2", pool="n2")
+    p = Publisher(api, NODE).start()
+    try:
+        p.set_devices([dev("coral-usb-2-1")])
+        wait_until(lambda: api.creates >= 1, 5, 0.01)
+        time.sleep(2.0)
+        creates = api.creates
+    finally:
+        p.stop()
+    # backoff 0.1 s doubling (jittered): about 5 attempts in 2 s; without it, hundreds
+    assert 2 <= creates <= 10, creates
+    said = [r for r in caplog.records if "cannot create ResourceSlice n1-edgefd.io-0" in r.message]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING, caplog.text
+    assert "name-taken" in said[0].message
+    assert not p.in_sync.is_set() and "not of this node's pool" in p.last_error

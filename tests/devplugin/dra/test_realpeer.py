@@ -105,10 +105,33 @@ def test_slices_match_the_hardware(
     assert not any("taints" in d for d in spec["devices"])
 
 
+@pytest.mark.parametrize(
+    "serial", ["é".encode() * 40, b"\xff" * 30], ids=["multi-byte", "undecodable"]
+)
+def test_one_devices_serial_never_takes_the_others_out(
+    api: Api, node: str, plugins: list, tmp_path: Path, serial: bytes
+) -> None:
+    # under 64 characters, over the API's 64 bytes (undecodable bytes become U+FFFD, 3 each)
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    (host / "sys/bus/usb/devices/1-1.1/serial").write_bytes(serial + b"\n")
+    p = start(plugins, api, host, node)
+    got = {d["name"]: d["attributes"] for d in api.slices(node)[0]["spec"]["devices"]}
+    want = expected_devices("rpi4-coral")
+    assert set(got) == set(want) == {"ncs2-1-1-1", "coral-usb-2-1"}
+    assert got["coral-usb-2-1"] == want["coral-usb-2-1"]
+    assert got["ncs2-1-1-1"] == {k: v for k, v in want["ncs2-1-1-1"].items() if k != "serial"}
+    assert "ncs2-1-1-1: attribute serial is" in p.stderr()
+
+
 # -- the real scheduler
 
 
-def claim(api: Api, name: str, selector: str) -> None:
+def claim(
+    api: Api, name: str, selector: str | None, device_class: str = "edgetpu.edgefd.io"
+) -> None:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     api.req(
         "POST",
         f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
@@ -116,19 +139,7 @@ def claim(api: Api, name: str, selector: str) -> None:
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {"name": name},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "tpu",
-                            "exactly": {
-                                "deviceClassName": "edgetpu.edgefd.io",
-                                "selectors": [{"cel": {"expression": selector}}],
-                            },
-                        }
-                    ]
-                }
-            },
+            "spec": {"devices": {"requests": [{"name": "tpu", "exactly": exactly}]}},
         },
     )
 

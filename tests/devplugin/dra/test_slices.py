@@ -154,6 +154,7 @@ def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
     )
 
 
+<<<<<<< HEAD
 @pytest.mark.parametrize("t", [1e300, 4e11, float("inf"), float("nan"), -5.0, 0.0, 253402300800.0])
 def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> None:
     """Issue 22 item 6: no OverflowError, no five-digit year the API server refuses; the
@@ -162,3 +163,24 @@ def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> Non
     assert "timeAdded" not in taint and taint["value"] == "unplugged"
     edge = _dev(present=False, reason="unplugged", last_seen=253402300799.0)
     assert slices.taints(edge)[0]["timeAdded"] == "9999-12-31T23:59:59Z"
+=======
+@pytest.mark.parametrize(
+    ("serial", "kept"),
+    [
+        ("ü" * 32, True),  # 32 characters, 64 bytes: the limit
+        ("é" * 40, False),  # 40 characters (under 64), 80 bytes: the API refuses it
+        ("\ufffd" * 30, False),  # 30 undecodable sysfs bytes, replaced: 90 bytes
+        ("a" * 64, True),
+        ("a" * 65, False),
+        ("\udcff" * 3, False),  # a lone surrogate: not storable text
+    ],
+)
+def test_attribute_values_are_limited_to_64_bytes_not_characters(
+    serial: str, kept: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    slices._said_too_long.clear()  # said once per device and attribute
+    attrs = slices.attributes(_dev(facts=facts.Facts(serial=serial, driver="usbfs")))
+    assert ("serial" in attrs) is kept
+    assert attrs["driver"] == {"string": "usbfs"}  # the rest of the device is kept
+    assert ("left out of the slice" in caplog.text) is not kept
+>>>>>>> i21b-slices

@@ -103,6 +103,9 @@ class DraFrontend:
         ).start()
 
     def ready(self) -> tuple[bool, str]:
+        refused = self.publisher.watch_refused
+        if refused:
+            return False, f"ResourceSlices cannot be read: {refused}"
         if not self.kubelet.registered.is_set():
             why = self.kubelet.last_error or "waiting for the kubelet (plugins_registry)"
             return False, f"DRA plugin not registered: {why}"

@@ -17,6 +17,12 @@ class DraMetrics:
             "ResourceSlice writes that failed, by kind of failure",
             ["kind"],
         )
+        self.api_retries = m.counter(
+            "edgefd_devplugin_dra_api_retries_total",
+            "Retries of the ResourceSlice loops after a failure, by loop (write, watch) and"
+            " reason (name-taken, conflict, refused, unreachable, ...)",
+            ["loop", "reason"],
+        )
         self.slice_generation = m.gauge(
             "edgefd_devplugin_dra_pool_generation", "The generation of this node's pool"
         )

@@ -10,8 +10,17 @@ of our writes never causes another; anything else (an object changed or deleted 
 else, slices left by an earlier run) is compared by content and rewritten if it differs. A
 restart that finds its slices as it would write them writes nothing.
 
-Writes use the resourceVersion we last saw (409 -> list again, write again) and failures
-retry with jittered backoff: "the API is down" never loses a change, it only delays it.
+Only this node's pool is ours: the list selects the node's slices of our driver, and a slice
+of another pool among them (another component's, an administrator's) is never rewritten or
+deleted, nor counted in the pool's generation; it is said once at info level.
+
+Writes use the resourceVersion we last saw (409 -> list again, write again). Every failure,
+a 409 included, waits out the shared retry schedule (edgefd.kube.retry: jittered backoff,
+said at warning level once per kind, counted), so a slice name taken by someone else (a 409
+on create that no re-read resolves) is retried slowly and said, never in a loop; "the API is
+down" never loses a change, it only delays it. The watcher's failures go through the same
+schedule: a 403 on list or watch is said once, and again when it recovers, and `/readyz`
+gives it as the reason.
 """
 
 from __future__ import annotations
@@ -21,12 +30,15 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from edgefd.core.backoff import Backoff
 from edgefd.core.errors import EdgefdError
-from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiRefused
+from edgefd.kube.errors import ApiConflict, ApiNotFound, failure_kind
+from edgefd.kube.retry import Retry
 
 from .metrics import DraMetrics
-from .slices import DRIVER, pool_slices, slice_object, without_generation
+from .readback import generation as _generation
+from .readback import normalise as _normalise
+from .readback import pool as _pool
+from .slices import DRIVER, pool_slices, slice_object
 
 log = logging.getLogger(__name__)
 
@@ -51,28 +63,13 @@ def _newer(a: str, b: str) -> bool:
     return a.isdigit() and b.isdigit() and int(a) < int(b)
 
 
-def _generation(obj: dict[str, Any]) -> int:
-    return int(((obj.get("spec") or {}).get("pool") or {}).get("generation") or 0)
+class NameTaken(ApiConflict):
+    """A create refused with 409: a slice of that name exists that this node's list does not
+    show as ours (another node's or another pool's)."""
 
 
-def _normalise(spec: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
-    """`spec` as read back, minus what the server adds: a taint's timeAdded where we set none."""
-    out = without_generation(spec)
-    wanted = {d.get("name"): d for d in like.get("devices") or ()}
-    devices = []
-    for d in out.get("devices") or ():
-        want = wanted.get(d.get("name")) or {}
-        want_taints = want.get("taints") or []
-        taints = []
-        for i, t in enumerate(d.get("taints") or ()):
-            w = want_taints[i] if i < len(want_taints) else {}
-            taints.append(
-                t if "timeAdded" in w else {k: v for k, v in t.items() if k != "timeAdded"}
-            )
-        devices.append(dict(d, taints=taints) if taints else d)
-    if devices:
-        out["devices"] = devices
-    return out
+def _reason(exc: BaseException) -> str:
+    return "name-taken" if isinstance(exc, NameTaken) else failure_kind(exc)
 
 
 class Publisher:
@@ -99,6 +96,13 @@ class Publisher:
         self._watch: Any = None
         self.in_sync = threading.Event()
         self.last_error = ""
+        self._foreign: set[str] = set()  # other pools' slices already said
+        self._write_retry = Retry(
+            f"publishing the ResourceSlices of {node}", initial=0.1, on_retry=self._retried("write")
+        )
+        self._watch_retry = Retry(
+            f"watching the ResourceSlices of {node}", on_retry=self._retried("watch")
+        )
         self.writes = 0
         self.generation = 0
         self._threads = [
@@ -123,6 +127,19 @@ class Publisher:
         with self._cond:
             devs = self._devices
         return pool_slices(self.node, devs or [])
+
+    @property
+    def watch_refused(self) -> str:
+        """Why the slices cannot be listed or watched, if the API server refuses (403)."""
+        r = self._watch_retry
+        return r.last_error or "" if r.failing and r.last_reason == "refused" else ""
+
+    def _retried(self, loop: str) -> Callable[[str], None]:
+        def count(reason: str) -> None:
+            if self.metrics:
+                self.metrics.api_retries.labels(loop=loop, reason=reason).inc()
+
+        return count
 
     # -- lifecycle
 
@@ -160,7 +177,24 @@ class Publisher:
 
     # -- what the API server holds
 
+    def _of_our_pool(self, obj: dict[str, Any]) -> bool:
+        """Whether a slice the node's list shows is of this node's pool; another pool's is
+        said once and left alone."""
+        if _pool(obj) == self.node:
+            return True
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if name not in self._foreign:
+            self._foreign.add(name)
+            log.info(
+                "ResourceSlice %s on %s is of pool %r, not this node's: leaving it alone",
+                name,
+                self.node,
+                _pool(obj),
+            )
+        return False
+
     def _set_server(self, objs: dict[str, dict[str, Any]]) -> None:
+        objs = {n: o for n, o in objs.items() if self._of_our_pool(o)}
         with self._cond:
             self._server = objs
             self._synced = True
@@ -172,6 +206,8 @@ class Publisher:
         if not name:
             return
         rv = _rv(obj)
+        if kind != "DELETED" and not self._of_our_pool(obj):
+            kind = "DELETED"  # moved to another pool: no longer ours to write
         with self._cond:
             known = self._server.get(name)
             if kind == "DELETED":
@@ -189,12 +225,12 @@ class Publisher:
                 self._cond.notify_all()
 
     def _watch_loop(self) -> None:
-        backoff = Backoff(initial=0.2, cap=30.0)
         while not self._stopping:
             try:
                 lst = self.api.list_slices(self.node, DRIVER)
                 objs = {o["metadata"]["name"]: o for o in lst.get("items") or ()}
                 self._set_server(objs)
+                self._watch_retry.succeeded()
                 rv = _rv(lst)
                 while not self._stopping:
                     watch = self.api.watch_slices(self.node, DRIVER, rv, self.watch_seconds)
@@ -208,20 +244,18 @@ class Publisher:
                         rv = _rv(obj) or rv
                         if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                             self._event(ev["type"], obj)
-                    backoff.reset()
             except ApiConflict:
-                continue  # the resourceVersion expired: list again
+                continue  # the resourceVersion expired: list again (rate-limited by the client)
             except EdgefdError as e:
                 if self._stopping:
                     return
-                log.debug("watching ResourceSlices: %s", e)
+                delay = self._watch_retry.failed(e, _reason(e))
                 with self._cond:
-                    self._cond.wait(backoff.next_delay())
+                    self._cond.wait(delay)
 
     # -- writing
 
     def _write_loop(self) -> None:
-        backoff = Backoff(initial=0.1, cap=30.0)
         while True:
             with self._cond:
                 while not self._stopping and not (self._dirty and self._synced):
@@ -233,23 +267,19 @@ class Publisher:
                 continue  # nothing scanned yet: do not publish "no devices"
             try:
                 self._reconcile()
-            except ApiConflict as e:
-                log.info("%s; reading the slices again", e)
-                self._refresh()
-                continue
             except EdgefdError as e:
-                kind = type(e).__name__
                 if self.metrics:
-                    self.metrics.slice_write_errors.labels(kind=kind).inc()
-                if str(e) != self.last_error:
-                    level = logging.ERROR if isinstance(e, ApiRefused) else logging.WARNING
-                    log.log(level, "publishing the ResourceSlice: %s (retrying)", e)
+                    self.metrics.slice_write_errors.labels(kind=type(e).__name__).inc()
+                delay = self._write_retry.failed(e, _reason(e))
                 self.last_error = str(e)
+                if isinstance(e, ApiConflict):
+                    self._refresh()  # what the server holds now, before the next attempt
                 with self._cond:
                     self._dirty = True
-                    self._cond.wait(backoff.next_delay())
+                    if not self._stopping:
+                        self._cond.wait(delay)
                 continue
-            backoff.reset()
+            self._write_retry.succeeded()
             self.last_error = ""
 
     def _refresh(self) -> None:
@@ -296,11 +326,9 @@ class Publisher:
                     self._count("update")
                 except ApiNotFound:  # deleted since we looked
                     body["metadata"].pop("resourceVersion")
-                    obj = self.api.create_slice(body)
-                    self._count("create")
+                    obj = self._create(body)
             else:
-                obj = self.api.create_slice(body)
-                self._count("create")
+                obj = self._create(body)
             with self._cond:
                 self._ours[name] = _rv(obj)
                 if not _newer(_rv(obj), _rv(self._server.get(name) or {})):
@@ -321,6 +349,18 @@ class Publisher:
             gen,
         )
         self._published(gen)
+
+    def _create(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        try:
+            obj = self.api.create_slice(body)
+        except ApiConflict as e:
+            raise NameTaken(
+                f"cannot create ResourceSlice {name}: a slice of that name exists and is not"
+                f" of this node's pool (another node's or another pool's): {e}"
+            ) from e
+        self._count("create")
+        return obj
 
     def _published(self, gen: int) -> None:
         self.generation = gen

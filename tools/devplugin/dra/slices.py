@@ -22,12 +22,15 @@ Nothing changed -> nothing written (publisher.py compares with what it last wrot
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from edgefd.inventory.device import Device
+
+log = logging.getLogger(__name__)
 
 DRIVER = "edgefd.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -37,7 +40,7 @@ STANDARD = "resource.kubernetes.io"
 # the API's limit for a slice whose devices may carry taints (128 without)
 MAX_DEVICES_PER_SLICE = 64
 MAX_NAME = 253
-MAX_VALUE = 64  # string and version attribute values
+MAX_VALUE = 64  # bytes (UTF-8) of a string or version attribute value
 MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z: RFC 3339 has four-digit years
 
 
@@ -45,14 +48,30 @@ def _digest(text: str, n: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
-def _str(attrs: dict[str, Any], name: str, value: str | None) -> None:
-    if value and len(value) <= MAX_VALUE:
-        attrs[name] = {"string": value}
+_said_too_long: set[tuple[str, str]] = set()
 
 
-def _version(attrs: dict[str, Any], name: str, value: str | None) -> None:
-    if value and len(value) <= MAX_VALUE:
-        attrs[name] = {"version": value}
+def _fits(dev: Device, name: str, value: str) -> bool:
+    """Whether a string or version value is within the API's limit, 64 *bytes* of UTF-8 (a
+    serial of 40 'é' is 40 characters, 80 bytes). One that is not is left out of that device
+    alone, said once: the API refuses a whole slice for one such value, which would take every
+    device of the node out of DRA. Never cut: a cut serial would match another device's."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: not text the API can store
+        size = MAX_VALUE + 1
+    if size <= MAX_VALUE:
+        return True
+    if (dev.name, name) not in _said_too_long:
+        _said_too_long.add((dev.name, name))
+        log.warning(
+            "%s: attribute %s is %d bytes of UTF-8, over the API's %d; left out of the slice",
+            dev.name,
+            name,
+            size,
+            MAX_VALUE,
+        )
+    return False
 
 
 def attributes(dev: Device) -> dict[str, dict[str, Any]]:
@@ -61,6 +80,14 @@ def attributes(dev: Device) -> dict[str, dict[str, Any]]:
     attributes let claims align with other drivers' devices (same PCIe root, NUMA node)."""
     attrs: dict[str, dict[str, Any]] = {}
     facts, place = dev.facts, dev.key.place
+
+    def _str(attrs: dict[str, Any], name: str, value: str | None, kind: str = "string") -> None:
+        if value and _fits(dev, name, value):
+            attrs[name] = {kind: value}
+
+    def _version(attrs: dict[str, Any], name: str, value: str | None) -> None:
+        _str(attrs, name, value, "version")
+
     _str(attrs, "kind", dev.kind)
     _str(attrs, "model", dev.model)
     _str(attrs, "bus", dev.bus)
