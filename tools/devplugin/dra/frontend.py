@@ -1,7 +1,7 @@
 """The DRA front-end: the inventory's devices through Dynamic Resource Allocation. A peer of the
 v1beta1 front-end, subscribing to the same inventory (`--api both` runs both on one); each
 snapshot becomes a device table (table.py) that feeds the ResourceSlice publisher and the
-kubelet plugin's preparer.
+kubelet plugin's preparer and health board.
 
 Threads: the inventory calls `on_snapshot` on its own thread; the publisher's writer and
 watcher (publisher.py); the kubelet plugin's gRPC workers (kubeletplugin.py); one Watcher of
@@ -32,6 +32,7 @@ from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
 from .claims import Preparer
+from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
 from .metrics import DraMetrics
 from .publisher import WATCH_SECONDS, Publisher
@@ -63,8 +64,9 @@ class DraFrontend:
         self.checkpoint.load()
         self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, api)
         self.publisher = Publisher(api, opts.node, self.metrics, opts.watch_seconds)
+        self.health = HealthBoard(opts.node)
         self.kubelet = KubeletPlugin(
-            opts.kubelet_dir, self.preparer, self._on_call, self._on_registration
+            opts.kubelet_dir, self.preparer, self._on_call, self._on_registration, self.health
         )
         self._socket_watch: Watcher | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -75,6 +77,7 @@ class DraFrontend:
     def on_snapshot(self, snap: Snapshot) -> None:
         entries = table.build(snap, self.config.by_name())
         self.preparer.update(entries)
+        self.health.update({name: e.device for name, e in entries.items()})
         self.publisher.set_devices([e.api() for e in entries.values()])
 
     def reconfigure(self, config: Config) -> None:
@@ -116,6 +119,7 @@ class DraFrontend:
             self._unsubscribe()
         if self._socket_watch is not None:
             self._socket_watch.stop()
+        self.health.close()
         self.kubelet.stop()
         prepared = self.preparer.prepared
         if prepared:
