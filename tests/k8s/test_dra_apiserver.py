@@ -6,8 +6,8 @@
    policy lets it create, update and delete node A's slice of driver edgefd.io, and refuses:
    node B's slice (create, update, delete), another driver, another pool, and a token that
    names no node. RBAC grants only the verbs the DRA mode uses.
-3. The real `devplugin --api dra`, with that token, publishes node A's slice through all of it
-   and cannot publish node B's.
+3. The real `devplugin --api dra`, with that token, publishes node A's slice through all of it,
+   owned by node A's Node (its UID read from the API server), and cannot publish node B's.
 """
 
 from __future__ import annotations
@@ -88,8 +88,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
         report["applied"].append((doc["kind"], doc["metadata"]["name"]))
 
     admin = connect(kube_apiserver.kubeconfig, 10.0, client_class=DraApi)
-    for n in (NODE_A, NODE_B):
-        kube_apiserver.create_node(n)
+    node_uids = {n: kube_apiserver.create_node(n).metadata.uid for n in (NODE_A, NODE_B)}
     token = kube_apiserver.mint_pod_token(NAMESPACE, DEVPLUGIN_SA, POD_A, NODE_A)
     kubeconfig = kube_apiserver.kubeconfig_for_token(token)
     sa = connect(kubeconfig, 10.0, client_class=DraApi)
@@ -116,6 +115,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
         "report": report,
         "docs": docs,
         "api_client": admin_client,
+        "node_uids": node_uids,
     }
 
     # leave the shared API server as other tests expect it: no edgefd policy in force
@@ -287,6 +287,10 @@ def test_rbac_is_narrow(kube_apiserver: Any, applied: dict[str, Any]) -> None:
     for verb in ("get", "list", "watch", "create", "update", "delete"):
         assert can(verb, "resourceslices"), verb
     assert can("get", "resourceclaims", "default")
+    nodes = authz.create_self_subject_access_review(
+        {"spec": {"resourceAttributes": {"verb": "get", "resource": "nodes", "name": NODE_A}}}
+    )
+    assert nodes.status.allowed  # the slices' owner
     for verb, resource, ns, sub in [
         ("patch", "resourceslices", "", ""),
         ("deletecollection", "resourceslices", "", ""),
@@ -313,6 +317,16 @@ def test_devplugin_publishes_its_own_node_and_not_another(
     try:
         [s] = wait_until(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
         assert {d["name"] for d in s["spec"]["devices"]} == {"ncs2-1-1-1", "coral-usb-2-1"}
+        # owned by its Node, as the upstream kubelet-plugin helper does, the UID the Node's
+        assert s["metadata"]["ownerReferences"] == [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": NODE_A,
+                "uid": clean["node_uids"][NODE_A],
+                "controller": True,
+            }
+        ]
         wait_until(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
         assert not admin.list_slices(NODE_B, "edgefd.io")["items"]
         errors = bad.metrics()

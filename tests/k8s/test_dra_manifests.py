@@ -138,7 +138,8 @@ def test_rbac_is_what_the_dra_mode_calls() -> None:
     granted = _granted(dra_docs())
     slices = {("resource.k8s.io", "resourceslices", v) for v in ("get", "list", "watch")}
     slices |= {("resource.k8s.io", "resourceslices", v) for v in ("create", "update", "delete")}
-    assert granted == slices | {("resource.k8s.io", "resourceclaims", "get")}
+    claims = {("resource.k8s.io", "resourceclaims", "get")}
+    assert granted == slices | claims | {("", "nodes", "get")}  # nodes: the slices' owner
     src = (ROOT / "tools" / "devplugin" / "dra" / "kubeapi.py").read_text()
     for verb in ('"POST"', '"PUT"', '"DELETE"', '"GET"'):
         assert verb in src
@@ -291,8 +292,10 @@ def test_devplugin_and_feature_sink_tokens_are_two_identities(rendered: list[dic
     sink = {(g, r, v) for _, g, r, v in granted_to(rendered, SERVICE_ACCOUNT)}
     plugin_rights = {(g, r, v) for _, g, r, v in granted_to(rendered, DEVPLUGIN_SA)}
     assert not {r for g, r, v in sink} & {"resourceslices", "resourceclaims"}
-    assert not {r for g, r, v in plugin_rights} & {"nodes", "events", "nodefeatures"}
-    assert sink & plugin_rights == {MARK_GRANT[1:]}
+    assert not {r for g, r, v in plugin_rights} & {"events", "nodefeatures"}
+    # devplugin reads Nodes (its slices' owner) and can change none
+    assert {(g, r, v) for g, r, v in plugin_rights if r == "nodes"} == {("", "nodes", "get")}
+    assert sink & plugin_rights == {MARK_GRANT[1:], ("", "nodes", "get")}
 
 
 def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Path) -> None:

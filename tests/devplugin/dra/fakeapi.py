@@ -40,6 +40,8 @@ class FakeSliceApi:
         self.writes: list[tuple[str, str]] = []  # (verb, name)
         self.watches: list[FakeWatch] = []
         self.down = False
+        self.nodes: dict[str, dict[str, Any]] = {}  # name -> Node object
+        self.node_gets = 0
 
     def _check(self) -> None:
         if self.down:
@@ -112,6 +114,14 @@ class FakeSliceApi:
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             self._emit("DELETED", obj)
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            self._check()
+            self.node_gets += 1
+            if name not in self.nodes:
+                raise ApiNotFound(f"nodes {name!r} not found")
+            return copy.deepcopy(self.nodes[name])
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         raise ApiNotFound(f"resourceclaim {namespace}/{name} not found")

@@ -1,6 +1,7 @@
 """The resource.k8s.io/v1 calls the DRA mode makes, on the shared client (edgefd.kube):
-ResourceSlices of this node (list, watch, create, replace, delete) and reading a
-ResourceClaim. Plain JSON, no typed models (see edgefd.kube.client)."""
+ResourceSlices of this node (list, watch, create, replace, delete), reading a ResourceClaim,
+and reading its own Node (the slices' owner). Plain JSON, no typed models (see
+edgefd.kube.client)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ class DraApi(Client):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         path = f"/apis/{GROUP_VERSION}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
         return self.request("GET", "resourceclaims", path, f"get resourceclaim {namespace}/{name}")
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self.request("GET", "nodes", f"/api/v1/nodes/{quote(name)}", f"get node {name}")
 
     def _request_json(self, method: str, path: str, what: str) -> dict[str, Any]:
         return self.request(method, "resourceslices", path, what) or {}

@@ -152,13 +152,39 @@ def without_generation(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(spec, pool=pool)
 
 
-def slice_object(name: str, spec: dict[str, Any], generation: int) -> dict[str, Any]:
+def node_owner(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slices' ownerReferences: their Node, as the kubelet-plugin helper upstream sets
+    them, so a Node that is deleted takes its slices with it (the garbage collector) even
+    when no plugin is left to clean up."""
+    meta = node.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("name"):
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
+    ]
+
+
+def slice_object(
+    name: str,
+    spec: dict[str, Any],
+    generation: int,
+    owner: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "edgefd-devplugin"},
+    }
+    if owner:
+        meta["ownerReferences"] = owner
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "labels": {"app.kubernetes.io/managed-by": "edgefd-devplugin"},
-        },
+        "metadata": meta,
         "spec": with_generation(spec, generation),
     }
