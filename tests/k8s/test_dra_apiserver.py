@@ -220,6 +220,23 @@ def test_may_create_update_and_delete_its_own_nodes_slice(clean: dict[str, Any])
         sa.delete_slice(f"{NODE_A}-edgefd.io-0")
 
 
+def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) -> None:
+    """`--evict-after`'s taint (eviction.py) in the form the API server serves (v1, device
+    taints GA): stored as sent, timeAdded kept, so the publisher's echo compares equal."""
+    from edgefd.devplugin.dra import slices
+    from edgefd.devplugin.dra.eviction import Eviction
+    from tests.devplugin.dra.test_cdi import coral
+
+    gone = coral(present=False, reason="unplugged from port 2-1", last_seen=1_700_000_000.0)
+    taints = slices.taints(gone, Eviction(after=2.0, hold=3.0), 1_800_000_000.0)
+    body = slice_body(f"{NODE_A}-edgefd.io-0", NODE_A)
+    body["spec"]["devices"][0]["taints"] = taints
+    got = clean["sa"].create_slice(body)
+    assert got["spec"]["devices"][0]["taints"] == taints
+    assert taints[0]["effect"] == "NoExecute"
+    clean["sa"].delete_slice(f"{NODE_A}-edgefd.io-0")
+
+
 @pytest.mark.parametrize(
     ("body", "expect"),
     [

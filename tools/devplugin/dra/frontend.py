@@ -18,6 +18,8 @@ been unregistered for a while.)
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +34,7 @@ from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
 from .claims import Preparer
+from .eviction import Eviction
 from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
 from .metrics import DraMetrics
@@ -46,6 +49,7 @@ class DraOptions:
     kubelet_dir: str = "/var/lib/kubelet"
     cdi_dir: str = "/var/run/cdi"
     watch_seconds: int = WATCH_SECONDS
+    evict_after: float | None = None  # --evict-after: None, never
 
 
 class DraFrontend:
@@ -70,15 +74,50 @@ class DraFrontend:
         )
         self._socket_watch: Watcher | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self.eviction = Eviction(opts.evict_after)
+        self._entries: dict[str, table.Entry] = {}
+        self._evicting: set[str] = set()
+        self._publish_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._stopped = False
 
     def attach(self, inventory: Inventory) -> None:
+        self.eviction = Eviction(self.opts.evict_after, inventory.hold)
         self._unsubscribe = inventory.subscribe(self.on_snapshot, name="DRA")
 
     def on_snapshot(self, snap: Snapshot) -> None:
         entries = table.build(snap, self.config.by_name())
         self.preparer.update(entries)
         self.health.update({name: e.device for name, e in entries.items()})
-        self.publisher.set_devices([e.api() for e in entries.values()])
+        with self._publish_lock:
+            self._entries = entries
+        self._publish()
+
+    def _publish(self) -> None:
+        """The devices as they stand now, to the publisher; and a timer for the next
+        eviction deadline, when the slice changes although no scan does."""
+        with self._publish_lock:
+            now = time.time()
+            entries = list(self._entries.values())
+            evicting = {e.name for e in entries if self.eviction.due(e.device, now)}
+            for name in sorted(evicting - self._evicting):
+                dev = self._entries[name].device
+                log.warning(
+                    "%s: absent for %.0fs (%s): NoExecute taint, the pods using it are evicted",
+                    name,
+                    now - dev.last_seen,
+                    dev.reason,
+                )
+            self._evicting = evicting
+            self.publisher.set_devices([e.api(self.eviction, now) for e in entries])
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            at = self.eviction.next_deadline((e.device for e in entries), now)
+            if at is not None and not self._stopped:
+                self._timer = threading.Timer(max(0.0, at - time.time()) + 0.01, self._publish)
+                self._timer.daemon = True
+                self._timer.start()
 
     def reconfigure(self, config: Config) -> None:
         """Which resources exist (the next snapshot is built with them)."""
@@ -117,6 +156,10 @@ class DraFrontend:
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        with self._publish_lock:
+            self._stopped = True
+            if self._timer is not None:
+                self._timer.cancel()
         if self._socket_watch is not None:
             self._socket_watch.stop()
         self.health.close()

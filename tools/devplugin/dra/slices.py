@@ -11,8 +11,9 @@ An unplugged device stays in the slice, under its name, with a NoSchedule taint
 (`edgefd.io/unhealthy=unplugged`; a present device without a usable node gets
 `=no-device-node`): an allocated claim keeps naming a device the scheduler still knows, new
 claims are not given it, and it comes back untainted when it returns to its port. It leaves
-the slice when the inventory forgets it (`forget_after`). NoExecute is not used: it would
-evict a pod whose Coral is re-enumerating, which is exactly what must survive.
+the slice when the inventory forgets it (`forget_after`). NoExecute only with `--evict-after`
+(eviction.py), and never within the hold: it would evict a pod whose Coral is
+re-enumerating, which is exactly what must survive.
 
 Generation rule (the API's contract): every change of the pool's content writes every slice
 of the pool with the generation raised by one; consumers use only the highest generation.
@@ -27,6 +28,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from edgefd.inventory.device import Device
+
+from .eviction import NEVER, Eviction
 
 DRIVER = "edgefd.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -91,22 +94,32 @@ def _rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def taints(dev: Device) -> list[dict[str, Any]]:
-    """NoSchedule while the device cannot be used. An absent device's taint carries the time
-    it was last seen, so rewriting the slice never moves it (and never causes a write)."""
+def taints(dev: Device, eviction: Eviction = NEVER, now: float = 0.0) -> list[dict[str, Any]]:
+    """NoSchedule while the device cannot be used; NoExecute once an absent device is past
+    its eviction deadline. An absent device's taint carries the time it was last seen (or
+    its deadline), so rewriting the slice never moves it (and never causes a write)."""
     if dev.healthy:
         return []
     if not dev.present:
         taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
-        if dev.last_seen > 0:
+        deadline = eviction.deadline(dev)
+        if deadline is not None and now >= deadline:
+            taint.update(effect="NoExecute", timeAdded=_rfc3339(deadline))
+        elif dev.last_seen > 0:
             taint["timeAdded"] = _rfc3339(dev.last_seen)
         return [taint]
     return [{"key": TAINT_KEY, "value": "no-device-node", "effect": "NoSchedule"}]
 
 
-def api_device(name: str, attrs: dict[str, dict[str, Any]], dev: Device) -> dict[str, Any]:
+def api_device(
+    name: str,
+    attrs: dict[str, dict[str, Any]],
+    dev: Device,
+    eviction: Eviction = NEVER,
+    now: float = 0.0,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "attributes": attrs}
-    t = taints(dev)
+    t = taints(dev, eviction, now)
     if t:
         out["taints"] = t
     return out
