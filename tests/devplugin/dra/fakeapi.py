@@ -42,6 +42,7 @@ class FakeSliceApi:
         self.down = False
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> Node object
         self.node_gets = 0
+        self.status_writes: list[tuple[str, str, list[dict[str, Any]]]] = []
 
     def _check(self) -> None:
         if self.down:
@@ -122,6 +123,14 @@ class FakeSliceApi:
             if name not in self.nodes:
                 raise ApiNotFound(f"nodes {name!r} not found")
             return copy.deepcopy(self.nodes[name])
+
+    def apply_claim_status(
+        self, namespace: str, name: str, devices: list[dict[str, Any]], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            self._check()
+            self.status_writes.append((namespace, name, copy.deepcopy(devices)))
+            return {"status": {"devices": copy.deepcopy(devices)}}
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         raise ApiNotFound(f"resourceclaim {namespace}/{name} not found")

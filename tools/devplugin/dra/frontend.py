@@ -1,7 +1,7 @@
 """The DRA front-end: the inventory's devices through Dynamic Resource Allocation. A peer of the
 v1beta1 front-end, subscribing to the same inventory (`--api both` runs both on one); each
 snapshot becomes a device table (table.py) that feeds the ResourceSlice publisher and the
-kubelet plugin's preparer and health board.
+kubelet plugin's preparer and health board, and the prepared claims' status.
 
 Threads: the inventory calls `on_snapshot` on its own thread; the publisher's writer and
 watcher (publisher.py); the kubelet plugin's gRPC workers (kubeletplugin.py); one Watcher of
@@ -34,6 +34,7 @@ from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
 from .claims import Preparer
+from .claimstatus import ClaimStatusWriter
 from .eviction import Eviction
 from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
@@ -69,6 +70,7 @@ class DraFrontend:
         self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, api)
         self.publisher = Publisher(api, opts.node, self.metrics, opts.watch_seconds)
         self.health = HealthBoard(opts.node)
+        self.claim_status = ClaimStatusWriter(api, on_write=self._on_status_write)
         self.kubelet = KubeletPlugin(
             opts.kubelet_dir, self.preparer, self._on_call, self._on_registration, self.health
         )
@@ -91,6 +93,7 @@ class DraFrontend:
         self.health.update({name: e.device for name, e in entries.items()})
         with self._publish_lock:
             self._entries = entries
+        self.claim_status.set(self.preparer.prepared_claims(), entries)
         self._publish()
 
     def _publish(self) -> None:
@@ -126,6 +129,12 @@ class DraFrontend:
     def _on_call(self, op: str, ok: bool) -> None:
         self.metrics.calls.labels(op=op, result="ok" if ok else "error").inc()
         self.metrics.prepared.set(self.preparer.prepared)
+        with self._publish_lock:
+            entries = dict(self._entries)
+        self.claim_status.set(self.preparer.prepared_claims(), entries)
+
+    def _on_status_write(self, ok: bool) -> None:
+        self.metrics.claim_status_writes.labels(result="ok" if ok else "error").inc()
 
     def _on_registration(self, ok: bool, _error: str) -> None:
         self.metrics.registrations.labels(result="ok" if ok else "error").inc()
@@ -134,6 +143,7 @@ class DraFrontend:
         self.preparer.sweep()
         self.metrics.prepared.set(self.preparer.prepared)
         self.publisher.start()
+        self.claim_status.start()
         self.kubelet.start()
         self._socket_watch = Watcher(
             lambda _names: self.kubelet.check(),
@@ -164,6 +174,7 @@ class DraFrontend:
             self._socket_watch.stop()
         self.health.close()
         self.kubelet.stop()
+        self.claim_status.stop()
         prepared = self.preparer.prepared
         if prepared:
             log.info("%d claim(s) still prepared: leaving the ResourceSlices in place", prepared)
