@@ -148,26 +148,38 @@ def test_rbac_is_what_the_dra_mode_calls() -> None:
     assert src.count('"PATCH"') == 1 and "/status?" in src  # the claim status apply only
 
 
-def test_admission_policy_is_bound_denying_and_scoped() -> None:
-    docs = dra_docs()
-    policy = find(docs, "ValidatingAdmissionPolicy")
-    binding = find(docs, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"] == {
-        "policyName": policy["metadata"]["name"],
-        "validationActions": ["Deny"],
-    }
+def _policy(docs: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    policy = find(docs, "ValidatingAdmissionPolicy", name)
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", name)
+    assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     [cond] = spec["matchConditions"]
     assert mark_condition(cond["expression"])
+    # the node policy of the base is another object: both stay in force
+    assert name not in base.POLICIES
+    return spec, binding
+
+
+def test_admission_policy_is_bound_denying_and_scoped() -> None:
+    docs = dra_docs()
+    assert len([d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]) == 2
+    spec, _ = _policy(docs, "edgefd-resourceslice-restriction")
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == ["resource.k8s.io"] and rule["resources"] == ["resourceslices"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
     text = yaml.safe_dump(spec)
     assert "authentication.kubernetes.io/node-name" in text
     assert "s.spec.driver == 'edgefd.io'" in text
-    # the node policy of the base is another object: both stay in force
-    assert policy["metadata"]["name"] not in base.POLICIES
+
+
+def test_claim_status_policy_is_bound_denying_and_scoped() -> None:
+    spec, _ = _policy(dra_docs(), "edgefd-resourceclaim-status-restriction")
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["resourceclaims/status"] and rule["operations"] == ["UPDATE"]
+    text = yaml.safe_dump(spec)
+    assert "authentication.kubernetes.io/node-name" in text
+    assert "nodeSelectorTerms" in text
 
 
 # -- the component over the base
