@@ -13,8 +13,10 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    the running pod is undisturbed, and a pod created afterwards gets a free device (of another
    class, e.g. the NCS2, when the tree has one).
 6. Hot-plug while the workload runs: unplug -> the device is tainted in the slice, plug back
-   (a USB device with a new devnum) -> untainted, each within a second; the claim's CDI spec
-   follows and the restarted container gets the device's node.
+   (a USB device with a new devnum) -> untainted, each within a second; the pod's
+   allocatedResourcesStatus and the claim's status.devices Ready condition follow (Unhealthy
+   with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
+   container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
@@ -41,6 +43,12 @@ from .checks_devices import (
     restart_and_probe,
     ungranted_node,
     unschedulable,
+)
+from .checks_health import (
+    claim_problems,
+    health_problems,
+    wait_claim_ready,
+    wait_pod_health,
 )
 from .context import NAMESPACE, Run, metric, plugin_metrics
 from .expect import Device
@@ -269,15 +277,21 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     w = run.facts["claim"]
     device: Device = w["device"]
     name = device.dra_name
+    claim = _claim_of(run, w["pod"]) or {}
     old = run.node.host.unplug(device.bus, device.location)
     t0 = time.monotonic()
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)
     t_taint = time.monotonic() - t0
+    down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # from our DRAResourceHealth
+    gone = wait_claim_ready(run, claim, "False")
     new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
-    problems = []
+    up = wait_pod_health(run, w["pod"], "Healthy", t1)
+    back = wait_claim_ready(run, claim, "True")
+    problems = health_problems(down, "Unhealthy", "unplugged from") + health_problems(up, "Healthy")
+    problems += claim_problems(gone, back, device.location)
     for what, t in (("unplug", t_taint), ("plug", t_back)):
         if t > HOTPLUG_S:
             problems.append(f"{what} reached the slice after {t:.2f}s")
@@ -293,9 +307,12 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
         "dra_plug_to_slice_s": round(t_back, 3),
+        "dra_unplug_to_pod_unhealthy_s": down["after_s"],
+        "dra_plug_to_pod_healthy_s": up["after_s"],
     }
     run.figures.update(figures)
-    return {"ok": not problems, "problems": problems, **figures}
+    shown = {"pod_status_unplugged": down["shown"], "claim_status_back": back}
+    return {"ok": not problems, "problems": problems, **figures, **shown}
 
 
 def check_unprepare(run: Run) -> dict[str, Any]:
