@@ -18,6 +18,7 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
    container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
+7b. `--evict-after 2s`: a Deployment's pod is evicted from a pulled device (checks_evict.py).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -338,6 +339,12 @@ def check_unprepare(run: Run) -> dict[str, Any]:
     }
 
 
+def check_evict(run: Run) -> dict[str, Any]:
+    from .checks_evict import check_evict as run_it  # it builds on this module
+
+    return run_it(run)
+
+
 def check_delete(run: Run) -> dict[str, Any]:
     """8. Deleting the DaemonSets (no claim prepared): the slice and the sockets go."""
     for ds in ("edgefd", "edgefd-devplugin"):  # devplugin runs in a DaemonSet of its own
@@ -380,6 +387,7 @@ CHECKS = [
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
+    ("7b_evict", check_evict, ("3_slice",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

@@ -7,12 +7,9 @@ real node's end-to-end)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from edgefd.devplugin.dra.eviction import NEVER, Eviction
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.devplugin.dra.test_cdi import coral
+from tests.devplugin.test_one_source import short_dir  # noqa: F401
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
@@ -66,22 +64,13 @@ def test_the_taint_turns_noexecute_with_its_deadline_as_time() -> None:
     assert slices.taints(present_unusable, ev, 1e12)[0]["effect"] == "NoSchedule"
 
 
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="ev-"))  # unix socket paths are limited to 107 bytes
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def _effect(api: FakeSliceApi, name: str) -> str | None:
     taints = api.devices().get(name, {}).get("taints") or [{}]
     return taints[0].get("effect")
 
 
 def test_an_unplugged_device_is_tainted_noexecute_after_hold_and_duration(
-    short_dir: Path,
+    short_dir: Path,  # noqa: F811
 ) -> None:
     host = build_host("rpi4-coral", short_dir / "host", devicetree=False)
     api = FakeSliceApi()
