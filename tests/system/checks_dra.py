@@ -291,7 +291,10 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     t_back = time.monotonic() - t1
     up = wait_pod_health(run, w["pod"], "Healthy", t1)
     back = wait_claim_ready(run, claim, "True")
-    problems = health_problems(down, "Unhealthy", "unplugged from") + health_problems(up, "Healthy")
+    # the message says where: "unplugged from port 2-1", "re-enumerating at port 2-1" (a Coral
+    # in its boot state, within the hold), "gone from PCI address ..."
+    problems = health_problems(down, "Unhealthy", device.location)
+    problems += health_problems(up, "Healthy")
     problems += claim_problems(gone, back, device.location)
     for what, t in (("unplug", t_taint), ("plug", t_back)):
         if t > HOTPLUG_S:

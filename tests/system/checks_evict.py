@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .checks_dra import TEMPLATES, claim_template, claim_workload, node_slices
+from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
 from .context import NAMESPACE, Run, metric, plugin_metrics
 from .kube import wait_for
 
@@ -130,10 +130,11 @@ def check_evict(run: Run) -> dict[str, Any]:
         wait_for("the replacement running", lambda: _running(run, app, not_named=name), 120, 0.1)
         t_back = time.monotonic() - t1
     finally:
-        run.api.request("DELETE", f"{DEPLOYMENTS}/{app}")
-        for p in _pods(run, app):
-            run.delete_pod(p["metadata"]["name"])
+        # foreground: the ReplicaSet cannot make another pod meanwhile; then every claim
+        # unprepared, so that deleting the DaemonSet later may remove the slices
+        run.api.request("DELETE", f"{DEPLOYMENTS}/{app}", {"propagationPolicy": "Foreground"})
         wait_for("the Deployment's pods gone", lambda: not _pods(run, app), 90, 0.2)
+        wait_for("its claims unprepared", lambda: not _claim_specs(run), 60, 0.2)
     figures = {
         "dra_unplug_to_evicted_s": round(t_evict, 2),
         "dra_plug_to_replacement_running_s": round(t_back, 2),
@@ -146,6 +147,10 @@ def check_evict(run: Run) -> dict[str, Any]:
         "rollout_s": round(rolled, 2),
         **figures,
     }
+
+
+def _claim_specs(run: Run) -> list[str]:
+    return [p.name for p in cdi_dir(run).glob("edgefd.io-*.json")]
 
 
 def _claim_devices(run: Run, pod: dict[str, Any]) -> set[str]:

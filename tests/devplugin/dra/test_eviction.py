@@ -19,7 +19,7 @@ from edgefd.core.service import WatchSettings
 from edgefd.devplugin.app import App, Options
 from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra import slices
-from edgefd.devplugin.dra.eviction import NEVER, Eviction
+from edgefd.devplugin.dra.eviction import NEVER, Eviction, missing_since
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.devplugin.dra.test_cdi import coral
@@ -38,28 +38,37 @@ CORAL_BOOT = {
 GONE = coral(present=False, reason="unplugged from port 2-1", last_seen=1000.0)
 
 
-def test_deadline_is_last_seen_plus_hold_plus_the_duration() -> None:
+def test_deadline_is_missing_since_plus_hold_plus_the_duration() -> None:
     ev = Eviction(after=2.0, hold=3.0)
-    assert ev.deadline(GONE) == 1005.0
-    assert not ev.due(GONE, 1004.9) and ev.due(GONE, 1005.0)
+    assert ev.deadline(GONE, 1010.0) == 1015.0  # found missing at 1010 (last seen at 1000)
+    assert ev.deadline(GONE) == 1005.0  # absent since before the start: from last_seen
+    assert not ev.due(GONE, 1014.9, 1010.0) and ev.due(GONE, 1015.0, 1010.0)
     assert ev.deadline(coral()) is None  # present: never
-    assert NEVER.deadline(GONE) is None  # off by default
-    assert ev.next_deadline([GONE, coral()], 1001.0) == 1005.0
-    assert ev.next_deadline([GONE], 1006.0) is None  # past: nothing left to wait for
+    assert NEVER.deadline(GONE, 1010.0) is None  # off by default
+    assert ev.next_deadline([(GONE, 1010.0), (coral(), None)], 1011.0) == 1015.0
+    assert ev.next_deadline([(GONE, 1010.0)], 1016.0) is None  # past: nothing to wait for
+
+
+def test_missing_since_is_when_a_snapshot_first_lacked_it() -> None:
+    here, gone = {"c": coral()}, {"c": GONE}
+    assert missing_since(here, gone, {}, 1010.0) == {"c": 1010.0}  # the unplug's snapshot
+    assert missing_since(gone, gone, {"c": 1010.0}, 1020.0) == {"c": 1010.0}  # kept
+    assert missing_since({}, gone, {}, 1020.0) == {"c": 1000.0}  # absent from the start
+    assert missing_since(gone, here, {"c": 1010.0}, 1030.0) == {}  # back
 
 
 def test_the_taint_turns_noexecute_with_its_deadline_as_time() -> None:
     ev = Eviction(after=2.0, hold=3.0)
     [before] = slices.taints(GONE, ev, 1004.0)
     assert before["effect"] == "NoSchedule"
-    [after] = slices.taints(GONE, ev, 1005.5)
+    [after] = slices.taints(GONE, ev, 1005.5, since=1000.0)
     assert after == {
         "key": "edgefd.io/unhealthy",
         "value": "unplugged",
         "effect": "NoExecute",
         "timeAdded": "1970-01-01T00:16:45Z",  # the deadline, so tolerationSeconds count from it
     }
-    assert slices.taints(GONE, ev, 1005.5) == slices.taints(GONE, ev, 9999.0)  # no rewrite
+    assert slices.taints(GONE, ev, 1005.5, 1000.0) == slices.taints(GONE, ev, 9999.0, 1000.0)
     present_unusable = coral(reason="device node /dev/bus/usb/002/003 is missing")
     assert slices.taints(present_unusable, ev, 1e12)[0]["effect"] == "NoSchedule"
 
@@ -95,13 +104,15 @@ def test_an_unplugged_device_is_tainted_noexecute_after_hold_and_duration(
         app.start()
         wait_until(lambda: "coral-usb-2-1" in api.devices())
         hold = app.inventory.hold
+        # no scan meanwhile (rescans hourly): its last_seen is older than the unplug by this,
+        # and the eviction must still count from the unplug
+        time.sleep(1.5)
         gone = time.time()
         HostBuilder(host).remove_usb("2-1")
         wait_until(lambda: _effect(api, "coral-usb-2-1") == "NoSchedule", timeout=3)
         wait_until(lambda: _effect(api, "coral-usb-2-1") == "NoExecute", timeout=hold + 3)
         took = time.time() - gone
-        # last_seen is the last scan that saw it (at or before the unplug): hold + 0.5 s
-        assert hold + 0.5 - 1.0 <= took <= hold + 0.5 + 1.5, took
+        assert hold + 0.5 - 0.1 <= took <= hold + 0.5 + 1.0, took
         assert fe[0]._evicting == {"coral-usb-2-1"}
         gen = api.generation()
         time.sleep(0.3)

@@ -4,16 +4,18 @@ evicted, so that their controller places them on a node with a healthy one.
 
 A device counts as gone for good once it has been missing longer than the inventory's hold
 (a Coral's or an NCS2's re-enumeration fits in it, and must never evict) plus `after`,
-measured from the last scan that saw it. The deadline is a pure function of the device, so
-the slice says the same thing at every rewrite and a restart recomputes it (a device absent
-since before the restart is evicted once its deadline has passed, not later). The taint's
-`timeAdded` is the deadline: a workload's `tolerationSeconds` counts from when eviction
-began, not from the unplug.
+measured from when it was found missing: the time of the first snapshot without it (the
+front-end keeps that), not its `last_seen`, which is the last scan that saw it and may be a
+whole rescan period older than the unplug. A device already absent when the process starts
+counts from its `last_seen` (all that is known). The deadline is fixed once the device is
+missing, so the slice says the same thing at every rewrite. The taint's `timeAdded` is the
+deadline: a workload's `tolerationSeconds` counts from when eviction began, not from the
+unplug.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from edgefd.inventory.device import Device
@@ -24,20 +26,46 @@ class Eviction:
     after: float | None = None  # None: never (the default)
     hold: float = 0.0  # the inventory's re-enumeration hold
 
-    def deadline(self, dev: Device) -> float | None:
-        """Wall-clock time the device's taint becomes NoExecute; None: it never does."""
-        if self.after is None or dev.present or dev.last_seen <= 0:
+    def deadline(self, dev: Device, missing_since: float | None = None) -> float | None:
+        """Wall-clock time the device's taint becomes NoExecute; None: it never does.
+        `missing_since`: when it was found missing (None: its last_seen)."""
+        since = missing_since if missing_since is not None else dev.last_seen
+        if self.after is None or dev.present or since <= 0:
             return None
-        return dev.last_seen + self.hold + self.after
+        return since + self.hold + self.after
 
-    def due(self, dev: Device, now: float) -> bool:
-        at = self.deadline(dev)
+    def due(self, dev: Device, now: float, missing_since: float | None = None) -> bool:
+        at = self.deadline(dev, missing_since)
         return at is not None and now >= at
 
-    def next_deadline(self, devices: Iterable[Device], now: float) -> float | None:
-        """The earliest deadline still to come: when the slice has to change by itself."""
-        ahead = [at for d in devices if (at := self.deadline(d)) is not None and at > now]
+    def next_deadline(
+        self, devices: Iterable[tuple[Device, float | None]], now: float
+    ) -> float | None:
+        """The earliest deadline still to come, of (device, missing since) pairs: when the
+        slice has to change by itself."""
+        ahead = [at for d, s in devices if (at := self.deadline(d, s)) is not None and at > now]
         return min(ahead, default=None)
 
 
 NEVER = Eviction()
+
+
+def missing_since(
+    before: Mapping[str, Device],
+    after: Mapping[str, Device],
+    known: Mapping[str, float],
+    now: float,
+) -> dict[str, float]:
+    """When each absent device of `after` was found missing: kept from `known`; `now` for
+    one present in `before`; its last_seen for one absent from the start."""
+    out = {}
+    for name, dev in after.items():
+        if dev.present:
+            continue
+        if name in known:
+            out[name] = known[name]
+        elif name in before and before[name].present:
+            out[name] = now
+        else:
+            out[name] = dev.last_seen
+    return out

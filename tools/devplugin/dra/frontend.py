@@ -35,7 +35,7 @@ from . import table
 from .checkpoint import Checkpoint
 from .claims import Preparer
 from .claimstatus import ClaimStatusWriter
-from .eviction import Eviction
+from .eviction import Eviction, missing_since
 from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
 from .metrics import DraMetrics
@@ -78,6 +78,7 @@ class DraFrontend:
         self._unsubscribe: Callable[[], None] | None = None
         self.eviction = Eviction(opts.evict_after)
         self._entries: dict[str, table.Entry] = {}
+        self._missing: dict[str, float] = {}  # absent device -> when found missing (wall)
         self._evicting: set[str] = set()
         self._publish_lock = threading.Lock()
         self._timer: threading.Timer | None = None
@@ -92,6 +93,12 @@ class DraFrontend:
         self.preparer.update(entries)
         self.health.update({name: e.device for name, e in entries.items()})
         with self._publish_lock:
+            self._missing = missing_since(
+                {n: e.device for n, e in self._entries.items()},
+                {n: e.device for n, e in entries.items()},
+                self._missing,
+                snap.time,
+            )
             self._entries = entries
         self.claim_status.set(self.preparer.prepared_claims(), entries)
         self._publish()
@@ -102,21 +109,26 @@ class DraFrontend:
         with self._publish_lock:
             now = time.time()
             entries = list(self._entries.values())
-            evicting = {e.name for e in entries if self.eviction.due(e.device, now)}
+            since = self._missing
+            evicting = {
+                e.name for e in entries if self.eviction.due(e.device, now, since.get(e.name))
+            }
             for name in sorted(evicting - self._evicting):
                 dev = self._entries[name].device
                 log.warning(
                     "%s: absent for %.0fs (%s): NoExecute taint, the pods using it are evicted",
                     name,
-                    now - dev.last_seen,
+                    now - since.get(name, dev.last_seen),
                     dev.reason,
                 )
             self._evicting = evicting
-            self.publisher.set_devices([e.api(self.eviction, now) for e in entries])
+            self.publisher.set_devices(
+                [e.api(self.eviction, now, since.get(e.name)) for e in entries]
+            )
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            at = self.eviction.next_deadline((e.device for e in entries), now)
+            at = self.eviction.next_deadline(((e.device, since.get(e.name)) for e in entries), now)
             if at is not None and not self._stopped:
                 self._timer = threading.Timer(max(0.0, at - time.time()) + 0.01, self._publish)
                 self._timer.daemon = True

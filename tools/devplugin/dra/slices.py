@@ -94,7 +94,9 @@ def _rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def taints(dev: Device, eviction: Eviction = NEVER, now: float = 0.0) -> list[dict[str, Any]]:
+def taints(
+    dev: Device, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
+) -> list[dict[str, Any]]:
     """NoSchedule while the device cannot be used; NoExecute once an absent device is past
     its eviction deadline. An absent device's taint carries the time it was last seen (or
     its deadline), so rewriting the slice never moves it (and never causes a write)."""
@@ -102,7 +104,7 @@ def taints(dev: Device, eviction: Eviction = NEVER, now: float = 0.0) -> list[di
         return []
     if not dev.present:
         taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
-        deadline = eviction.deadline(dev)
+        deadline = eviction.deadline(dev, since)
         if deadline is not None and now >= deadline:
             taint.update(effect="NoExecute", timeAdded=_rfc3339(deadline))
         elif dev.last_seen > 0:
@@ -117,9 +119,10 @@ def api_device(
     dev: Device,
     eviction: Eviction = NEVER,
     now: float = 0.0,
+    since: float | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "attributes": attrs}
-    t = taints(dev, eviction, now)
+    t = taints(dev, eviction, now, since)
     if t:
         out["taints"] = t
     return out

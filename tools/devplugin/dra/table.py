@@ -32,8 +32,10 @@ class Entry:
         """The ResourceSlice device name: the device's one name."""
         return self.device.name
 
-    def api(self, eviction: Eviction = NEVER, now: float = 0.0) -> dict[str, Any]:
-        return api_device(self.name, self.attributes, self.device, eviction, now)
+    def api(
+        self, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
+    ) -> dict[str, Any]:
+        return api_device(self.name, self.attributes, self.device, eviction, now, since)
 
 
 Table = Mapping[str, Entry]
