@@ -6,8 +6,8 @@
    policy lets it create, update and delete node A's slice of driver edgefd.io, and refuses:
    node B's slice (create, update, delete), another driver, another pool, and a token that
    names no node. RBAC grants only the verbs the DRA mode uses.
-3. The real `devplugin --api dra`, with that token, publishes node A's slice through all of it
-   and cannot publish node B's.
+3. The real `devplugin --api dra`, with that token, publishes node A's slice through all of it,
+   owned by node A's Node (its UID read from the API server), and cannot publish node B's.
 """
 
 from __future__ import annotations
@@ -88,8 +88,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
         report["applied"].append((doc["kind"], doc["metadata"]["name"]))
 
     admin = connect(kube_apiserver.kubeconfig, 10.0, client_class=DraApi)
-    for n in (NODE_A, NODE_B):
-        kube_apiserver.create_node(n)
+    node_uids = {n: kube_apiserver.create_node(n).metadata.uid for n in (NODE_A, NODE_B)}
     token = kube_apiserver.mint_pod_token(NAMESPACE, DEVPLUGIN_SA, POD_A, NODE_A)
     kubeconfig = kube_apiserver.kubeconfig_for_token(token)
     sa = connect(kubeconfig, 10.0, client_class=DraApi)
@@ -116,6 +115,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
         "report": report,
         "docs": docs,
         "api_client": admin_client,
+        "node_uids": node_uids,
     }
 
     # leave the shared API server as other tests expect it: no edgefd policy in force
@@ -220,6 +220,23 @@ def test_may_create_update_and_delete_its_own_nodes_slice(clean: dict[str, Any])
         sa.delete_slice(f"{NODE_A}-edgefd.io-0")
 
 
+def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) -> None:
+    """`--evict-after`'s taint (eviction.py) in the form the API server serves (v1, device
+    taints GA): stored as sent, timeAdded kept, so the publisher's echo compares equal."""
+    from edgefd.devplugin.dra import slices
+    from edgefd.devplugin.dra.eviction import Eviction
+    from tests.devplugin.dra.test_cdi import coral
+
+    gone = coral(present=False, reason="unplugged from port 2-1", last_seen=1_700_000_000.0)
+    taints = slices.taints(gone, Eviction(after=2.0, hold=3.0), 1_800_000_000.0)
+    body = slice_body(f"{NODE_A}-edgefd.io-0", NODE_A)
+    body["spec"]["devices"][0]["taints"] = taints
+    got = clean["sa"].create_slice(body)
+    assert got["spec"]["devices"][0]["taints"] == taints
+    assert taints[0]["effect"] == "NoExecute"
+    clean["sa"].delete_slice(f"{NODE_A}-edgefd.io-0")
+
+
 @pytest.mark.parametrize(
     ("body", "expect"),
     [
@@ -287,6 +304,10 @@ def test_rbac_is_narrow(kube_apiserver: Any, applied: dict[str, Any]) -> None:
     for verb in ("get", "list", "watch", "create", "update", "delete"):
         assert can(verb, "resourceslices"), verb
     assert can("get", "resourceclaims", "default")
+    nodes = authz.create_self_subject_access_review(
+        {"spec": {"resourceAttributes": {"verb": "get", "resource": "nodes", "name": NODE_A}}}
+    )
+    assert nodes.status.allowed  # the slices' owner
     for verb, resource, ns, sub in [
         ("patch", "resourceslices", "", ""),
         ("deletecollection", "resourceslices", "", ""),
@@ -313,6 +334,16 @@ def test_devplugin_publishes_its_own_node_and_not_another(
     try:
         [s] = wait_until(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
         assert {d["name"] for d in s["spec"]["devices"]} == {"ncs2-1-1-1", "coral-usb-2-1"}
+        # owned by its Node, as the upstream kubelet-plugin helper does, the UID the Node's
+        assert s["metadata"]["ownerReferences"] == [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": NODE_A,
+                "uid": clean["node_uids"][NODE_A],
+                "controller": True,
+            }
+        ]
         wait_until(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
         assert not admin.list_slices(NODE_B, "edgefd.io")["items"]
         errors = bad.metrics()

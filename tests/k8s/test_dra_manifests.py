@@ -162,33 +162,48 @@ def test_rbac_is_what_the_dra_mode_calls() -> None:
     granted = _granted(dra_docs())
     slices = {("resource.k8s.io", "resourceslices", v) for v in ("get", "list", "watch")}
     slices |= {("resource.k8s.io", "resourceslices", v) for v in ("create", "update", "delete")}
-    assert granted == slices | {("resource.k8s.io", "resourceclaims", "get")}
+    claims = {("resource.k8s.io", "resourceclaims", "get")}
+    claims |= {("resource.k8s.io", "resourceclaims/status", "patch")}  # apply of status.devices
+    claims |= {("resource.k8s.io", "resourceclaims/driver", "associated-node:patch")}
+    assert granted == slices | claims | {("", "nodes", "get")}  # nodes: the slices' owner
     src = (ROOT / "tools" / "devplugin" / "dra" / "kubeapi.py").read_text()
     for verb in ('"POST"', '"PUT"', '"DELETE"', '"GET"'):
         assert verb in src
-    assert '"PATCH"' not in src
+    assert src.count('"PATCH"') == 1 and "/status?" in src  # the claim status apply only
 
 
-def test_admission_policy_is_bound_denying_and_scoped() -> None:
-    docs = dra_docs()
-    policy = find(docs, "ValidatingAdmissionPolicy")
-    binding = find(docs, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"] == {
-        "policyName": policy["metadata"]["name"],
-        "validationActions": ["Deny"],
-    }
+def _policy(docs: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    policy = find(docs, "ValidatingAdmissionPolicy", name)
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", name)
+    assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     [cond] = spec["matchConditions"]
     assert mark_condition(cond["expression"])
+    # the node policy of the base is another object: both stay in force
+    assert name not in base.POLICIES
+    return spec, binding
+
+
+def test_admission_policy_is_bound_denying_and_scoped() -> None:
+    docs = dra_docs()
+    assert len([d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]) == 2
+    spec, _ = _policy(docs, "edgefd-resourceslice-restriction")
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == ["resource.k8s.io"] and rule["resources"] == ["resourceslices"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
     text = yaml.safe_dump(spec)
     assert "authentication.kubernetes.io/node-name" in text
     assert "s.spec.driver == 'edgefd.io'" in text
-    # the node policy of the base is another object: both stay in force
-    assert policy["metadata"]["name"] not in base.POLICIES
+
+
+def test_claim_status_policy_is_bound_denying_and_scoped() -> None:
+    spec, _ = _policy(dra_docs(), "edgefd-resourceclaim-status-restriction")
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["resourceclaims/status"] and rule["operations"] == ["UPDATE"]
+    text = yaml.safe_dump(spec)
+    assert "authentication.kubernetes.io/node-name" in text
+    assert "nodeSelectorTerms" in text
 
 
 # -- the component over the base
@@ -315,8 +330,10 @@ def test_devplugin_and_feature_sink_tokens_are_two_identities(rendered: list[dic
     sink = {(g, r, v) for _, g, r, v in granted_to(rendered, SERVICE_ACCOUNT)}
     plugin_rights = {(g, r, v) for _, g, r, v in granted_to(rendered, DEVPLUGIN_SA)}
     assert not {r for g, r, v in sink} & {"resourceslices", "resourceclaims"}
-    assert not {r for g, r, v in plugin_rights} & {"nodes", "events", "nodefeatures"}
-    assert sink & plugin_rights == {MARK_GRANT[1:]}
+    assert not {r for g, r, v in plugin_rights} & {"events", "nodefeatures"}
+    # devplugin reads Nodes (its slices' owner) and can change none
+    assert {(g, r, v) for g, r, v in plugin_rights if r == "nodes"} == {("", "nodes", "get")}
+    assert sink & plugin_rights == {MARK_GRANT[1:], ("", "nodes", "get")}
 
 
 def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Path) -> None:

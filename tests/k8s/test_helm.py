@@ -94,6 +94,7 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         ),
         None,
     ),
+    "dra-evict": (s("devicePlugin.api=dra", "devicePlugin.evictAfter=5m"), ("dra", "dra-evict")),
     "namespace": (s("namespace.name=edgefd-helm"), None),
     # the post-delete prune hook (tests/k8s/test_prune_job.py: the same objects as k8s/prune)
     "prune": (s("labels.pruneOnUninstall=true"), None),

@@ -64,6 +64,7 @@ COMBINATIONS = [
     ("host-features",),
     ("nodefeature", "host-features", "dra"),
     ("dra", "host-features"),  # its merge patch names feature-sink first: any order works
+    ("dra", "dra-evict"),
     ("hostnetwork", "host-features", "no-devplugin"),
 ]
 DRA_HOSTPATHS = (
@@ -126,7 +127,7 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features"):
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict"):
         for f in (OVERLAYS / name).iterdir():
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
@@ -238,6 +239,14 @@ def test_dra_component_renders_with_the_base() -> None:
     """Its content is tests/k8s/test_dra_manifests.py's; here: it combines with the others."""
     spec = pod_spec(daemonset(combo(("dra",)), DEVPLUGIN_DS))
     assert "--api=dra" in container(spec, "devplugin")["command"]
+
+
+def test_dra_evict_adds_only_the_flag() -> None:
+    """On top of dra: one flag more in devplugin's command, nothing else."""
+    with_dra = daemonset(combo(("dra",)), DEVPLUGIN_DS)
+    evicting = daemonset(combo(("dra", "dra-evict")), DEVPLUGIN_DS)
+    assert container(pod_spec(evicting), "devplugin")["command"].pop() == "--evict-after=5m"
+    assert evicting == with_dra
 
 
 # -- combinations ----------------------------------------------------------------------------

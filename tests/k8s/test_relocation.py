@@ -33,7 +33,11 @@ RELOCATED = "edge-relocated"
 PREFIX = "reloc-"
 NODE_A = "edgefd-reloc-node-a"
 NODE_B = "edgefd-reloc-node-b"
-ALL_POLICIES = (*POLICIES, "edgefd-resourceslice-restriction")
+ALL_POLICIES = (
+    *POLICIES,
+    "edgefd-resourceslice-restriction",
+    "edgefd-resourceclaim-status-restriction",
+)
 FEATURE = "feature.node.kubernetes.io~1usb-fe_1a6e_089a.present"
 
 

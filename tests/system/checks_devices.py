@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from .checks_health import health_problems, wait_pod_health
 from .context import Run, metric, plugin_metrics
 from .expect import Device
 from .hosttree import DevNode
@@ -353,11 +354,13 @@ def check_replug(run: Run) -> dict[str, Any]:
     old = run.node.host.unplug(device.bus, device.location)
     wait_for("device Unhealthy", lambda: health("Unhealthy", 1), timeout=10, interval=0.05)
     t_unhealthy = time.monotonic() - t0
+    pod_down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # KEP-4680, from ListAndWatch
     new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device Healthy", lambda: health("Healthy", total), timeout=10, interval=0.05)
     t_healthy = time.monotonic() - t1
-    problems = []
+    pod_up = wait_pod_health(run, w["pod"], "Healthy", t1)
+    problems = health_problems(pod_down, "Unhealthy") + health_problems(pod_up, "Healthy")
     if device.bus == "usb" and new.path == old.path:
         problems.append(f"the re-plugged USB device kept its node {old.path}")
     link = run.node.ns.outside(device.host_paths[0])
@@ -373,6 +376,8 @@ def check_replug(run: Run) -> dict[str, Any]:
     figures = {
         "unplug_to_unhealthy_s": round(t_unhealthy, 2),
         "plug_to_healthy_s": round(t_healthy, 2),
+        "unplug_to_pod_unhealthy_s": pod_down["after_s"],
+        "plug_to_pod_healthy_s": pod_up["after_s"],
     }
     run.figures.update(figures)
     return {
@@ -381,5 +386,6 @@ def check_replug(run: Run) -> dict[str, Any]:
         "id": w["id"],
         "old_node": f"{old.path} {old.major}:{old.minor}",
         "new_node": f"{new.path} {new.major}:{new.minor}",
+        "pod_status_unplugged": pod_down["shown"],
         **figures,
     }

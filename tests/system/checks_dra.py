@@ -13,11 +13,14 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    the running pod is undisturbed, and a pod created afterwards gets a free device (of another
    class, e.g. the NCS2, when the tree has one).
 6. Hot-plug while the workload runs: unplug -> the device is tainted in the slice, plug back
-   (a USB device with a new devnum) -> untainted, each within a second; the claim's CDI spec
-   follows and the restarted container gets the device's node.
+   (a USB device with a new devnum) -> untainted, each within a second; the pod's
+   allocatedResourcesStatus and the claim's status.devices Ready condition follow (Unhealthy
+   with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
+   container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 7b. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
    (checks_extended.py).
+7c. `--evict-after 2s`: a Deployment's pod is evicted from a pulled device (checks_evict.py).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -43,6 +46,12 @@ from .checks_devices import (
     restart_and_probe,
     ungranted_node,
     unschedulable,
+)
+from .checks_health import (
+    claim_problems,
+    health_problems,
+    wait_claim_ready,
+    wait_pod_health,
 )
 from .context import NAMESPACE, Run, metric, plugin_metrics
 from .expect import Device
@@ -271,16 +280,25 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     w = run.facts["claim"]
     device: Device = w["device"]
     name = device.dra_name
+    claim = _claim_of(run, w["pod"]) or {}
     old = run.node.host.unplug(device.bus, device.location)
     t0 = time.monotonic()
     wait_for("device tainted", lambda: _taints(run, name), timeout=10, interval=0.02)
     t_taint = time.monotonic() - t0
+    down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # from our DRAResourceHealth
+    gone = wait_claim_ready(run, claim, "False")
     new = run.node.host.plug(device.bus, device.location)
     run.facts.setdefault("moved", {})[name] = new  # its node from now on
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
-    problems = []
+    up = wait_pod_health(run, w["pod"], "Healthy", t1)
+    back = wait_claim_ready(run, claim, "True")
+    # the message says where: "unplugged from port 2-1", "re-enumerating at port 2-1" (a Coral
+    # in its boot state, within the hold), "gone from PCI address ..."
+    problems = health_problems(down, "Unhealthy", device.location)
+    problems += health_problems(up, "Healthy")
+    problems += claim_problems(gone, back, device.location)
     for what, t in (("unplug", t_taint), ("plug", t_back)):
         if t > HOTPLUG_S:
             problems.append(f"{what} reached the slice after {t:.2f}s")
@@ -296,9 +314,12 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
         "dra_plug_to_slice_s": round(t_back, 3),
+        "dra_unplug_to_pod_unhealthy_s": down["after_s"],
+        "dra_plug_to_pod_healthy_s": up["after_s"],
     }
     run.figures.update(figures)
-    return {"ok": not problems, "problems": problems, **figures}
+    shown = {"pod_status_unplugged": down["shown"], "claim_status_back": back}
+    return {"ok": not problems, "problems": problems, **figures, **shown}
 
 
 def check_unprepare(run: Run) -> dict[str, Any]:
@@ -322,6 +343,12 @@ def check_unprepare(run: Run) -> dict[str, Any]:
         "problems": [f"CDI specs left: {left}"] if left else [],
         "delete_to_unprepared_s": round(t_first, 2),
     }
+
+
+def check_evict(run: Run) -> dict[str, Any]:
+    from .checks_evict import check_evict as run_it  # it builds on this module
+
+    return run_it(run)
 
 
 def check_delete(run: Run) -> dict[str, Any]:
@@ -374,6 +401,7 @@ CHECKS = [
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_extended_resource", _check_extended_resource, ("7_unprepare",)),
+    ("7c_evict", check_evict, ("3_slice",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

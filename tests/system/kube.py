@@ -35,6 +35,9 @@ NODE_CONTROLLERS = [
     "garbage-collector-controller",
     "namespace-controller",
     "resourceclaim-controller",  # claims from ResourceClaimTemplates (scripts/e2e --api dra)
+    "device-taint-eviction-controller",  # NoExecute device taints (--evict-after, checks_evict)
+    "deployment-controller",  # the evicted workload's controller (checks_evict)
+    "replicaset-controller",
 ]
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from edgefd.cli import (
+    Duration,
     Listen,
     api_options,
     command,
@@ -116,6 +117,13 @@ def _serve(make_app: Callable[[], App]) -> int:
     type=click.Path(file_okay=False),
     help="DRA: where each prepared claim's CDI spec is written.",
 )
+@click.option(
+    "--evict-after",
+    type=Duration(minimum=0.0, maximum=7 * 24 * 3600.0),
+    default=None,
+    help="DRA: a device absent this long beyond the re-enumeration hold gets a NoExecute "
+    "taint in the ResourceSlice, which evicts the pods using it (default: never).",
+)
 @api_options("DRA: ")
 @listen_option(":8082")
 @watch_options
@@ -133,6 +141,7 @@ def main(
     api_mode: str,
     kubelet_dir: str,
     cdi_dir: str,
+    evict_after: float | None,
     node_name: str | None,
     kubeconfig: str | None,
     api_timeout: float,
@@ -157,6 +166,11 @@ def main(
         )
     if dra and not node_name:
         raise UsageError(f"--api {api_mode} needs --node-name (or $NODE_NAME): the pool's node")
+    if evict_after is not None and not dra:
+        raise UsageError(
+            "--evict-after needs --api dra or both: the device-plugin API cannot evict "
+            "(see the README, 'When a device goes away')"
+        )
     if dra and dry_run and api_mode == "both" and output == "json":
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")
     from edgefd.core.hostroot import HostRoot
@@ -183,7 +197,9 @@ def main(
         dra_factory = None
         if dra:
             assert node_name
-            dra_factory = _dra_frontend(node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
+            dra_factory = _dra_frontend(
+                DraSettings(node_name, kubelet_dir, cdi_dir, evict_after), kubeconfig, api_timeout
+            )
         return App(opts, config, lambda: load_config(config_path), dra_factory)
 
     return _serve(make_app)
@@ -210,14 +226,24 @@ def _dra_dir(kubelet_dir: str) -> str:
     return KubeletPlugin.plugin_dir_of(kubelet_dir)
 
 
-def _dra_frontend(
-    node: str, kubelet_dir: str, cdi_dir: str, kubeconfig: str | None, timeout: float
-) -> DraFactory:
+class DraSettings(NamedTuple):
+    node: str
+    kubelet_dir: str
+    cdi_dir: str
+    evict_after: float | None
+
+
+def _dra_frontend(s: DraSettings, kubeconfig: str | None, timeout: float) -> DraFactory:
     from edgefd.kube.client import connect
 
     from .dra.frontend import DraFrontend, DraOptions
     from .dra.kubeapi import USER_AGENT, DraApi
 
     api = connect(kubeconfig, timeout, user_agent=USER_AGENT, client_class=DraApi)
-    opts = DraOptions(node=node, kubelet_dir=kubelet_dir, cdi_dir=os.path.abspath(cdi_dir))
+    opts = DraOptions(
+        node=s.node,
+        kubelet_dir=s.kubelet_dir,
+        cdi_dir=os.path.abspath(s.cdi_dir),
+        evict_after=s.evict_after,
+    )
     return lambda config, links, metrics: DraFrontend(opts, config, links, api, metrics)

@@ -41,6 +41,9 @@ class FakeSliceApi:
         self.watches: list[FakeWatch] = []
         self.down = False
         self.creates = 0  # create requests, refused ones included
+        self.nodes: dict[str, dict[str, Any]] = {}  # name -> Node object
+        self.node_gets = 0
+        self.status_writes: list[tuple[str, str, list[dict[str, Any]]]] = []
 
     def _check(self) -> None:
         if self.down:
@@ -118,6 +121,22 @@ class FakeSliceApi:
             self.rv += 1
             obj["metadata"]["resourceVersion"] = str(self.rv)
             self._emit("DELETED", obj)
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        with self.lock:
+            self._check()
+            self.node_gets += 1
+            if name not in self.nodes:
+                raise ApiNotFound(f"nodes {name!r} not found")
+            return copy.deepcopy(self.nodes[name])
+
+    def apply_claim_status(
+        self, namespace: str, name: str, devices: list[dict[str, Any]], manager: str
+    ) -> dict[str, Any]:
+        with self.lock:
+            self._check()
+            self.status_writes.append((namespace, name, copy.deepcopy(devices)))
+            return {"status": {"devices": copy.deepcopy(devices)}}
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         raise ApiNotFound(f"resourceclaim {namespace}/{name} not found")

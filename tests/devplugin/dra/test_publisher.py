@@ -155,3 +155,69 @@ def test_a_squatted_slice_name_backs_off_instead_of_spinning(
     assert len(said) == 1 and said[0].levelno == logging.WARNING, caplog.text
     assert "name-taken" in said[0].message
     assert not p.in_sync.is_set() and "not of this node's pool" in p.last_error
+
+
+def _node(uid: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "uid": uid}}
+
+
+def _owners(api: FakeSliceApi) -> list:
+    return [o["metadata"].get("ownerReferences") for o in api.objects.values()]
+
+
+def test_slices_are_owned_by_their_node(api: FakeSliceApi) -> None:
+    api.nodes[NODE] = _node("uid-1")
+    p = Publisher(api, NODE).start()
+    try:
+        p.set_devices([dev("coral-usb-2-1")])
+        wait_until(lambda: api.generation() == 1 and p.in_sync.is_set())
+        owner = {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "uid-1"}
+        assert _owners(api) == [[dict(owner, controller=True)]]
+        gets = api.node_gets
+        p.set_devices([dev("coral-usb-2-1", tainted=True)])
+        wait_until(lambda: api.generation() == 2 and p.in_sync.is_set())
+        assert api.node_gets == gets  # the UID is read once, not per write
+        # the Node registered again (a new UID) and the collector deleted the slice: it
+        # comes back owned by the new Node, not the old one (which would delete it again)
+        api.nodes[NODE] = _node("uid-2")
+        api.delete_behind_its_back("n1-edgefd.io-0")
+        wait_until(lambda: _owners(api) and _owners(api)[0][0]["uid"] == "uid-2")
+    finally:
+        p.stop()
+
+
+def test_without_a_readable_node_slices_are_written_and_owned_later(api: FakeSliceApi) -> None:
+    p = Publisher(api, NODE).start()
+    try:
+        p.set_devices([dev("coral-usb-2-1")])
+        wait_until(lambda: api.generation() == 1 and p.in_sync.is_set())
+        assert _owners(api) == [None]  # no Node (yet): published all the same
+        api.nodes[NODE] = _node("uid-1")
+        p.set_devices([dev("coral-usb-2-1", tainted=True)])
+        wait_until(lambda: api.generation() == 2 and p.in_sync.is_set())
+        assert _owners(api)[0][0]["uid"] == "uid-1"
+    finally:
+        p.stop()
+
+
+def test_a_restart_adds_the_owner_to_slices_written_without_one(api: FakeSliceApi) -> None:
+    first = Publisher(api, NODE).start()
+    first.set_devices([dev("coral-usb-2-1")])
+    wait_until(lambda: api.generation() == 1 and first.in_sync.is_set())
+    first.stop()
+    api.nodes[NODE] = _node("uid-1")
+    second = Publisher(api, NODE).start()
+    try:
+        second.set_devices([dev("coral-usb-2-1")])
+        wait_until(lambda: api.generation() == 2 and second.in_sync.is_set())
+        assert _owners(api)[0][0]["uid"] == "uid-1"
+    finally:
+        second.stop()
+    writes = len(api.writes)
+    third = Publisher(api, NODE).start()  # owned now: the next restart writes nothing
+    try:
+        third.set_devices([dev("coral-usb-2-1")])
+        wait_until(third.in_sync.is_set)
+        assert len(api.writes) == writes
+    finally:
+        third.stop()

@@ -154,7 +154,6 @@ def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
     )
 
 
-<<<<<<< HEAD
 @pytest.mark.parametrize("t", [1e300, 4e11, float("inf"), float("nan"), -5.0, 0.0, 253402300800.0])
 def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> None:
     """Issue 22 item 6: no OverflowError, no five-digit year the API server refuses; the
@@ -163,7 +162,8 @@ def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> Non
     assert "timeAdded" not in taint and taint["value"] == "unplugged"
     edge = _dev(present=False, reason="unplugged", last_seen=253402300799.0)
     assert slices.taints(edge)[0]["timeAdded"] == "9999-12-31T23:59:59Z"
-=======
+
+
 @pytest.mark.parametrize(
     ("serial", "kept"),
     [
@@ -183,4 +183,3 @@ def test_attribute_values_are_limited_to_64_bytes_not_characters(
     assert ("serial" in attrs) is kept
     assert attrs["driver"] == {"string": "usbfs"}  # the rest of the device is kept
     assert ("left out of the slice" in caplog.text) is not kept
->>>>>>> i21b-slices

@@ -1,6 +1,7 @@
 """Regenerate every set of committed gRPC stubs, reproducibly: the device plugin's
-(deviceplugin.proto, ours) and the DRA kubelet plugin's (the kubelet's own dra/v1 and
-pluginregistration/v1 api.proto, read from the k8s.io/kubelet Go module).
+(deviceplugin.proto, ours) and the DRA kubelet plugin's (the kubelet's own dra/v1,
+pluginregistration/v1 and dra-health/{v1,v1alpha1} api.proto, read from the k8s.io/kubelet Go
+module).
 
 The generated modules are committed so that running the plugin needs only grpcio and
 protobuf, not the code generator nor Go. This script is the one way they are produced; a test
@@ -116,6 +117,21 @@ STUB_SETS: tuple[StubSet, ...] = (
         _kubelet_proto("pkg/apis/pluginregistration/v1/api.proto"),
         f"{KUBELET_MODULE}@{KUBELET_VERSION} pkg/apis/pluginregistration/v1/api.proto",
         "edgefd/devplugin/dra/api/pluginregistration.proto",
+        DRA_API_DIR,
+    ),
+    # the health service, in both packages the 1.37 kubelet speaks (it picks v1 when offered)
+    StubSet(
+        "drahealth",
+        _kubelet_proto("pkg/apis/dra-health/v1/api.proto"),
+        f"{KUBELET_MODULE}@{KUBELET_VERSION} pkg/apis/dra-health/v1/api.proto",
+        "edgefd/devplugin/dra/api/health.proto",
+        DRA_API_DIR,
+    ),
+    StubSet(
+        "drahealth-v1alpha1",
+        _kubelet_proto("pkg/apis/dra-health/v1alpha1/api.proto"),
+        f"{KUBELET_MODULE}@{KUBELET_VERSION} pkg/apis/dra-health/v1alpha1/api.proto",
+        "edgefd/devplugin/dra/api/health_v1alpha1.proto",
         DRA_API_DIR,
     ),
 )

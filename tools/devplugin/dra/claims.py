@@ -209,6 +209,11 @@ class Preparer:
         if removed or known:
             log.info("unprepared claim %s/%s", ref.namespace, ref.name)
 
+    def prepared_claims(self) -> dict[str, PreparedClaim]:
+        """The claims prepared here, by UID (a copy)."""
+        with self._lock:
+            return dict(self.checkpoint.claims)
+
     @property
     def prepared(self) -> int:
         with self._lock:

@@ -1,9 +1,11 @@
 """The resource.k8s.io/v1 calls the DRA mode makes, on the shared client (edgefd.kube):
-ResourceSlices of this node (list, watch, create, replace, delete) and reading a
-ResourceClaim. Plain JSON, no typed models (see edgefd.kube.client)."""
+ResourceSlices of this node (list, watch, create, replace, delete), reading a ResourceClaim,
+and reading its own Node (the slices' owner). Plain JSON, no typed models (see
+edgefd.kube.client)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -73,6 +75,33 @@ class DraApi(Client):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         path = f"/apis/{GROUP_VERSION}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
         return self.request("GET", "resourceclaims", path, f"get resourceclaim {namespace}/{name}")
+
+    def apply_claim_status(
+        self, namespace: str, name: str, devices: list[dict[str, Any]], manager: str
+    ) -> dict[str, Any]:
+        """Server-side apply of `status.devices` (ours only: the list is a map keyed by
+        driver, pool and device, so other drivers' entries stay theirs)."""
+        path = (
+            f"/apis/{GROUP_VERSION}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
+            f"/status?{urlencode({'fieldManager': manager, 'force': 'true'})}"
+        )
+        body = {
+            "apiVersion": GROUP_VERSION,
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"devices": devices},
+        }
+        return self.request(
+            "PATCH",
+            "resourceclaims",
+            path,
+            f"apply status of resourceclaim {namespace}/{name}",
+            body=json.dumps(body),  # JSON is YAML; sent as is
+            content_type="application/apply-patch+yaml",
+        )
+
+    def get_node(self, name: str) -> dict[str, Any]:
+        return self.request("GET", "nodes", f"/api/v1/nodes/{quote(name)}", f"get node {name}")
 
     def _request_json(self, method: str, path: str, what: str) -> dict[str, Any]:
         return self.request(method, "resourceslices", path, what) or {}

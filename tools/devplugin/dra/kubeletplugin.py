@@ -1,5 +1,6 @@
 """The kubelet's side of DRA: registration through the plugin watcher and the DRAPlugin
-service, each on its own unix socket.
+service (with the DRAResourceHealth service beside it, health.py), each on its own unix
+socket.
 
 The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg.sock`, calls
 Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
@@ -33,6 +34,9 @@ from .api import pluginregistration_pb2 as reg
 from .api import pluginregistration_pb2_grpc as reg_grpc
 from .checkpoint import PreparedDevice
 from .claims import ClaimRef, Preparer
+from .health import SERVICES as HEALTH_SERVICES
+from .health import HealthBoard
+from .health import add_to_server as add_health
 from .slices import DRIVER
 
 log = logging.getLogger(__name__)
@@ -48,9 +52,15 @@ SERVICE_SOCKET = "dra.sock"
 class Registration(reg_grpc.RegistrationServicer):
     """What the plugin watcher asks, and what it says back."""
 
-    def __init__(self, endpoint: str, on_status: Callable[[bool, str], None]) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        on_status: Callable[[bool, str], None],
+        versions: tuple[str, ...] = (SERVICE_VERSION,),
+    ) -> None:
         self.endpoint = endpoint
         self.on_status = on_status
+        self.versions = versions
         self.info_calls = 0
 
     def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
@@ -59,7 +69,7 @@ class Registration(reg_grpc.RegistrationServicer):
             type=PLUGIN_TYPE,
             name=DRIVER,
             endpoint=self.endpoint,
-            supported_versions=[SERVICE_VERSION],
+            supported_versions=list(self.versions),
         )
 
     def NotifyRegistrationStatus(
@@ -180,6 +190,7 @@ class KubeletPlugin:
         preparer: Preparer,
         on_call: Callable[[str, bool], None] = lambda op, ok: None,
         on_registration: Callable[[bool, str], None] = lambda ok, err: None,
+        health: HealthBoard | None = None,
     ) -> None:
         self.registry_dir = os.path.join(kubelet_dir, REGISTRY_SUBDIR)
         self.plugin_dir = self.plugin_dir_of(kubelet_dir)
@@ -187,6 +198,7 @@ class KubeletPlugin:
         self.service_socket = os.path.join(self.plugin_dir, SERVICE_SOCKET)
         self.preparer = preparer
         self.on_call = on_call
+        self.health = health
         self._on_registration = on_registration
         self._lock = threading.Lock()
         self._service: SocketServer | None = None
@@ -216,12 +228,19 @@ class KubeletPlugin:
 
     def _serve_service(self) -> SocketServer:
         svc = DraService(self.preparer, self.on_call)
-        return SocketServer(
-            self.service_socket, lambda s: dra_grpc.add_DRAPluginServicer_to_server(svc, s), 4
-        ).start()
+        health = self.health
+
+        def add(server: grpc.Server) -> None:
+            dra_grpc.add_DRAPluginServicer_to_server(svc, server)
+            if health is not None:
+                add_health(health, server)
+
+        # a health stream holds a worker for as long as it is open: two beyond the four
+        return SocketServer(self.service_socket, add, 6 if health is not None else 4).start()
 
     def _serve_registration(self) -> SocketServer:
-        servicer = Registration(self.service_socket, self._status)
+        versions = (SERVICE_VERSION, *(HEALTH_SERVICES if self.health is not None else ()))
+        servicer = Registration(self.service_socket, self._status, versions)
         return SocketServer(
             self.registration_socket,
             lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s),

@@ -39,3 +39,8 @@ class DraMetrics:
             "Registration statuses the kubelet reported, by result",
             ["result"],
         )
+        self.claim_status_writes = m.counter(
+            "edgefd_devplugin_dra_claim_status_writes_total",
+            "ResourceClaim status.devices writes, by result",
+            ["result"],
+        )

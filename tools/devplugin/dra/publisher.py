@@ -14,6 +14,13 @@ Only this node's pool is ours: the list selects the node's slices of our driver,
 of another pool among them (another component's, an administrator's) is never rewritten or
 deleted, nor counted in the pool's generation; it is said once at info level.
 
+Every slice is owned by this node's Node object (ownerReferences, its UID read from the API
+server): a Node that is deleted takes its slices with it. The UID is read before the first
+write and again after someone else deleted one of our slices (a Node deleted and registered
+again has a new UID, and the old owner would have the collector delete the slices once
+more); while the Node cannot be read the slices are written without an owner, and the
+owner is added once it can.
+
 Writes use the resourceVersion we last saw (409 -> list again, write again). Every failure,
 a 409 included, waits out the shared retry schedule (edgefd.kube.retry: jittered backoff,
 said at warning level once per kind, counted), so a slice name taken by someone else (a 409
@@ -38,7 +45,7 @@ from .metrics import DraMetrics
 from .readback import generation as _generation
 from .readback import normalise as _normalise
 from .readback import pool as _pool
-from .slices import DRIVER, pool_slices, slice_object
+from .slices import DRIVER, node_owner, pool_slices, slice_object
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,7 @@ class SliceApi(Protocol):
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def delete_slice(self, name: str, resource_version: str | None = None) -> None: ...
+    def get_node(self, name: str) -> dict[str, Any]: ...
 
 
 def _rv(obj: dict[str, Any]) -> str:
@@ -94,6 +102,8 @@ class Publisher:
         self._dirty = True
         self._stopping = False
         self._watch: Any = None
+        self._owner: list[dict[str, Any]] | None = None  # None: not read (yet, or again)
+        self._owner_error = ""
         self.in_sync = threading.Event()
         self.last_error = ""
         self._foreign: set[str] = set()  # other pools' slices already said
@@ -214,6 +224,7 @@ class Publisher:
                 if known is not None and not _newer(rv, _rv(known)):
                     del self._server[name]
                     self._ours.pop(name, None)
+                    self._owner = None  # the Node may be new too: read its UID again
                     self._dirty = True
                     log.info("ResourceSlice %s was deleted", name)
             elif known is None or not _newer(rv, _rv(known)):
@@ -292,10 +303,35 @@ class Publisher:
             return
         self._set_server({o["metadata"]["name"]: o for o in lst.get("items") or ()})
 
+    def owner(self) -> list[dict[str, Any]]:
+        """This node's Node as the slices' owner; [] while it cannot be read (retried at the
+        next write)."""
+        with self._cond:
+            if self._owner is not None:
+                return self._owner
+        try:
+            owner = node_owner(self.api.get_node(self.node))
+        except EdgefdError as e:
+            if str(e) != self._owner_error:
+                log.warning("slices written without their Node as owner for now: %s", e)
+            self._owner_error = str(e)
+            return []
+        self._owner_error = ""
+        with self._cond:
+            self._owner = owner
+        return owner
+
     def _matches(
-        self, name: str, spec: dict[str, Any], obj: dict[str, Any] | None, gen: int
+        self,
+        name: str,
+        spec: dict[str, Any],
+        obj: dict[str, Any] | None,
+        gen: int,
+        owner: list[dict[str, Any]],
     ) -> bool:
         if obj is None:
+            return False
+        if owner and (obj.get("metadata") or {}).get("ownerReferences") != owner:
             return False
         got = obj.get("spec") or {}
         if (got.get("pool") or {}).get("generation") != gen:
@@ -304,12 +340,13 @@ class Publisher:
 
     def _reconcile(self) -> None:
         desired = self.desired()
+        owner = self.owner()
         with self._cond:
             server = dict(self._server)
         gen = max((_generation(o) for o in server.values()), default=0)
         wanted = {n for n, _ in desired}
         if set(server) == wanted and all(
-            self._matches(n, s, server.get(n), gen) for n, s in desired
+            self._matches(n, s, server.get(n), gen, owner) for n, s in desired
         ):
             self._published(gen)
             return
@@ -317,7 +354,7 @@ class Publisher:
         # starting kubelet wipes them), a consumer that saw them must see a newer generation
         gen = max(gen, self.generation) + 1
         for name, spec in desired:
-            body = slice_object(name, spec, gen)
+            body = slice_object(name, spec, gen, owner)
             known = server.get(name)
             if known is not None:
                 body["metadata"]["resourceVersion"] = _rv(known)

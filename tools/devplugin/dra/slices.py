@@ -11,8 +11,9 @@ An unplugged device stays in the slice, under its name, with a NoSchedule taint
 (`edgefd.io/unhealthy=unplugged`; a present device without a usable node gets
 `=no-device-node`): an allocated claim keeps naming a device the scheduler still knows, new
 claims are not given it, and it comes back untainted when it returns to its port. It leaves
-the slice when the inventory forgets it (`forget_after`). NoExecute is not used: it would
-evict a pod whose Coral is re-enumerating, which is exactly what must survive.
+the slice when the inventory forgets it (`forget_after`). NoExecute only with `--evict-after`
+(eviction.py), and never within the hold: it would evict a pod whose Coral is
+re-enumerating, which is exactly what must survive.
 
 Generation rule (the API's contract): every change of the pool's content writes every slice
 of the pool with the generation raised by one; consumers use only the highest generation.
@@ -29,6 +30,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from edgefd.inventory.device import Device
+
+from .eviction import NEVER, Eviction
 
 log = logging.getLogger(__name__)
 
@@ -125,23 +128,38 @@ def _rfc3339(ts: float) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def taints(dev: Device) -> list[dict[str, Any]]:
-    """NoSchedule while the device cannot be used. An absent device's taint carries the time
-    it was last seen, so rewriting the slice never moves it (and never causes a write)."""
+def taints(
+    dev: Device, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
+) -> list[dict[str, Any]]:
+    """NoSchedule while the device cannot be used; NoExecute once an absent device is past
+    its eviction deadline. An absent device's taint carries the time it was last seen (or
+    its deadline), so rewriting the slice never moves it (and never causes a write)."""
     if dev.healthy:
         return []
     if not dev.present:
         taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
-        added = _rfc3339(dev.last_seen)
+        deadline = eviction.deadline(dev, since)
+        if deadline is not None and now >= deadline:
+            taint["effect"] = "NoExecute"
+            added = _rfc3339(deadline)
+        else:
+            added = _rfc3339(dev.last_seen)
         if added is not None:  # else the API server sets it when it is created
             taint["timeAdded"] = added
         return [taint]
     return [{"key": TAINT_KEY, "value": "no-device-node", "effect": "NoSchedule"}]
 
 
-def api_device(name: str, attrs: dict[str, dict[str, Any]], dev: Device) -> dict[str, Any]:
+def api_device(
+    name: str,
+    attrs: dict[str, dict[str, Any]],
+    dev: Device,
+    eviction: Eviction = NEVER,
+    now: float = 0.0,
+    since: float | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "attributes": attrs}
-    t = taints(dev)
+    t = taints(dev, eviction, now, since)
     if t:
         out["taints"] = t
     return out
@@ -187,13 +205,39 @@ def without_generation(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(spec, pool=pool)
 
 
-def slice_object(name: str, spec: dict[str, Any], generation: int) -> dict[str, Any]:
+def node_owner(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slices' ownerReferences: their Node, as the kubelet-plugin helper upstream sets
+    them, so a Node that is deleted takes its slices with it (the garbage collector) even
+    when no plugin is left to clean up."""
+    meta = node.get("metadata") or {}
+    if not meta.get("uid") or not meta.get("name"):
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
+    ]
+
+
+def slice_object(
+    name: str,
+    spec: dict[str, Any],
+    generation: int,
+    owner: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "edgefd-devplugin"},
+    }
+    if owner:
+        meta["ownerReferences"] = owner
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {
-            "name": name,
-            "labels": {"app.kubernetes.io/managed-by": "edgefd-devplugin"},
-        },
+        "metadata": meta,
         "spec": with_generation(spec, generation),
     }

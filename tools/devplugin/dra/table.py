@@ -13,6 +13,7 @@ from edgefd.inventory.device import Device
 from edgefd.inventory.snapshot import Snapshot
 
 from ..config import Resource
+from .eviction import NEVER, Eviction
 from .slices import api_device, attributes
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,10 @@ class Entry:
         """The ResourceSlice device name: the device's one name."""
         return self.device.name
 
-    def api(self) -> dict[str, Any]:
-        return api_device(self.name, self.attributes, self.device)
+    def api(
+        self, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
+    ) -> dict[str, Any]:
+        return api_device(self.name, self.attributes, self.device, eviction, now, since)
 
 
 Table = Mapping[str, Entry]

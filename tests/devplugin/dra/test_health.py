@@ -1,0 +1,187 @@
+"""DRAResourceHealth over the plugin's real service socket, streamed with the kubelet's own
+generated client (both packages the 1.37 kubelet speaks): the whole pool when the stream
+opens, a change within a second, the reason as the message, a resend while nothing changes
+(the kubelet forgets a device it has not heard of for 30 s), and a stop that does not wait
+for an open stream. The real kubelet reads it in the real-node end-to-end
+(tests/system/checks_health.py)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from edgefd.devplugin.dra.api import (
+    health_pb2,
+    health_pb2_grpc,
+    health_v1alpha1_pb2,
+    health_v1alpha1_pb2_grpc,
+)
+from edgefd.devplugin.dra.api import pluginregistration_pb2 as reg
+from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
+from edgefd.devplugin.dra.checkpoint import Checkpoint
+from edgefd.devplugin.dra.claims import Preparer
+from edgefd.devplugin.dra.health import TIMEOUT, HealthBoard, health_of
+from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
+from edgefd.devplugin.links import LinkLayout
+from tests.devplugin.dra.test_cdi import NODE, Claims, apex, coral
+from tests.devplugin.dra.test_kubeletplugin import channel, kubelet_dir  # noqa: F401
+
+CORAL_NAME = "coral-usb-2-1"
+APEX_NAME = "coral-pcie-0000-02-00-0"
+
+
+def devices(**coral_kw):
+    c, a = coral(**coral_kw), apex()
+    return {c.name: c, a.name: a}
+
+
+@pytest.fixture
+def plugin(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, HealthBoard]]:  # noqa: F811
+    board = HealthBoard(NODE, heartbeat=0.5)
+    board.update(devices())
+    preparer = Preparer(
+        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
+    )
+    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    try:
+        yield kp, board
+    finally:
+        kp.stop()
+
+
+def _reader(stream: grpc.Future) -> queue.Queue:
+    """Every response of the stream, as it arrives, with the time it arrived; then how it
+    ended (None: cleanly, else the RpcError)."""
+    out: queue.Queue = queue.Queue()
+
+    def run() -> None:
+        try:
+            for resp in stream:
+                out.put((time.monotonic(), resp))
+            out.put((time.monotonic(), None))
+        except grpc.RpcError as e:
+            out.put((time.monotonic(), e))
+
+    threading.Thread(target=run, daemon=True).start()
+    return out
+
+
+def _by_name(resp) -> dict[str, tuple[int, str, str, int]]:
+    out = {}
+    for d in resp.devices:
+        out[d.device.device_name] = (
+            d.health,
+            d.message,
+            d.device.pool_name,
+            d.health_check_timeout_seconds,
+        )
+    return out
+
+
+def test_registration_offers_the_health_service(plugin) -> None:
+    kp, _ = plugin
+    with channel(kp.registration_socket) as ch:
+        info = reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=5)
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+    ]
+
+
+def test_v1_stream_follows_unplug_and_replug(plugin) -> None:
+    kp, board = plugin
+    pb = health_pb2
+    with channel(kp.service_socket) as ch:
+        stream = health_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            pb.NodeWatchResourcesRequest(), timeout=20
+        )
+        got = _reader(stream)
+        _, first = got.get(timeout=5)
+        assert _by_name(first) == {
+            APEX_NAME: (pb.HEALTHY, "present at PCI address 0000:02:00.0", NODE, TIMEOUT),
+            CORAL_NAME: (pb.HEALTHY, "present at port 2-1", NODE, TIMEOUT),
+        }
+        assert abs(first.devices[0].last_updated_time - time.time()) < 5
+
+        changed = time.monotonic()
+        board.update(devices(present=False, reason="unplugged from port 2-1"))
+        at, resp = got.get(timeout=2)
+        while _by_name(resp)[CORAL_NAME][0] != pb.UNHEALTHY:  # a heartbeat may come first
+            at, resp = got.get(timeout=2)
+        assert at - changed < 1.0
+        assert _by_name(resp)[CORAL_NAME][:2] == (pb.UNHEALTHY, "unplugged from port 2-1")
+        assert _by_name(resp)[APEX_NAME][0] == pb.HEALTHY
+
+        board.update(devices())
+        at, resp = got.get(timeout=2)
+        while _by_name(resp)[CORAL_NAME][0] != pb.HEALTHY:
+            at, resp = got.get(timeout=2)
+        stream.cancel()
+
+
+def test_v1alpha1_stream_speaks_the_same(plugin) -> None:
+    kp, board = plugin
+    pb = health_v1alpha1_pb2
+    board.update(devices(present=False, reason="re-enumerating at port 2-1"))
+    with channel(kp.service_socket) as ch:
+        stream = health_v1alpha1_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            pb.NodeWatchResourcesRequest(), timeout=10
+        )
+        first = next(iter(stream))
+        assert _by_name(first)[CORAL_NAME][:2] == (pb.UNHEALTHY, "re-enumerating at port 2-1")
+        stream.cancel()
+
+
+def test_a_quiet_stream_resends_the_pool(plugin) -> None:
+    """Without a change, the report comes again every heartbeat: the kubelet's cache would
+    otherwise turn the device Unknown after its timeout."""
+    kp, board = plugin
+    with channel(kp.service_socket) as ch:
+        stream = health_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            health_pb2.NodeWatchResourcesRequest(), timeout=10
+        )
+        got = _reader(stream)
+        t0, a = got.get(timeout=5)
+        t1, b = got.get(timeout=5)
+        assert 0.3 < t1 - t0 < 2.0
+        assert _by_name(a) == _by_name(b)
+        assert board.version == 1  # nothing changed: the same report again
+        stream.cancel()
+
+
+def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:  # noqa: F811
+    board = HealthBoard(NODE, heartbeat=30.0)
+    board.update(devices())
+    preparer = Preparer(
+        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
+    )
+    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    with channel(kp.service_socket) as ch:
+        stream = health_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            health_pb2.NodeWatchResourcesRequest(), timeout=60
+        )
+        got = _reader(stream)
+        got.get(timeout=5)
+        t = time.monotonic()
+        board.close()
+        kp.stop()
+        assert time.monotonic() - t < 3.0
+        got.get(timeout=5)  # the stream ended (cleanly or cancelled), not hanging
+        assert board.streams == 0
+
+
+def test_board_changes_only_on_a_change() -> None:
+    board = HealthBoard(NODE, clock=lambda: 100.0)
+    assert board.update(devices())
+    assert not board.update(devices())  # the same health: no new version, nothing sent
+    assert board.version == 1
+    missing = "device node /dev/bus/usb/002/003 is missing"
+    assert board.update(devices(reason=missing))  # present, unusable: Unhealthy too
+    assert board.get(CORAL_NAME) == (False, missing) == health_of(coral(reason=missing))

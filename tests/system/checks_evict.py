@@ -1,0 +1,166 @@
+"""`--evict-after` on the real node (DRA): devplugin's DaemonSet gets `--evict-after=2s`; a
+Deployment's pod holding the first device class's device is evicted once the device has been
+unplugged for the hold plus 2 s (the kube-controller-manager's device-taint-eviction-controller
+acting on the slice's NoExecute taint), its replacement waits, and runs once the device is back.
+Runs after checks_dra's 7 (the claim pods are gone, so the devices are free)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
+from .context import NAMESPACE, Run, metric, plugin_metrics
+from .kube import wait_for
+
+EVICT_AFTER_S = 2.0
+HOLD_S = 3.0  # the inventory's re-enumeration hold (edgefd.inventory.inventory.DEFAULT_HOLD)
+DS = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/edgefd-devplugin"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def _registrations() -> float:
+    try:
+        return metric(plugin_metrics(), "edgefd_devplugin_dra_registrations_total", result="ok")
+    except OSError:
+        return -1.0
+
+
+def with_evict_after(run: Run) -> float:
+    """Roll devplugin's DaemonSet with `--evict-after`; seconds until it registered again."""
+    ds = run.api.get(DS)
+    c = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "devplugin")
+    c["command"] = [a for a in c["command"] if not a.startswith("--evict-after")]
+    c["command"].append(f"--evict-after={EVICT_AFTER_S:g}s")
+    t0 = time.monotonic()
+    run.api.request("PUT", DS, ds)
+
+    def rolled() -> bool:
+        pods = run.api.get(
+            f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
+        )["items"]
+        flagged = [
+            p
+            for p in pods
+            if any("--evict-after" in a for a in p["spec"]["containers"][0]["command"])
+            and not p["metadata"].get("deletionTimestamp")
+            and any(
+                cond["type"] == "Ready" and cond["status"] == "True"
+                for cond in p.get("status", {}).get("conditions") or ()
+            )
+        ]
+        return len(flagged) == 1 and len(pods) == 1
+
+    wait_for("devplugin rolled with --evict-after", rolled, timeout=120, interval=0.2)
+    wait_for("plugin registered", lambda: _registrations() > 0, timeout=60, interval=0.1)
+    wait_for("slice present", lambda: node_slices(run), timeout=30, interval=0.1)
+    return time.monotonic() - t0
+
+
+def deployment(name: str, image: str, template: str) -> dict[str, Any]:
+    pod = claim_workload(name, image, template)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
+        },
+    }
+
+
+def _pods(run: Run, app: str) -> list[dict[str, Any]]:
+    return run.api.get(f"{PODS}?labelSelector=app%3D{app}")["items"]
+
+
+def _running(run: Run, app: str, not_named: str = "") -> dict[str, Any] | None:
+    for p in _pods(run, app):
+        if p["metadata"]["name"] == not_named or p["metadata"].get("deletionTimestamp"):
+            continue
+        if p.get("status", {}).get("phase") == "Running":
+            return p
+    return None
+
+
+def check_evict(run: Run) -> dict[str, Any]:
+    """7b. With --evict-after 2s: the Deployment's pod is evicted after the hold + 2 s of
+    absence; the replacement runs when the device returns."""
+    resource = run.offer.primary()
+    device = run.offer.resources[resource][0] if resource else None
+    if device is None:
+        return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}
+    rolled = with_evict_after(run)
+    template = device.device_class.split(".")[0]
+    if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
+        run.api.request("POST", TEMPLATES, claim_template(template, device.device_class))
+    app = "evictee"
+    run.api.request("POST", DEPLOYMENTS, deployment(app, run.image, template))
+    problems: list[str] = []
+    try:
+        first, _ = wait_for("the Deployment's pod running", lambda: _running(run, app), 120, 0.2)
+        name = first["metadata"]["name"]
+        held = [
+            d
+            for d in run.offer.of_class(device.device_class)
+            if d.dra_name in _claim_devices(run, first)
+        ]
+        target = held[0] if held else device
+        run.node.host.unplug(target.bus, target.location)
+        t0 = time.monotonic()
+
+        def evicted() -> bool:
+            p = run.api.get_or_none(f"{PODS}/{name}")
+            return p is None or bool(p["metadata"].get("deletionTimestamp"))
+
+        wait_for("the pod evicted", evicted, timeout=HOLD_S + EVICT_AFTER_S + 30, interval=0.05)
+        t_evict = time.monotonic() - t0
+        want = HOLD_S + EVICT_AFTER_S
+        if not want - 1.0 <= t_evict <= want + 3.0:
+            problems.append(f"evicted {t_evict:.2f}s after the unplug, want about {want:g}s")
+        others = [d for d in run.offer.of_class(device.device_class) if d is not target]
+        if not others:  # nowhere else to go: the replacement waits for the device
+            time.sleep(1.0)
+            if _running(run, app, not_named=name):
+                problems.append("a replacement ran without a device to run with")
+        run.node.host.plug(target.bus, target.location)
+        t1 = time.monotonic()
+        wait_for("the replacement running", lambda: _running(run, app, not_named=name), 120, 0.1)
+        t_back = time.monotonic() - t1
+    finally:
+        # foreground: the ReplicaSet cannot make another pod meanwhile; then every claim
+        # unprepared, so that deleting the DaemonSet later may remove the slices
+        run.api.request("DELETE", f"{DEPLOYMENTS}/{app}", {"propagationPolicy": "Foreground"})
+        wait_for("the Deployment's pods gone", lambda: not _pods(run, app), 90, 0.2)
+        wait_for("its claims unprepared", lambda: not _claim_specs(run), 60, 0.2)
+    figures = {
+        "dra_unplug_to_evicted_s": round(t_evict, 2),
+        "dra_plug_to_replacement_running_s": round(t_back, 2),
+    }
+    run.figures.update(figures)
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "evict_after_s": EVICT_AFTER_S,
+        "rollout_s": round(rolled, 2),
+        **figures,
+    }
+
+
+def _claim_specs(run: Run) -> list[str]:
+    return [p.name for p in cdi_dir(run).glob("edgefd.io-*.json")]
+
+
+def _claim_devices(run: Run, pod: dict[str, Any]) -> set[str]:
+    out = set()
+    for st in pod.get("status", {}).get("resourceClaimStatuses") or ():
+        claim = run.api.get_or_none(
+            f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{st['resourceClaimName']}"
+        )
+        for r in (claim or {}).get("status", {}).get("allocation", {}).get("devices", {}).get(
+            "results"
+        ) or ():
+            out.add(r["device"])
+    return out
