@@ -43,7 +43,7 @@ from edgefd.kube.retry import Retry
 
 from .metrics import DraMetrics
 from .readback import generation as _generation
-from .readback import normalise as _normalise
+from .readback import matches as _matches
 from .readback import pool as _pool
 from .slices import DRIVER, node_owner, pool_slices, slice_object
 
@@ -321,23 +321,6 @@ class Publisher:
             self._owner = owner
         return owner
 
-    def _matches(
-        self,
-        name: str,
-        spec: dict[str, Any],
-        obj: dict[str, Any] | None,
-        gen: int,
-        owner: list[dict[str, Any]],
-    ) -> bool:
-        if obj is None:
-            return False
-        if owner and (obj.get("metadata") or {}).get("ownerReferences") != owner:
-            return False
-        got = obj.get("spec") or {}
-        if (got.get("pool") or {}).get("generation") != gen:
-            return False
-        return _normalise(got, spec) == spec
-
     def _reconcile(self) -> None:
         desired = self.desired()
         owner = self.owner()
@@ -346,7 +329,7 @@ class Publisher:
         gen = max((_generation(o) for o in server.values()), default=0)
         wanted = {n for n, _ in desired}
         if set(server) == wanted and all(
-            self._matches(n, s, server.get(n), gen, owner) for n, s in desired
+            _matches(s, server.get(n), gen, owner) for n, s in desired
         ):
             self._published(gen)
             return

@@ -35,3 +35,18 @@ def normalise(spec: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
     if devices:
         out["devices"] = devices
     return out
+
+
+def matches(
+    spec: dict[str, Any], obj: dict[str, Any] | None, gen: int, owner: list[dict[str, Any]]
+) -> bool:
+    """Whether the slice read back holds `spec` at generation `gen`, owned by `owner` (when
+    the owner is known: while the Node cannot be read, any owner will do)."""
+    if obj is None:
+        return False
+    if owner and (obj.get("metadata") or {}).get("ownerReferences") != owner:
+        return False
+    got = obj.get("spec") or {}
+    if (got.get("pool") or {}).get("generation") != gen:
+        return False
+    return normalise(got, spec) == spec
