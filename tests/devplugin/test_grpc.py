@@ -728,7 +728,7 @@ def test_non_finite_forget_after_is_exit_3_in_one_line(tmp_path: Path) -> None:
     proc = _run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3
-    assert err == f"devplugin: error: {cfg}: forget_after: must be a finite number, not nan\n"
+    assert err == f"devplugin: error: {cfg}: forget_after: nan is not a finite duration\n"
 
 
 # --------------------------------------------------------------------------- hostile strings
