@@ -110,6 +110,18 @@ NODE_NAME = DnsName("Node name")
 NAMESPACE_NAME = DnsName("namespace name", label=True)
 
 
+def host_node_name() -> str:
+    """The Node a dry run without --node-name is about: this host's name, which is the
+    kubelet's default Node name, checked as --node-name would be (feature-sink and devplugin
+    dry runs, so a dry run on the node itself needs no flag)."""
+    import os
+
+    try:
+        return str(NODE_NAME.convert(os.uname().nodename, None, None))
+    except click.BadParameter as e:
+        raise click.BadParameter(e.message, param_hint="'--node-name'") from None
+
+
 # --------------------------------------------------------------------------- options
 
 

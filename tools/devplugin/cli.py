@@ -16,6 +16,7 @@ from edgefd.cli import (
     command,
     dry_run_option,
     guarded,
+    host_node_name,
     host_root_option,
     listen_option,
     output_option,
@@ -147,7 +148,10 @@ def main(
             f"--cdi-prefix {cdi_prefix!r}: expected 'vendor.com' or 'vendor.com/class'"
         )
     if dra and not node_name:
-        raise UsageError(f"--api {api_mode} needs --node-name (or $NODE_NAME): the pool's node")
+        if not dry_run:
+            raise UsageError(f"--api {api_mode} needs --node-name (or $NODE_NAME): the pool's node")
+        node_name = host_node_name()
+        log.warning("no --node-name; the dry-run uses this host's name %r", node_name)
     if dra and dry_run and api_mode == "both" and output == "json":
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")
     from edgefd.core.hostroot import HostRoot
