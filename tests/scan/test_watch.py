@@ -89,7 +89,7 @@ def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None
         assert {p.name for p in features.iterdir()} == {"usb-scan", "pci-scan"}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
             metrics = r.read().decode()
-        assert 'edgefd_inventory_watch_mode{mode="inotify"} 1.0' in metrics
+        assert 'edgefd_watch_mode{component="inventory",mode="inotify"} 1.0' in metrics
         assert 'edgefd_scan_writes_total{producer="pci-scan"} 1.0' in metrics
     finally:
         stop(proc)
