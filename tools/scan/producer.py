@@ -159,14 +159,33 @@ def run_producer(
         settings=watching.settings,
         metrics=m,
     )
-    return _watch(session, inventory, watching.listen, m)
+    shown = {
+        "producers": ",".join(p.spec.producer for p in producers),
+        "host-root": host.root,
+        "features-dir": "stdout (dry run)" if outputs.dry_run else outputs.features_dir,
+        "hold": f"{watching.hold:g}s",
+        "poll": f"{watching.settings.poll_interval:g}s",
+        "rescan": f"{watching.settings.rescan_interval:g}s",
+        "listen": _listen_text(watching.listen),
+    }
+    return _watch(session, inventory, watching.listen, m, shown)
 
 
-def _watch(session: ScanSession, inventory: Any, listen: Listen, metrics: Any) -> int:
+def _listen_text(listen: Listen) -> str:
+    return "off" if listen is None else f"{listen[0] or '0.0.0.0'}:{listen[1]}"
+
+
+def _watch(
+    session: ScanSession, inventory: Any, listen: Listen, metrics: Any, shown: dict[str, object]
+) -> int:
     """Publish now, then after every snapshot, until SIGTERM/SIGINT."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
     from edgefd.runtime.health import serve
     from edgefd.runtime.signals import Signals
 
+    logs.serving()  # a watching scanner's log is its story: every change at info
+    log.info("%s", startup_line("watch", shown))
     signals = Signals().install()
     server = None
     session.watch_info = inventory.describe
@@ -176,9 +195,10 @@ def _watch(session: ScanSession, inventory: Any, listen: Listen, metrics: Any) -
         inventory.start()  # watch, then the first scan
         if metrics is not None:
             server = serve(listen, metrics, inventory.freshness.check, session.ready)
-        log.info("watching %s (%s)", inventory.host.root, inventory.mode)
+        log.info("watching %s (hot-plug: %s)", inventory.host.root, inventory.mode)
         while not signals.stop_requested and session.failure is None:
             signals.wait(1.0)
+        log.info("stopping")
     finally:
         inventory.stop()
         signals.close()
