@@ -36,7 +36,7 @@ ALL = ["edgefd.io/coral-usb", "edgefd.io/coral-pcie", NCS2, "edgefd.io/ncs1", HA
 class PluginProcess:
     """`python -m edgefd.devplugin` on a host root and plugin dir."""
 
-    def __init__(self, host: Path, plugin_dir: str, *args: str) -> None:
+    def __init__(self, host: Path, plugin_dir: str, *args: str, verbose: bool = True) -> None:
         self.log = Path(tempfile.mkstemp(prefix="devplugin-", suffix=".log")[1])
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
@@ -50,7 +50,7 @@ class PluginProcess:
                     plugin_dir,
                     "--listen",
                     "",
-                    "-v",
+                    *(["-v"] if verbose else []),
                     *args,
                 ],
                 cwd=ROOT,
@@ -226,6 +226,45 @@ def test_unplug_and_replug_within_a_second(
     ev = _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
     assert ev["ts"] - t0 < 1.0, ev["ts"] - t0
     assert kubelet.capacity()["allocatable"][NCS2] == 1
+
+
+def test_default_log_tells_the_story(host: Path, kubelet: KubeletDevices) -> None:
+    """Issue 25 item 1: at the default level devplugin wrote nothing when the NCS2 was
+    unplugged. Now: the start-up line, each registration, each device change with its
+    resource, each resource's new counts; a steady state (rescans) says nothing more."""
+    p = PluginProcess(host, kubelet.plugin_dir, "--rescan-interval", "0.5s", verbose=False)
+    try:
+        _registered_all(kubelet, ALL)
+        _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], 0)
+        time.sleep(1.5)  # three rescans with nothing new
+        quiet = p.stderr()
+        since = kubelet.mark()
+        HostBuilder(host).remove_usb("1-1.1")
+        kubelet.wait_for(
+            lambda e: e.get("event") == "capacity" and e.get("resource") == NCS2
+            and e.get("allocatable") == 0,
+            since=since,
+            timeout=5,
+        )  # fmt: skip
+        time.sleep(0.3)
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    lines = err.splitlines()
+    assert lines[0].startswith("devplugin: INFO: edgefd "), err
+    assert "starting, mode device-plugin: resources=edgefd.io/coral-usb," in lines[0], err
+    assert f"plugin-dir={kubelet.plugin_dir}" in lines[0] and "rescan=0.5s" in lines[0], err
+    for res in ALL:
+        assert f"{res}: registered with the kubelet as " in err, err
+    assert "device ncs2-1-1-1 (edgefd.io/ncs2): added: ncs2 (boot) at port 1-1.1" in err, err
+    assert "device ncs2-1-1-1 (edgefd.io/ncs2): re-enumerating at port 1-1.1" in err, err
+    assert "edgefd.io/ncs2: 0 healthy, 1 unhealthy" in err, err
+    assert all(": INFO: " in ln for ln in lines), err  # a healthy run warns of nothing
+    assert not [ln for ln in lines if "DEBUG" in ln]
+    # the rescans before the unplug added nothing to the log
+    assert err.count("\n") - quiet.count("\n") <= 4, err[len(quiet) :]
 
 
 def test_coral_boot_to_runtime_keeps_the_id(

@@ -40,8 +40,12 @@ log = logging.getLogger(TOOL)
 
 def _serve(app: App) -> int:
     """Run until SIGTERM/SIGINT; SIGHUP reloads the configuration."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
     from edgefd.runtime.signals import Signals
 
+    logs.serving()  # a service's log is its output: every state change at info
+    log.info("%s", startup_line(app.opts.api, app.shown()))
     with Signals(reload=True) as signals:
         try:
             app.start()

@@ -160,9 +160,9 @@ def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> N
     """Issue 25 item 8: as `feature-sink --dry-run` does, the README's
     `devplugin --api dra --dry-run` falls back to this host's name (it exited 2)."""
     root = build_host("x86-server", tmp_path / "host", devicetree=False)
+    args = ["--api", "dra", "--dry-run", "-o", "json", "--host-root", str(root)]
     out = subprocess.run(
-        [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--dry-run", "-o", "json"]
-        + ["--host-root", str(root), "--plugin-dir", str(tmp_path / "p")],
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--plugin-dir", str(tmp_path / "p")],
         cwd=ROOT,
         capture_output=True,
         text=True,
