@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
 from tests.peers.kubelet import KubeletDevices
 
@@ -265,6 +266,36 @@ def test_default_log_tells_the_story(host: Path, kubelet: KubeletDevices) -> Non
     assert not [ln for ln in lines if "DEBUG" in ln]
     # the rescans before the unplug added nothing to the log
     assert err.count("\n") - quiet.count("\n") <= 4, err[len(quiet) :]
+
+
+def test_a_configmap_update_is_applied_without_a_restart(
+    host: Path, kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    """Issue 25 item 4: an edited ConfigMap reached devplugin only on a restart (allocatable
+    0 for ~9 s). The kubelet swaps the volume's `..data` symlink; the new resource registers,
+    the unchanged one stays registered, with no restart and no signal."""
+    one = "resources: [{name: edgefd.io/coral-usb, accelerator: coral-usb}]\n"
+    two = one.replace("]", ", {name: edgefd.io/ncs2, accelerator: ncs2}]")
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": one})
+    p = PluginProcess(host, kubelet.plugin_dir, "--config", str(vol.path("resources.yaml")),
+                      verbose=False)  # fmt: skip
+    try:
+        _registered_all(kubelet, [CORAL])
+        since = kubelet.mark()
+        t0 = time.monotonic()
+        vol.update({"resources.yaml": two})
+        kubelet.wait_for("registered", resource=NCS2, since=since, timeout=10)
+        took = time.monotonic() - t0
+        _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
+        assert not kubelet.events_named("registered", resource=CORAL, since=since)
+        assert p.proc.poll() is None and took < 3.0, took
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    assert f"devplugin: INFO: {vol.path('resources.yaml')} changed\n" in err, err
+    assert "devplugin: INFO: configuration reloaded: 2 resource(s)" in err, err
 
 
 def test_coral_boot_to_runtime_keeps_the_id(

@@ -38,24 +38,31 @@ API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
 
 
-def _serve(app: App) -> int:
-    """Run until SIGTERM/SIGINT; SIGHUP reloads the configuration."""
+def _serve(app: App, config_path: str | None) -> int:
+    """Run until SIGTERM/SIGINT; a change of the configuration file (a ConfigMap update) or
+    SIGHUP reloads the configuration, on this thread."""
     from edgefd.core import log as logs
     from edgefd.core.version import startup_line
+    from edgefd.runtime.configfile import ConfigFileWatch
     from edgefd.runtime.signals import Signals
 
     logs.serving()  # a service's log is its output: every state change at info
     log.info("%s", startup_line(app.opts.api, app.shown()))
     with Signals(reload=True) as signals:
+        watch = None
         try:
+            if config_path is not None:
+                watch = ConfigFileWatch(config_path, signals.request_reload).start()
             app.start()
             while not signals.stop_requested:
                 signals.wait()
                 if signals.take_reload():
-                    log.info("SIGHUP: reloading the configuration")
+                    log.info("reloading the configuration")
                     app.reload()
             log.info("stopping")
         finally:
+            if watch is not None:
+                watch.stop()
             app.stop()
     return 0
 
@@ -181,7 +188,7 @@ def main(
     if dra:
         assert node_name
         dra_factory = _dra_frontend(node_name, kubelet_dir, cdi_dir, kubeconfig, api_timeout)
-    return _serve(App(opts, config, lambda: load_config(config_path), dra_factory))
+    return _serve(App(opts, config, lambda: load_config(config_path), dra_factory), config_path)
 
 
 def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:
