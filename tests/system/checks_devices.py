@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from .checks_pod import check_device_change_logged
 from .context import Run, metric, plugin_metrics
 from .expect import Device
 from .hosttree import DevNode
@@ -333,6 +334,11 @@ def current_node(run: Run, device: Device) -> DevNode:
     """The device's node now: a re-plug gives a USB device a new one."""
     moved = run.facts.get("moved", {})
     return moved.get(device.location, device.node)
+
+
+def check_replug_logged(run: Run) -> dict[str, Any]:
+    """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
+    return check_device_change_logged(run, run.facts["workload"]["id"])
 
 
 def check_replug(run: Run) -> dict[str, Any]:

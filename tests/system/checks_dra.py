@@ -298,6 +298,11 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     return {"ok": not problems, "problems": problems, **figures}
 
 
+def check_hotplug_logged(run: Run) -> dict[str, Any]:
+    """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
+    return checks_pod.check_device_change_logged(run, run.facts["claim"]["device"].dra_name)
+
+
 def check_unprepare(run: Run) -> dict[str, Any]:
     """7. Deleting the pods unprepares their claims: the CDI specs go."""
     spec = Path(run.facts["claim"]["spec"])
@@ -357,11 +362,14 @@ def check_figures(run: Run) -> dict[str, Any]:
 
 CHECKS = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
+    ("1b_no_warnings", checks_pod.check_no_warning_events, ("1_daemonset",)),
+    ("1c_startup_logs", checks_pod.check_startup_logs, ("1_daemonset",)),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
     ("3_slice", check_slice, ("1_daemonset",)),
     ("4_workload", check_claim_workload, ("3_slice",)),
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
+    ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),

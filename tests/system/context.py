@@ -18,6 +18,7 @@ from .node import Node
 
 NAMESPACE = "edgefd"
 DS_SELECTOR = "app.kubernetes.io/name=edgefd"
+PART_OF = "app.kubernetes.io/part-of=edgefd"  # both DaemonSets' pods
 PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin listener
 OWNERSHIP = "edgefd.io/owned-labels"
 
@@ -60,6 +61,21 @@ class Run:
         if len(pods) != 1:
             raise AssertionError(f"expected one edgefd pod, found {len(pods)}")
         return pods[0]
+
+    def all_edgefd_pods(self) -> list[dict[str, Any]]:
+        """The current pods of both DaemonSets, `edgefd` and `edgefd-devplugin`."""
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={PART_OF}"
+        pods = self.api.get(path)["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def container_log(self, container: str) -> str:
+        """The default-level log of one of edgefd's long-running containers (in whichever
+        DaemonSet holds it)."""
+        for pod in self.all_edgefd_pods():
+            found = self.containers_of(pod).get(container)
+            if found is not None:
+                return self.node.runtime.logs(found["id"])
+        raise AssertionError(f"no container {container} in edgefd's pods")
 
     def containers_of(self, pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The CRI containers of ``pod`` by container name (the latest attempt of each)."""

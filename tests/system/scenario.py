@@ -42,11 +42,14 @@ WAYS = ("device-plugin", "helm", "dra")
 Check = Callable[[Run], dict[str, Any]]
 CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
+    ("1b_no_warnings", checks_pod.check_no_warning_events, ("1_daemonset",)),
+    ("1c_startup_logs", checks_pod.check_startup_logs, ("1_daemonset",)),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
     ("3_allocatable", checks_pod.check_allocatable, ("1_daemonset",)),
     ("4_workload", checks_devices.check_workload, ("3_allocatable",)),
     ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
+    ("6b_replug_logged", checks_devices.check_replug_logged, ("6_replug",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),
