@@ -23,6 +23,24 @@ PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin list
 OWNERSHIP = "edgefd.io/owned-labels"
 
 
+def cri_log_text(raw: str) -> str:
+    """What a container wrote, from the CRI log file the kubelet reads for `kubectl logs`
+    (`<time> <stream> <P|F> <text>` a line; P: a partial line the next one continues). The
+    file lives in the node's mount namespace, where crictl on the machine cannot see it."""
+    out, part = [], ""
+    for line in raw.splitlines():
+        fields = line.split(" ", 3)
+        if len(fields) < 3:
+            continue
+        text = fields[3] if len(fields) == 4 else ""
+        if fields[2] == "P":
+            part += text
+            continue
+        out.append(part + text)
+        part = ""
+    return "\n".join(out) + ("\n" if out else "")
+
+
 @dataclass
 class Run:
     cp: KubeAPIServer
@@ -74,7 +92,8 @@ class Run:
         for pod in self.all_edgefd_pods():
             found = self.containers_of(pod).get(container)
             if found is not None:
-                return self.node.runtime.logs(found["id"])
+                path = self.node.runtime.inspect(found["id"])["status"]["logPath"]
+                return cri_log_text(self.node.ns.outside(path).read_text(errors="replace"))
         raise AssertionError(f"no container {container} in edgefd's pods")
 
     def containers_of(self, pod: dict[str, Any]) -> dict[str, dict[str, Any]]:

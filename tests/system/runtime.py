@@ -169,18 +169,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     def inspect(self, container_id: str) -> dict[str, Any]:
         return self.crictl_json("inspect", container_id)
 
-    def logs(self, container_id: str) -> str:
-        """What the container wrote, stdout and stderr (edgefd's tools log to stderr)."""
-        argv = [str(self.bin_dir / "crictl"), "--config", str(self.dir / "crictl.yaml"),
-                "--runtime-endpoint", self.endpoint, "logs", container_id]  # fmt: skip
-        try:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        except subprocess.TimeoutExpired as e:
-            raise ContainerRuntimeError(f"crictl logs {container_id}: timed out") from e
-        if r.returncode != 0:
-            raise ContainerRuntimeError(f"crictl logs {container_id}: {r.stderr.strip()[-500:]}")
-        return r.stdout + r.stderr
-
     def exec(self, container_id: str, *argv: str, timeout: float = 30.0) -> str:
         return self.crictl("exec", container_id, *argv, timeout=timeout)
 
