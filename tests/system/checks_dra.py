@@ -298,6 +298,23 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     return {"ok": not problems, "problems": problems, **figures}
 
 
+def check_nonroot(run: Run) -> dict[str, Any]:
+    """7b. After check 7 freed the devices: a non-root claim workload (uid 65532) opens its
+    device read-write, by its CDI node and by /dev/bus/usb (checks_nonroot.py)."""
+    from .checks_nonroot import nonroot, probe_nonroot
+
+    device: Device = run.facts["claim"]["device"]
+    template = device.device_class.split(".")[0]
+    name = "claim-nonroot"
+    run.create_pod(nonroot(claim_workload(name, run.image, template)))
+    try:
+        run.running_container(name)
+        got = _allocated(run, name)
+        return probe_nonroot(run, name, got, got.dra_name)
+    finally:
+        run.delete_pod(name, wait=True)
+
+
 def check_hotplug_logged(run: Run) -> dict[str, Any]:
     """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
     return checks_pod.check_device_change_logged(run, run.facts["claim"]["device"].dra_name)
@@ -371,6 +388,7 @@ CHECKS = [
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
+    ("7b_nonroot", check_nonroot, ("7_unprepare",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]
