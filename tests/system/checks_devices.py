@@ -28,15 +28,20 @@ from .kube import wait_for
 # Run in the workload container: the devices named by the env var, as the container sees them,
 # and whether a node the container was not granted opens (made here with mknod: the device
 # cgroup, not the visibility of a path, must refuse it).
-PROBE = r"""
+# read-write, as libusb opens a device; the errno's name otherwise
+TRY_OPEN = r"""
 import errno, json, os, stat, sys
-env, paths, ungranted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 def try_open(path):
     try:
         os.close(os.open(path, os.O_RDWR))
         return "ok"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
+"""
+PROBE = (
+    TRY_OPEN
+    + r"""
+env, paths, ungranted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 ids = os.environ.get(env, "")
 out = {"env": ids, "devices": {}}
 for dev_id in filter(None, ids.split(",")):
@@ -62,6 +67,7 @@ if ungranted:
         out["ungranted_open"] = "mknod " + errno.errorcode.get(e.errno, str(e.errno))
 print(json.dumps(out))
 """
+)
 ALLOWED_OPEN = {"ok", errno.errorcode[errno.ENXIO], errno.errorcode[errno.ENODEV]}
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .checks_devices import ALLOWED_OPEN
+from .checks_devices import ALLOWED_OPEN, TRY_OPEN
 from .context import Run
 from .expect import Device
 from .hosttree import PLUGDEV_GID
@@ -24,17 +24,13 @@ from .hosttree import PLUGDEV_GID
 NONROOT = {"runAsUser": 65532, "runAsGroup": 65532, "supplementalGroups": [PLUGDEV_GID],
            "runAsNonRoot": True}  # fmt: skip
 
-PROBE = r"""
-import errno, json, os, sys
-def try_open(path):
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        return "ok"
-    except OSError as e:
-        return errno.errorcode.get(e.errno, str(e.errno))
+PROBE = (
+    TRY_OPEN
+    + r"""
 print(json.dumps({"uid": os.getuid(), "groups": sorted(os.getgroups()),
                   "opens": {p: try_open(p) for p in json.loads(sys.argv[1])}}))
 """
+)
 
 
 def nonroot(pod: dict[str, Any]) -> dict[str, Any]:
