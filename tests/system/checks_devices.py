@@ -342,22 +342,6 @@ def current_node(run: Run, device: Device) -> DevNode:
     return moved.get(device.location, device.node)
 
 
-def check_nonroot(run: Run) -> dict[str, Any]:
-    """6c. A non-root workload (uid 65532) opens its device read-write, by the node the plugin
-    hands out and by /dev/bus/usb (checks_nonroot.py). The first workload makes room."""
-    from .checks_nonroot import nonroot, probe_nonroot
-
-    w = run.facts["workload"]
-    device = run.offer.by_id(w["id"])
-    run.delete_pod(w["pod"], wait=True)
-    name = "nonroot"
-    run.create_pod(nonroot(workload(name, run.image, w["resource"], device.selector)))
-    try:
-        return probe_nonroot(run, name, device, w["id"])
-    finally:
-        run.delete_pod(name, wait=True)
-
-
 def check_replug_logged(run: Run) -> dict[str, Any]:
     """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
     return check_device_change_logged(run, run.facts["workload"]["id"])

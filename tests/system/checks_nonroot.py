@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .checks_devices import ALLOWED_OPEN, TRY_OPEN
+from .checks_devices import ALLOWED_OPEN, TRY_OPEN, workload
 from .context import Run
 from .expect import Device
 from .hosttree import PLUGDEV_GID
@@ -60,3 +60,17 @@ def probe_nonroot(run: Run, pod: str, device: Device, name: str) -> dict[str, An
         problems.append(f"runs as uid {out['uid']}")
     problems += [f"open {p}: {r}" for p, r in out["opens"].items() if r not in ALLOWED_OPEN]
     return {"ok": not problems, "problems": problems, "device": name, **out}
+
+
+def check_nonroot(run: Run) -> dict[str, Any]:
+    """6c. A non-root workload (uid 65532) opens its device read-write, by the node the plugin
+    hands out and by /dev/bus/usb. The first workload makes room."""
+    w = run.facts["workload"]
+    device = run.offer.by_id(w["id"])
+    run.delete_pod(w["pod"], wait=True)
+    name = "nonroot"
+    run.create_pod(nonroot(workload(name, run.image, w["resource"], device.selector)))
+    try:
+        return probe_nonroot(run, name, device, w["id"])
+    finally:
+        run.delete_pod(name, wait=True)

@@ -28,7 +28,7 @@ import yaml
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
+from . import checks_devices, checks_dra, checks_lifecycle, checks_nonroot, checks_pod
 from .context import Run
 from .expect import plugin_offer, producer_labels
 from .install import HelmInstall, chart_values
@@ -50,7 +50,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
     ("6b_replug_logged", checks_devices.check_replug_logged, ("6_replug",)),
-    ("6c_nonroot", checks_devices.check_nonroot, ("6_replug",)),
+    ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),
