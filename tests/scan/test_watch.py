@@ -23,7 +23,9 @@ import pytest
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.publish import Publisher
 from edgefd.scan.session import Producer, ScanSession
+from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import wait_until
 from tests.scan.live import CORAL_RUNTIME, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +213,29 @@ def test_a_repeated_scan_warning_is_said_once(tmp_path: Path, caplog: Any) -> No
     assert w.new(["a", "b"]) == []
     assert w.new(["b"]) == []
     assert w.new(["a", "b"]) == ["a"]  # gone and back: said again
+
+
+def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
+    host: Path, tmp_path: Path
+) -> None:
+    """Issue 25 item 4, for the scanners' mounted --config: the kubelet swaps `..data`; the
+    labels follow the new settings (here: HID class 03 whitelisted), with no restart."""
+    conf = "sources:\n  usb:\n    deviceClassWhitelist: [{classes}]\n"
+    vol = ConfigMapVolume(tmp_path / "config", {"nfd-worker.conf": conf.format(classes='"fe"')})
+    features = tmp_path / "features.d"
+    proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
+                     "--config", str(vol.path("nfd-worker.conf")))  # fmt: skip
+    f = features / "usb-scan"
+    try:
+        wait_until(lambda: f.exists() and "usb-fe_1a6e_089a" in f.read_text(), 20)
+        assert "usb-03_046d_c31c" not in f.read_text()
+        vol.update({"nfd-worker.conf": conf.format(classes='"fe", "03"')})
+        wait_until(lambda: "usb-03_046d_c31c.present=true" in f.read_text(), 10)
+        vol.update({"nfd-worker.conf": "sources: [not, a, mapping]\n"})  # a bad edit: kept
+        time.sleep(1.5)
+        assert "usb-03_046d_c31c.present=true" in f.read_text()
+    finally:
+        _, err = stop(proc)
+    assert f"usb-scan: INFO: {vol.path('nfd-worker.conf')} changed" in err, err
+    assert "usb-scan: INFO: configuration reloaded from " in err, err
+    assert "keeping the configuration in use" in err, err
