@@ -289,6 +289,7 @@ def check_hotplug(run: Run) -> dict[str, Any]:
 
     wait_for("CDI spec names the device's node", spec_follows, timeout=10, interval=0.05)
     p = restart_and_probe(run, w["pod"], w["container"], [device], old, new)
+    run.facts.setdefault("moved", {})[device.location] = new  # where later checks find it
     problems += device_problems(p, {i: new for i in nodes_of([device])})
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
