@@ -27,8 +27,16 @@ NONROOT = {"runAsUser": 65532, "runAsGroup": 65532, "supplementalGroups": [PLUGD
 PROBE = (
     TRY_OPEN
     + r"""
+paths = json.loads(sys.argv[1])
+def owner(p):
+    try:
+        st = os.stat(p)
+        return [st.st_uid, st.st_gid, "%o" % (st.st_mode & 0o777)]
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
 print(json.dumps({"uid": os.getuid(), "groups": sorted(os.getgroups()),
-                  "opens": {p: try_open(p) for p in json.loads(sys.argv[1])}}))
+                  "opens": {p: try_open(p) for p in paths},
+                  "owners": {p: owner(p) for p in paths}}))
 """
 )
 
@@ -59,6 +67,13 @@ def probe_nonroot(run: Run, pod: str, device: Device, name: str) -> dict[str, An
     if out["uid"] != NONROOT["runAsUser"]:
         problems.append(f"runs as uid {out['uid']}")
     problems += [f"open {p}: {r}" for p, r in out["opens"].items() if r not in ALLOWED_OPEN]
+    # the handed-out node is the container user's own (containerd's
+    # device_ownership_from_security_context), whatever group the host gave it; the
+    # /dev/bus/usb one is the host's, opened through the group
+    handed = out["owners"].get(paths[0])
+    want = [NONROOT["runAsUser"], NONROOT["runAsGroup"]]
+    if not isinstance(handed, list) or handed[:2] != want:
+        problems.append(f"{paths[0]} is owned by {handed}, want uid:gid {want}")
     return {"ok": not problems, "problems": problems, "device": name, **out}
 
 
