@@ -28,7 +28,14 @@ import yaml
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_devices, checks_dra, checks_lifecycle, checks_nonroot, checks_pod
+from . import (
+    checks_devices,
+    checks_dra,
+    checks_lifecycle,
+    checks_nonroot,
+    checks_pod,
+    checks_reload,
+)
 from .context import Run
 from .expect import plugin_offer, producer_labels
 from .install import HelmInstall, chart_values
@@ -51,6 +58,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
     ("6b_replug_logged", checks_devices.check_replug_logged, ("6_replug",)),
     ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),
+    ("6d_config_reload", checks_reload.check_config_reload, ("3_allocatable",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),
