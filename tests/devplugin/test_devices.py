@@ -494,15 +494,17 @@ def test_default_config_round_trips_through_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "text", "message"),
     [
-        ("forget_after", ".nan", "forget_after: must be a finite number, not nan"),
-        ("forget_after", ".inf", "forget_after: must be a finite number, not inf"),
-        ("forget_after", "-.inf", "forget_after: must be a finite number, not -inf"),
-        ("forget_after", "1.0e+400", "forget_after: must be a finite number, not inf"),
-        ("forget_after", "1e400", "forget_after: must be a finite number, not '1e400'"),
+        ("forget_after", ".nan", "forget_after: nan is not a finite duration"),
+        ("forget_after", ".inf", "forget_after: inf is not a finite duration"),
+        ("forget_after", "-.inf", "forget_after: -inf is not a finite duration"),
+        ("forget_after", "1.0e+400", "forget_after: inf is not a finite duration"),
+        ("forget_after", "1e400", "forget_after: '1e400' is not a duration (e.g. 30, 30s, 10m"),
         ("forget_after", "-1", "forget_after: -1 is out of range (must be 0 to 315360000)"),
         ("forget_after", "4.0e+8", "forget_after: 400000000.0 is out of range"),
-        ("forget_after", "'60'", "forget_after: must be a finite number, not '60'"),
-        ("forget_after", "true", "forget_after: must be a finite number, not True"),
+        ("forget_after", "87601h", "forget_after: '87601h' is out of range"),
+        ("forget_after", "-10m", "forget_after: '-10m' is not a duration"),
+        ("forget_after", "10d", "forget_after: '10d' is not a duration"),
+        ("forget_after", "true", "forget_after: True is not a duration"),
         ("replicas", ".nan", "replicas: must be a whole number, not nan"),
         ("replicas", "1.5", "replicas: must be a whole number, not 1.5"),
         ("replicas", "1.0e+400", "replicas: must be a whole number, not inf"),
@@ -525,6 +527,26 @@ def test_bad_numbers_in_the_yaml_are_refused(
     with pytest.raises(BadInput) as e:
         load_config(cfg)
     assert str(e.value).startswith(f"{cfg}: ") and message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("86400", 86400.0),
+        ("'60'", 60.0),
+        ("24h", 86400.0),
+        ("10m", 600.0),
+        ("30s", 30.0),
+        ("1500ms", 1.5),
+        ("0", 0.0),
+        ("2.5h", 9000.0),
+    ],
+)
+def test_forget_after_takes_the_flags_durations(tmp_path: Path, text: str, seconds: float) -> None:
+    """Issue 25 item 8: `forget_after: 86400` was bare seconds where every flag takes `10m`."""
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(f"forget_after: {text}\nresources: [{{name: edgefd.io/a, accelerator: ncs2}}]\n")
+    assert load_config(cfg).forget_after == seconds
 
 
 # Hypothesis: any document the YAML loader can produce is either a valid configuration or

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
 from tests.peers.kubelet import KubeletDevices
 
@@ -31,12 +32,13 @@ CORAL = "edgefd.io/coral-usb"
 NCS2 = "edgefd.io/ncs2"
 HAILO = "edgefd.io/hailo"
 ALL = ["edgefd.io/coral-usb", "edgefd.io/coral-pcie", NCS2, "edgefd.io/ncs1", HAILO]
+SERVED = [CORAL, NCS2]  # the resources rpi4-coral has a device of
 
 
 class PluginProcess:
     """`python -m edgefd.devplugin` on a host root and plugin dir."""
 
-    def __init__(self, host: Path, plugin_dir: str, *args: str) -> None:
+    def __init__(self, host: Path, plugin_dir: str, *args: str, verbose: bool = True) -> None:
         self.log = Path(tempfile.mkstemp(prefix="devplugin-", suffix=".log")[1])
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
@@ -50,7 +52,7 @@ class PluginProcess:
                     plugin_dir,
                     "--listen",
                     "",
-                    "-v",
+                    *(["-v"] if verbose else []),
                     *args,
                 ],
                 cwd=ROOT,
@@ -131,17 +133,58 @@ def _devices_event(kubelet: KubeletDevices, res: str, healthy: list[str], since:
 def test_registration_capacity_and_zero_devices(
     plugin: PluginProcess, kubelet: KubeletDevices
 ) -> None:
-    _registered_all(kubelet, ALL)
+    _registered_all(kubelet, SERVED)
     ev = kubelet.events_named("registered", resource=CORAL)[0]
     assert ev["endpoint"] == "edgefd-edgefd.io_coral-usb.sock"
     assert ev["options"]["get_preferred_allocation_available"] is False
     _devices_event(kubelet, CORAL, ["coral-usb-2-1"], 0)
     _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], 0)
-    _devices_event(kubelet, HAILO, [], 0)  # nothing there: registered with an empty list
     cap = kubelet.capacity()
     assert cap["capacity"][CORAL] == 1 and cap["allocatable"][CORAL] == 1
     assert cap["capacity"][NCS2] == 1
-    assert cap["capacity"].get(HAILO, 0) == 0
+    # issue 25 item 7: no zero-device resource is advertised (it was `edgefd.io/hailo: 0`)
+    assert sorted(cap["capacity"]) == sorted(SERVED), cap
+    assert not [e for e in kubelet.events if e.get("resource") in set(ALL) - set(SERVED)]
+
+
+def test_a_resource_is_served_only_while_it_has_a_device(
+    host: Path, kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    """Its last device forgotten, a resource stops serving: the kubelet sees the plugin go
+    and its capacity drop to 0 (then, after the kubelet's own 5-minute grace, the resource
+    leaves the Node); a device of it plugged later registers it again."""
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "forget_after: 1s\nresources:\n  - {name: edgefd.io/ncs2, accelerator: ncs2}\n"
+        "  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n"
+    )
+    p = PluginProcess(host, kubelet.plugin_dir, "--config", str(cfg), verbose=False)
+    try:
+        _registered_all(kubelet, SERVED)
+        since = kubelet.mark()
+        hb = HostBuilder(host)
+        hb.remove_usb("1-1.1")
+        kubelet.wait_for(
+            lambda e: e.get("event") == "capacity" and e.get("resource") == NCS2
+            and e.get("capacity") == 0,
+            since=since, timeout=10,
+        )  # fmt: skip
+        kubelet.wait_for("disconnected", resource=NCS2, since=since, timeout=5)
+        sock = Path(kubelet.plugin_dir) / "edgefd-edgefd.io_ncs2.sock"
+        assert not sock.exists()
+        assert kubelet.capacity()["capacity"][CORAL] == 1  # the other resource is untouched
+        since = kubelet.mark()
+        hb.add_usb({"port": "1-1.1", "vendor": "03e7", "product": "2485", "serial": "03e72485"})
+        kubelet.wait_for("registered", resource=NCS2, since=since, timeout=10)
+        _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
+        assert kubelet.capacity()["allocatable"][NCS2] == 1
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    assert "edgefd.io/ncs2: no device left: no longer served (the kubelet drops it)" in err, err
+    assert "edgefd.io/ncs2: a device: serving and registering" in err, err
 
 
 def test_allocate_through_the_kubelet(plugin: PluginProcess, kubelet: KubeletDevices) -> None:
@@ -174,11 +217,11 @@ def test_allocate_through_the_kubelet(plugin: PluginProcess, kubelet: KubeletDev
 def test_kubelet_restart_reregisters_within_a_second(
     plugin: PluginProcess, kubelet: KubeletDevices
 ) -> None:
-    _registered_all(kubelet, ALL)
+    _registered_all(kubelet, SERVED)
     for _ in range(3):
         since = kubelet.mark()
         ready = kubelet.restart()
-        for n in ALL:
+        for n in SERVED:
             ev = kubelet.wait_for("registered", resource=n, since=since, timeout=5)
             assert ev["ts"] - ready["ts"] < 1.0, (n, ev["ts"] - ready["ts"])
         _devices_event(kubelet, CORAL, ["coral-usb-2-1"], since)
@@ -188,7 +231,7 @@ def test_kubelet_restart_reregisters_within_a_second(
 def test_plugin_restart(host: Path, kubelet: KubeletDevices) -> None:
     p = PluginProcess(host, kubelet.plugin_dir)
     try:
-        _registered_all(kubelet, ALL)
+        _registered_all(kubelet, SERVED)
         since = kubelet.mark()
         assert p.terminate() == 0
         kubelet.wait_for("disconnected", resource=CORAL, since=since, timeout=5)
@@ -196,7 +239,7 @@ def test_plugin_restart(host: Path, kubelet: KubeletDevices) -> None:
         assert socks == ["edgefd-links"]  # sockets removed, the links dir stays
         since = kubelet.mark()
         p = PluginProcess(host, kubelet.plugin_dir)
-        _registered_all(kubelet, ALL, since)
+        _registered_all(kubelet, SERVED, since)
         _devices_event(kubelet, CORAL, ["coral-usb-2-1"], since)
     finally:
         p.terminate()
@@ -226,6 +269,76 @@ def test_unplug_and_replug_within_a_second(
     ev = _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
     assert ev["ts"] - t0 < 1.0, ev["ts"] - t0
     assert kubelet.capacity()["allocatable"][NCS2] == 1
+
+
+def test_default_log_tells_the_story(host: Path, kubelet: KubeletDevices) -> None:
+    """Issue 25 item 1: at the default level devplugin wrote nothing when the NCS2 was
+    unplugged. Now: the start-up line, each registration, each device change with its
+    resource, each resource's new counts; a steady state (rescans) says nothing more."""
+    p = PluginProcess(host, kubelet.plugin_dir, "--rescan-interval", "0.5s", verbose=False)
+    try:
+        _registered_all(kubelet, SERVED)
+        _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], 0)
+        time.sleep(1.5)  # three rescans with nothing new
+        quiet = p.stderr()
+        since = kubelet.mark()
+        HostBuilder(host).remove_usb("1-1.1")
+        kubelet.wait_for(
+            lambda e: e.get("event") == "capacity" and e.get("resource") == NCS2
+            and e.get("allocatable") == 0,
+            since=since,
+            timeout=5,
+        )  # fmt: skip
+        time.sleep(0.3)
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    lines = err.splitlines()
+    assert lines[0].startswith("devplugin: INFO: edgefd "), err
+    assert "starting, mode device-plugin: resources=edgefd.io/coral-usb," in lines[0], err
+    assert f"plugin-dir={kubelet.plugin_dir}" in lines[0] and "rescan=0.5s" in lines[0], err
+    for res in SERVED:
+        assert f"{res}: registered with the kubelet as " in err, err
+    assert "edgefd.io/hailo: no device: not served until one comes" in err, err
+    assert "device ncs2-1-1-1 (edgefd.io/ncs2): added: ncs2 (boot) at port 1-1.1" in err, err
+    assert "device ncs2-1-1-1 (edgefd.io/ncs2): re-enumerating at port 1-1.1" in err, err
+    assert "edgefd.io/ncs2: 0 healthy, 1 unhealthy" in err, err
+    assert all(": INFO: " in ln for ln in lines), err  # a healthy run warns of nothing
+    assert not [ln for ln in lines if "DEBUG" in ln]
+    # the rescans before the unplug added nothing to the log
+    assert err.count("\n") - quiet.count("\n") <= 4, err[len(quiet) :]
+
+
+def test_a_configmap_update_is_applied_without_a_restart(
+    host: Path, kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    """Issue 25 item 4: an edited ConfigMap reached devplugin only on a restart (allocatable
+    0 for ~9 s). The kubelet swaps the volume's `..data` symlink; the new resource registers,
+    the unchanged one stays registered, with no restart and no signal."""
+    one = "resources: [{name: edgefd.io/coral-usb, accelerator: coral-usb}]\n"
+    two = one.replace("]", ", {name: edgefd.io/ncs2, accelerator: ncs2}]")
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": one})
+    p = PluginProcess(host, kubelet.plugin_dir, "--config", str(vol.path("resources.yaml")),
+                      verbose=False)  # fmt: skip
+    try:
+        _registered_all(kubelet, [CORAL])
+        since = kubelet.mark()
+        t0 = time.monotonic()
+        vol.update({"resources.yaml": two})
+        kubelet.wait_for("registered", resource=NCS2, since=since, timeout=10)
+        took = time.monotonic() - t0
+        _devices_event(kubelet, NCS2, ["ncs2-1-1-1"], since)
+        assert not kubelet.events_named("registered", resource=CORAL, since=since)
+        assert p.proc.poll() is None and took < 3.0, took
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    assert f"devplugin: INFO: {vol.path('resources.yaml')} changed\n" in err, err
+    assert "devplugin: INFO: configuration reloaded: 2 resource(s)" in err, err
 
 
 def test_coral_boot_to_runtime_keeps_the_id(
@@ -266,18 +379,18 @@ def test_bad_config_fails_naming_the_field(
 def test_hundred_kubelet_restarts_leak_nothing(host: Path, kubelet: KubeletDevices) -> None:
     p = PluginProcess(host, kubelet.plugin_dir)
     try:
-        _registered_all(kubelet, ALL)
+        _registered_all(kubelet, SERVED)
         # settle, then measure
         for _ in range(3):
             since = kubelet.mark()
             kubelet.restart()
-            _registered_all(kubelet, ALL, since)
+            _registered_all(kubelet, SERVED, since)
         time.sleep(0.5)
         fds0, threads0 = len(p.fds()), p.threads()
         for _ in range(100):
             since = kubelet.mark()
             kubelet.restart()
-            _registered_all(kubelet, ALL, since)
+            _registered_all(kubelet, SERVED, since)
         # connections of the last restart close asynchronously: allow a few seconds to
         # settle; a leak (one or more per restart) would be ~100 over, not a few
         deadline = time.monotonic() + 10
@@ -293,7 +406,7 @@ def test_hundred_kubelet_restarts_leak_nothing(host: Path, kubelet: KubeletDevic
             time.sleep(0.2)
         socks = [n for n in os.listdir(kubelet.plugin_dir) if n.endswith(".sock")]
         assert sorted(socks) == sorted(
-            ["kubelet.sock"] + ["edgefd-" + n.replace("/", "_") + ".sock" for n in ALL]
+            ["kubelet.sock"] + ["edgefd-" + n.replace("/", "_") + ".sock" for n in SERVED]
         )
         assert p.proc.poll() is None
     finally:

@@ -103,6 +103,8 @@ def test_foreign_edits_of_owned_labels_are_repaired_within_a_second(cluster, sin
     s = sinks(node, fdir, *QUIET)
     wait_for(lambda: cluster.labels(node).get(f"{F}/count") == "2", what="labels applied")
     wait_for(lambda: watching(s), what="the watch is open")
+    # one watch-mode metric in every tool (issue 25 item 8; was edgefd_sink_watch_mode)
+    assert s.metric("edgefd_watch_mode", component="feature-sink", mode="inotify") == 1
     events = NodeEvents(cluster, node).start()
     try:
         writes0, gets0 = requests(s, "PATCH"), requests(s, "GET")

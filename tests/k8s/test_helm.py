@@ -159,9 +159,9 @@ HELM_LABELS = (
     "app.kubernetes.io/version",
     "helm.sh/chart",
 )
-# The pod template's checksum of the device plugin's resources file: with it a `helm upgrade`
-# that changes the file rolls the pods (kustomize users run `kubectl rollout restart`, as
-# k8s/configmap.yaml says). The only pod-template difference from the base.
+# There was a pod-template checksum of the device plugin's resources file, so that a `helm
+# upgrade` rolled the pods; devplugin now reloads the mounted file itself (issue 25 item 4), and
+# a roll would only take every device away from the kubelet for a few seconds.
 CHECKSUM = "checksum/devplugin-config"
 
 
@@ -191,7 +191,7 @@ def value_set(name: str) -> list[str]:
 
 
 def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
-    """The objects by key, without what Helm adds by design (HELM_LABELS, CHECKSUM), and with
+    """The objects by key, without what Helm adds by design (HELM_LABELS), and with
     the containers, volumes and each container's mounts in name order: the dra component's
     strategic merge puts what it names first, and none of these orders means anything (the
     init containers' order does, and is kept)."""
@@ -201,10 +201,6 @@ def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], d
         for k in HELM_LABELS:
             labels.pop(k, None)
         if d["kind"] == "DaemonSet":
-            meta = d["spec"]["template"]["metadata"]
-            meta.get("annotations", {}).pop(CHECKSUM, None)
-            if meta.get("annotations") == {}:
-                del meta["annotations"]
             spec = pod_spec(d)
             spec["containers"].sort(key=lambda c: c["name"])
             spec["volumes"].sort(key=lambda v: v["name"])
@@ -230,13 +226,12 @@ def test_default_render_is_the_kustomize_base() -> None:
     from tests.k8s.test_dra_manifests import render
 
     assert normalise(template()) == normalise(render([K8S], []))
-    # and the normalisation hides only what it says: the labels are there, the checksum too
+    # and the normalisation hides only what it says: the labels are there
     docs = template()
     for ds in daemonsets(docs):
         assert set(HELM_LABELS) <= set(ds["metadata"]["labels"])
-    assert "annotations" not in daemonset(docs)["spec"]["template"]["metadata"]
-    plugin = daemonset(docs, DEVPLUGIN_DS)
-    assert set(plugin["spec"]["template"]["metadata"]["annotations"]) == {CHECKSUM}
+    for ds in daemonsets(docs):  # no checksum: a new resources file is reloaded, not rolled
+        assert CHECKSUM not in json.dumps(ds["spec"]["template"]["metadata"])
 
 
 @pytest.mark.parametrize("name", [n for n, (_, c) in VALUE_SETS.items() if c], ids=str)
@@ -336,21 +331,14 @@ def test_namespace_is_the_release_setting_everywhere() -> None:
     assert not [d for d in template(*value_set("existing-namespace")) if d["kind"] == "Namespace"]
 
 
-def test_resources_file_and_its_checksum(tmp_path: Path) -> None:
+def test_a_new_resources_file_changes_only_the_configmap(tmp_path: Path) -> None:
     config = tmp_path / "resources.yaml"
     config.write_text("resources:\n  - name: example.com/tpu\n    accelerator: coral-usb\n")
     docs = template("--set-file", f"devicePlugin.config={config}")
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
     assert cm["data"]["resources.yaml"] == config.read_text()
-
-    def checksum(docs: list[dict[str, Any]]) -> str:
-        plugin = daemonset(docs, DEVPLUGIN_DS)
-        return plugin["spec"]["template"]["metadata"]["annotations"][CHECKSUM]
-
-    assert checksum(docs) != checksum(template())
-    # only the plugin's pods roll with its file
-    assert daemonset(docs) == daemonset(template())
-    assert CHECKSUM not in json.dumps(template(*value_set("no-devplugin")))
+    # no pod rolls with it: devplugin reloads the mounted file (issue 25 item 4)
+    assert daemonsets(docs) == daemonsets(template())
 
 
 def test_podmonitor_only_when_the_kind_is_served() -> None:

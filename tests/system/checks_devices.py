@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from .checks_health import health_problems, wait_pod_health
+from .checks_pod import check_device_change_logged
 from .context import Run, metric, plugin_metrics
 from .expect import Device
 from .hosttree import DevNode
@@ -28,15 +29,20 @@ from .kube import wait_for
 # Run in the workload container: the devices named by the env var, as the container sees them,
 # and whether a node the container was not granted opens (made here with mknod: the device
 # cgroup, not the visibility of a path, must refuse it).
-PROBE = r"""
+# read-write, as libusb opens a device; the errno's name otherwise
+TRY_OPEN = r"""
 import errno, json, os, stat, sys
-env, paths, ungranted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 def try_open(path):
     try:
         os.close(os.open(path, os.O_RDWR))
         return "ok"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
+"""
+PROBE = (
+    TRY_OPEN
+    + r"""
+env, paths, ungranted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 ids = os.environ.get(env, "")
 out = {"env": ids, "devices": {}}
 for dev_id in filter(None, ids.split(",")):
@@ -62,6 +68,7 @@ if ungranted:
         out["ungranted_open"] = "mknod " + errno.errorcode.get(e.errno, str(e.errno))
 print(json.dumps(out))
 """
+)
 ALLOWED_OPEN = {"ok", errno.errorcode[errno.ENXIO], errno.errorcode[errno.ENODEV]}
 
 
@@ -334,6 +341,11 @@ def current_node(run: Run, device: Device) -> DevNode:
     """The device's node now: a re-plug gives a USB device a new one."""
     moved = run.facts.get("moved", {})
     return moved.get(device.location, device.node)
+
+
+def check_replug_logged(run: Run) -> dict[str, Any]:
+    """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
+    return check_device_change_logged(run, run.facts["workload"]["id"])
 
 
 def check_replug(run: Run) -> dict[str, Any]:

@@ -18,9 +18,10 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
    container gets the device's node.
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
-7b. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
+7b. A non-root claim workload (uid 65532) opens its device read-write (checks_nonroot.py).
+7c. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
    (checks_extended.py).
-7c. `--evict-after 2s`: a Deployment's pod is evicted from a pulled device (checks_evict.py).
+7d. `--evict-after 2s`: a Deployment's pod is evicted from a pulled device (checks_evict.py).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -310,6 +311,7 @@ def check_hotplug(run: Run) -> dict[str, Any]:
 
     wait_for("CDI spec names the device's node", spec_follows, timeout=10, interval=0.05)
     p = restart_and_probe(run, w["pod"], w["container"], [device], old, new)
+    run.facts.setdefault("moved", {})[device.location] = new  # where later checks find it
     problems += device_problems(p, {i: new for i in nodes_of([device])})
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),
@@ -320,6 +322,28 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     run.figures.update(figures)
     shown = {"pod_status_unplugged": down["shown"], "claim_status_back": back}
     return {"ok": not problems, "problems": problems, **figures, **shown}
+
+
+def check_nonroot(run: Run) -> dict[str, Any]:
+    """7b. After check 7 freed the devices: a non-root claim workload (uid 65532) opens its
+    device read-write, by its CDI node and by /dev/bus/usb (checks_nonroot.py)."""
+    from .checks_nonroot import nonroot, probe_nonroot
+
+    device: Device = run.facts["claim"]["device"]
+    template = device.device_class.split(".")[0]
+    name = "claim-nonroot"
+    run.create_pod(nonroot(claim_workload(name, run.image, template)))
+    try:
+        run.running_container(name)
+        got = _allocated(run, name)
+        return probe_nonroot(run, name, got, got.dra_name)
+    finally:
+        run.delete_pod(name, wait=True)
+
+
+def check_hotplug_logged(run: Run) -> dict[str, Any]:
+    """6b. The unplug of check 6 is in bus-scan's and devplugin's default-level logs."""
+    return checks_pod.check_device_change_logged(run, run.facts["claim"]["device"].dra_name)
 
 
 def check_unprepare(run: Run) -> dict[str, Any]:
@@ -386,7 +410,7 @@ def check_figures(run: Run) -> dict[str, Any]:
 
 
 def _check_extended_resource(run: Run) -> dict[str, Any]:
-    """7b. checks_extended.py (which builds on this module's pods)."""
+    """7c. checks_extended.py (which builds on this module's pods)."""
     from .checks_extended import check_extended_resource
 
     return check_extended_resource(run)
@@ -394,14 +418,18 @@ def _check_extended_resource(run: Run) -> dict[str, Any]:
 
 CHECKS = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
+    ("1b_no_warnings", checks_pod.check_no_warning_events, ("1_daemonset",)),
+    ("1c_startup_logs", checks_pod.check_startup_logs, ("1_daemonset",)),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
     ("3_slice", check_slice, ("1_daemonset",)),
     ("4_workload", check_claim_workload, ("3_slice",)),
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
+    ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
-    ("7b_extended_resource", _check_extended_resource, ("7_unprepare",)),
-    ("7c_evict", check_evict, ("3_slice",)),
+    ("7b_nonroot", check_nonroot, ("7_unprepare",)),
+    ("7c_extended_resource", _check_extended_resource, ("7_unprepare",)),
+    ("7d_evict", check_evict, ("3_slice",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

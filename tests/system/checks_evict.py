@@ -86,7 +86,7 @@ def _running(run: Run, app: str, not_named: str = "") -> dict[str, Any] | None:
 
 
 def check_evict(run: Run) -> dict[str, Any]:
-    """7b. With --evict-after 2s: the Deployment's pod is evicted after the hold + 2 s of
+    """7d. With --evict-after 2s: the Deployment's pod is evicted after the hold + 2 s of
     absence; the replacement runs when the device returns."""
     resource = run.offer.primary()
     device = run.offer.resources[resource][0] if resource else None

@@ -36,7 +36,7 @@ def _own_claim(run: Run, pod: str) -> dict[str, Any]:
 
 
 def check_extended_resource(run: Run) -> dict[str, Any]:
-    """7b. A pod asking for the first resource by its extended name runs with a device."""
+    """7c. A pod asking for the first resource by its extended name runs with a device."""
     resource = run.offer.primary()
     if resource is None:
         return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}

@@ -20,6 +20,7 @@ from .kube import Api, KubeError, wait_for
 
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 OTHER_NODE = "e2e-other-node"
+DAEMONSETS = ("edgefd", "edgefd-devplugin")
 
 
 def _manifest_containers(run: Run) -> dict[str, dict[str, Any]]:
@@ -230,17 +231,18 @@ def container_memory(run: Run) -> dict[str, float]:
     return out
 
 
-def edgefd_warnings(events: list[dict[str, Any]], pod_uid: str, node: str) -> list[str]:
-    """The Warning Events about one edgefd pod (the kubelet's `Unhealthy` for a failed probe,
-    `BackOff`, `FailedMount` ...) and those edgefd's own tools posted on its Node, one line
-    each. Pure: `events` is what the API listed."""
+def edgefd_warnings(events: list[dict[str, Any]], pod_uids: str | set[str], node: str) -> list[str]:
+    """The Warning Events about edgefd's pods, one uid or a set (the kubelet's `Unhealthy` for
+    a failed probe, `BackOff`, `FailedMount` ...) and those edgefd's own tools posted on its
+    Node, one line each. Pure: `events` is what the API listed."""
     out = []
     for e in events:
         if e.get("type") != "Warning":
             continue
         obj = e.get("involvedObject") or {}
         component = e.get("reportingComponent") or (e.get("source") or {}).get("component", "")
-        on_pod = obj.get("kind") == "Pod" and obj.get("uid") == pod_uid
+        uids = {pod_uids} if isinstance(pod_uids, str) else pod_uids
+        on_pod = obj.get("kind") == "Pod" and obj.get("uid") in uids
         by_edgefd = "edgefd" in component or component == "feature-sink"
         on_node = obj.get("kind") == "Node" and obj.get("name") == node and by_edgefd
         ours = on_pod or on_node
@@ -252,15 +254,62 @@ def edgefd_warnings(events: list[dict[str, Any]], pod_uid: str, node: str) -> li
     return out
 
 
+def _daemonsets_ready(run: Run) -> bool:
+    for name in DAEMONSETS:
+        ds = run.api.get_or_none(f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{name}")
+        st = (ds or {}).get("status", {})
+        if ds is not None and st.get("numberReady") != st.get("desiredNumberScheduled"):
+            return False
+    return True
+
+
 def check_no_warning_events(run: Run) -> dict[str, Any]:
-    """A healthy DaemonSet start posts no Warning Event (issue 25 item 5): no probe failed
-    (the kubelet records every failure), nothing crashed or failed to mount, and the sink
-    reported no problem on the Node. Run it once check 1 saw the pod Ready; the kubelet sends
-    Events in batches, so it looks again a few seconds later before it concludes."""
-    pod = run.edgefd_pod()
+    """A healthy start of both DaemonSets, `edgefd` and `edgefd-devplugin`, posts no Warning
+    Event (issue 25 item 5): no probe failed (the kubelet records every failure), nothing
+    crashed or failed to mount, and the sink reported no problem on the Node. Run it once
+    check 1 saw the pod Ready; the kubelet sends Events in batches, so it looks again a few
+    seconds later before it concludes."""
+    wait_for("both DaemonSets ready", lambda: _daemonsets_ready(run), timeout=120, interval=0.2)
     time.sleep(5)
+    pods = run.all_edgefd_pods()
     events = []
     for ns in (NAMESPACE, "default"):
         events += run.api.get(f"/api/v1/namespaces/{ns}/events")["items"]
-    warnings = edgefd_warnings(events, pod["metadata"]["uid"], run.node_name)
-    return {"ok": not warnings, "problems": warnings, "events_seen": len(events)}
+    warnings = edgefd_warnings(events, {p["metadata"]["uid"] for p in pods}, run.node_name)
+    names = sorted(p["metadata"]["name"] for p in pods)
+    return {"ok": not warnings, "problems": warnings, "pods": names, "events_seen": len(events)}
+
+
+# the long-running containers and what their start-up line says (core/version.startup_line)
+STARTUP = {"bus-scan": "usb-scan: INFO: edgefd ", "feature-sink": "feature-sink: INFO: edgefd ",
+           "devplugin": "devplugin: INFO: edgefd "}  # fmt: skip
+
+
+def check_startup_logs(run: Run) -> dict[str, Any]:
+    """At the default level each long-running container's log starts with the line that says
+    which build runs, in which mode, with which settings (issue 25 item 1: all four wrote 0
+    bytes at start)."""
+    problems, first = [], {}
+    for container, prefix in STARTUP.items():
+        lines = run.container_log(container).splitlines()
+        first[container] = lines[0][:200] if lines else ""
+        if not lines or not lines[0].startswith(prefix) or " starting, mode " not in lines[0]:
+            problems.append(f"{container}: no start-up line first: {lines[:2]}")
+        bad = [ln for ln in lines if ": DEBUG: " in ln or "Traceback" in ln]
+        if bad:
+            problems.append(f"{container}: {bad[:3]}")
+    return {"ok": not problems, "problems": problems, "first_lines": first}
+
+
+def check_device_change_logged(run: Run, name: str) -> dict[str, Any]:
+    """The re-plug of check 6 is in the default-level logs of the two containers that saw it:
+    bus-scan (its labels) and devplugin (its resource), each a line naming the device."""
+    problems, found = [], {}
+    words = ("re-enumerating at", "unplugged from", "gone from")
+    for container in ("bus-scan", "devplugin"):
+        lines = [ln for ln in run.container_log(container).splitlines() if f"device {name}" in ln]
+        gone = [ln for ln in lines if any(w in ln for w in words)]
+        found[container] = gone[:2]
+        if not gone:
+            problems.append(f"{container}: no line says {name} went: {lines[:4]}")
+    return {"ok": not problems, "problems": problems, "lines": found}

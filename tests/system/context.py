@@ -18,8 +18,27 @@ from .node import Node
 
 NAMESPACE = "edgefd"
 DS_SELECTOR = "app.kubernetes.io/name=edgefd"
+PART_OF = "app.kubernetes.io/part-of=edgefd"  # both DaemonSets' pods
 PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin listener
 OWNERSHIP = "edgefd.io/owned-labels"
+
+
+def cri_log_text(raw: str) -> str:
+    """What a container wrote, from the CRI log file the kubelet reads for `kubectl logs`
+    (`<time> <stream> <P|F> <text>` a line; P: a partial line the next one continues). The
+    file lives in the node's mount namespace, where crictl on the machine cannot see it."""
+    out, part = [], ""
+    for line in raw.splitlines():
+        fields = line.split(" ", 3)
+        if len(fields) < 3:
+            continue
+        text = fields[3] if len(fields) == 4 else ""
+        if fields[2] == "P":
+            part += text
+            continue
+        out.append(part + text)
+        part = ""
+    return "\n".join(out) + ("\n" if out else "")
 
 
 @dataclass
@@ -60,6 +79,22 @@ class Run:
         if len(pods) != 1:
             raise AssertionError(f"expected one edgefd pod, found {len(pods)}")
         return pods[0]
+
+    def all_edgefd_pods(self) -> list[dict[str, Any]]:
+        """The current pods of both DaemonSets, `edgefd` and `edgefd-devplugin`."""
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={PART_OF}"
+        pods = self.api.get(path)["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def container_log(self, container: str) -> str:
+        """The default-level log of one of edgefd's long-running containers (in whichever
+        DaemonSet holds it)."""
+        for pod in self.all_edgefd_pods():
+            found = self.containers_of(pod).get(container)
+            if found is not None:
+                path = self.node.runtime.inspect(found["id"])["status"]["logPath"]
+                return cri_log_text(self.node.ns.outside(path).read_text(errors="replace"))
+        raise AssertionError(f"no container {container} in edgefd's pods")
 
     def containers_of(self, pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The CRI containers of ``pod`` by container name (the latest attempt of each)."""

@@ -97,14 +97,21 @@ def usb_ids(host_root: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+# plugdev on Debian: the group the accelerators' udev rules give their nodes (the Coral
+# runtime's `GROUP="plugdev"`), which a non-root workload joins (checks_nonroot.py)
+PLUGDEV_GID = 46
+
+
 def mknod_commands(nodes: list[DevNode]) -> str:
-    """Shell commands creating ``nodes`` (0664, as udev leaves USB devices), replacing any."""
+    """Shell commands creating ``nodes`` (0664, group plugdev: as udev leaves USB devices with
+    the vendors' rules), replacing any."""
     cmds = []
     for n in nodes:
         kind = "b" if n.block else "c"
         cmds.append(
             f"mkdir -p {os.path.dirname(n.path)} && rm -f {n.path} && "
-            f"mknod -m 0664 {n.path} {kind} {n.major} {n.minor}"
+            f"mknod -m 0664 {n.path} {kind} {n.major} {n.minor} && "
+            f"chgrp {PLUGDEV_GID} {n.path}"
         )
     return "\n".join(["set -e", *cmds])
 

@@ -76,6 +76,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # only the node's own /var/run/cdi (scratch /run in its mount namespace), never the
   # machine's /etc/cdi: where the DRA plugin writes each prepared claim's spec
   cdi_spec_dirs = ["/var/run/cdi"]
+  # a device handed to a container belongs to the container's user and group, not root, so
+  # a non-root workload can open it (docs/scheduling.md, "Non-root workloads")
+  device_ownership_from_security_context = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]

@@ -28,7 +28,14 @@ import yaml
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
+from . import (
+    checks_devices,
+    checks_dra,
+    checks_lifecycle,
+    checks_nonroot,
+    checks_pod,
+    checks_reload,
+)
 from .context import Run
 from .expect import plugin_offer, producer_labels
 from .install import HelmInstall, chart_values
@@ -42,11 +49,16 @@ WAYS = ("device-plugin", "helm", "dra")
 Check = Callable[[Run], dict[str, Any]]
 CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
+    ("1b_no_warnings", checks_pod.check_no_warning_events, ("1_daemonset",)),
+    ("1c_startup_logs", checks_pod.check_startup_logs, ("1_daemonset",)),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
     ("3_allocatable", checks_pod.check_allocatable, ("1_daemonset",)),
     ("4_workload", checks_devices.check_workload, ("3_allocatable",)),
     ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
+    ("6b_replug_logged", checks_devices.check_replug_logged, ("6_replug",)),
+    ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),
+    ("6d_config_reload", checks_reload.check_config_reload, ("3_allocatable",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),

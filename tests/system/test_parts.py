@@ -271,3 +271,17 @@ def test_warning_events_of_the_pod_and_of_edgefd_on_its_node() -> None:
         "Pod/edgefd-x spec.containers{feature-sink}: Unhealthy: Readiness probe failed: 503 (x2)",
         "Node/n1: LabelRejected: bad:1: label refused (x1)",
     ]
+
+
+def test_cri_log_text_joins_partial_lines() -> None:
+    from .context import cri_log_text
+
+    raw = (
+        "2026-12-01T17:00:00.1Z stderr F usb-scan: INFO: edgefd 0.1.0 starting\n"
+        "2026-12-01T17:00:00.2Z stderr P usb-scan: INFO: a long \n"
+        "2026-12-01T17:00:00.2Z stderr F line\n"
+        "2026-12-01T17:00:00.3Z stdout F \n"
+    )
+    assert cri_log_text(raw) == (
+        "usb-scan: INFO: edgefd 0.1.0 starting\nusb-scan: INFO: a long line\n\n"
+    )

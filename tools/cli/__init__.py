@@ -9,14 +9,13 @@ the start-up floor of every tool.
 from __future__ import annotations
 
 import functools
-import math
-import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
 
+from ..core.duration import parse_duration
 from ..core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit_code_lines
 from ..core.escape import printable
 from ..core.service import Listen as Listen
@@ -39,16 +38,10 @@ def setup_logging(verbosity: int, tool: str) -> None:
 
 # --------------------------------------------------------------------------- value types
 
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
 
 class Duration(click.ParamType):
-    """Seconds as a number, or with a unit (`250ms`, `30s`, `10m`, `1h`), within bounds.
-
-    Only digits are accepted, so `nan`, `inf` and negative values cannot get in: a duration that
-    is not a finite number either spins a loop or makes it never wake.
-    """
+    """Seconds as a number, or with a unit (`250ms`, `30s`, `10m`, `1h`), within bounds
+    (edgefd.core.duration: the same grammar as the configuration files' durations)."""
 
     name = "duration"
 
@@ -59,15 +52,10 @@ class Duration(click.ParamType):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            seconds = float(value)
-            if not math.isfinite(seconds):
-                self.fail(f"{value!r} is not a finite duration", param, ctx)
-        else:
-            m = _DURATION_RE.match(str(value))
-            if not m:
-                self.fail(f"{value!r} is not a duration (e.g. 30, 30s, 10m, 250ms)", param, ctx)
-            seconds = float(m.group(1)) * _UNITS[m.group(2)]
+        try:
+            seconds = parse_duration(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
         if not self.minimum <= seconds <= self.maximum:
             self.fail(
                 f"{value!r} is out of range ({self.minimum:g}s to {self.maximum:g}s)", param, ctx
@@ -120,6 +108,18 @@ class DnsName(click.ParamType):
 
 NODE_NAME = DnsName("Node name")
 NAMESPACE_NAME = DnsName("namespace name", label=True)
+
+
+def host_node_name() -> str:
+    """The Node a dry run without --node-name is about: this host's name, which is the
+    kubelet's default Node name, checked as --node-name would be (feature-sink and devplugin
+    dry runs, so a dry run on the node itself needs no flag)."""
+    import os
+
+    try:
+        return str(NODE_NAME.convert(os.uname().nodename, None, None))
+    except click.BadParameter as e:
+        raise click.BadParameter(e.message, param_hint="'--node-name'") from None
 
 
 # --------------------------------------------------------------------------- options

@@ -45,6 +45,10 @@ def read_yaml(path: str | Path, what: str) -> Any:
     return parse_yaml(read_text(path, what), path)
 
 
+def _bound(minimum: float, maximum: float) -> str:
+    return f">= {minimum:.12g}" if maximum == math.inf else f"{minimum:.12g} to {maximum:.12g}"
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -165,11 +169,26 @@ class Fields:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise self.error(f"must be a finite number, not {v!r}", key)
         if not minimum <= v <= maximum:
-            bound = (
-                f">= {minimum:.12g}" if maximum == math.inf else f"{minimum:.12g} to {maximum:.12g}"
-            )
-            raise self.error(f"{v!r} is out of range (must be {bound})", key)
+            raise self.error(f"{v!r} is out of range (must be {_bound(minimum, maximum)})", key)
         return float(v)
+
+    def duration(
+        self, key: str, default: float, *, minimum: float = 0.0, maximum: float = math.inf
+    ) -> float:
+        """Seconds, bare (`86400`) or with a unit (`24h`, `10m`, `30s`, `250ms`), as every
+        edgefd flag takes them (edgefd.core.duration)."""
+        from .duration import parse_duration
+
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        try:
+            seconds = parse_duration(v)
+        except ValueError as e:
+            raise self.error(str(e), key) from None
+        if not minimum <= seconds <= maximum:
+            raise self.error(f"{v!r} is out of range (must be {_bound(minimum, maximum)})", key)
+        return seconds
 
     def integer(self, key: str, default: int, *, minimum: int, maximum: int) -> int:
         v = self.obj.get(key)

@@ -91,6 +91,7 @@ class App:
         self.metrics = Metrics()
         self.inventory = make_inventory(opts, config, self.metrics)
         self.links = LinkKeeper(opts.layout)
+        self.inventory.subscribe(self._tell_devices, name="device log")
         self.inventory.subscribe(self._keep_links, name="device links")
         self.cdi_specs: Any = None
         if opts.cdi_spec_dir and opts.device_plugin:
@@ -120,6 +121,38 @@ class App:
 
     def _by_resource(self, snap: Snapshot) -> list[tuple[Any, Any]]:
         return [(res, snap.of_resource(res.name)) for res in self.config.resources]
+
+    def shown(self) -> dict[str, object]:
+        """The settings as the start-up line shows them (what decides behaviour)."""
+        o = self.opts
+        out: dict[str, object] = {
+            "resources": ",".join(r.name for r in self.config.resources) or "none",
+            "config": self.config.source,
+            "forget_after": f"{self.config.forget_after:g}s",
+            "host-root": o.host.root,
+        }
+        if o.device_plugin:
+            out["plugin-dir"] = o.plugin_dir
+        out["links-dir"] = o.links_dir or "off (raw device nodes)"
+        if o.cdi_spec_dir:
+            out["cdi-spec-dir"] = o.cdi_spec_dir
+        out["poll"] = f"{o.settings.poll_interval:g}s"
+        out["rescan"] = f"{o.settings.rescan_interval:g}s"
+        out["listen"] = "off" if o.listen is None else f"{o.listen[0] or '0.0.0.0'}:{o.listen[1]}"
+        return out
+
+    def _tell_devices(self, snap: Snapshot) -> None:
+        """Each device change at info, with the resources it belongs to: the log answers
+        "why did edgefd.io/ncs2 go to 0 at 12:40?" in both APIs."""
+        for c in snap.diff.changes:
+            dev = c.after or c.before
+            assert dev is not None
+            mine = [r.name for r in self.config.resources if r.name in dev.resources]
+            if not mine:
+                continue  # a device no resource selects is served by neither API
+            what = ", ".join(mine)
+            verb = {"added": "added: ", "removed": ""}.get(c.kind, "")
+            log.info("device %s (%s): %s%s", c.name, what, verb, c.describe().split(": ", 1)[1])
 
     def _keep_links(self, snap: Snapshot) -> None:
         for res, devices in self._by_resource(snap):

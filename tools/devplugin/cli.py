@@ -18,6 +18,7 @@ from edgefd.cli import (
     command,
     dry_run_option,
     guarded,
+    host_node_name,
     host_root_option,
     listen_option,
     output_option,
@@ -39,27 +40,38 @@ API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
 
 
-def _serve(make_app: Callable[[], App]) -> int:
-    """Build and start the App, then run until SIGTERM/SIGINT; SIGHUP reloads the
-    configuration. A stop signal at any point of start-up ends it at once (Signals.starting):
-    whatever had started is stopped, exit 0."""
+def _serve(make_app: Callable[[], App], config_path: str | None) -> int:
+    """Build and start the App, then run until SIGTERM/SIGINT; a change of the configuration
+    file (a ConfigMap update) or SIGHUP reloads the configuration, on this thread. A stop
+    signal at any point of start-up ends it at once (Signals.starting): whatever had started
+    is stopped, exit 0."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
+    from edgefd.runtime.configfile import ConfigFileWatch
     from edgefd.runtime.signals import Signals, StopDuringStartup
 
+    logs.serving()  # a service's log is its output: every state change at info
     with Signals(reload=True) as signals:
         app: App | None = None
+        watch = None
         try:
             with signals.starting():
                 app = make_app()
+                log.info("%s", startup_line(app.opts.api, app.shown()))
+                if config_path is not None:
+                    watch = ConfigFileWatch(config_path, signals.request_reload).start()
                 app.start()
             while not signals.stop_requested:
                 signals.wait()
                 if signals.take_reload():
-                    log.info("SIGHUP: reloading the configuration")
+                    log.info("reloading the configuration")
                     app.reload()
             log.info("stopping")
         except StopDuringStartup as e:
             log.info("%s during start-up: stopping", e)
         finally:
+            if watch is not None:
+                watch.stop()
             if app is not None:
                 app.stop()
     return 0
@@ -165,7 +177,10 @@ def main(
             f"--cdi-prefix {cdi_prefix!r}: expected 'vendor.com' or 'vendor.com/class'"
         )
     if dra and not node_name:
-        raise UsageError(f"--api {api_mode} needs --node-name (or $NODE_NAME): the pool's node")
+        if not dry_run:
+            raise UsageError(f"--api {api_mode} needs --node-name (or $NODE_NAME): the pool's node")
+        node_name = host_node_name()
+        log.warning("no --node-name; the dry-run uses this host's name %r", node_name)
     if evict_after is not None and not dra:
         raise UsageError(
             "--evict-after needs --api dra or both: the device-plugin API cannot evict "
@@ -202,7 +217,7 @@ def main(
             )
         return App(opts, config, lambda: load_config(config_path), dra_factory)
 
-    return _serve(make_app)
+    return _serve(make_app, config_path)
 
 
 def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:

@@ -10,7 +10,8 @@ crash-looping pod's log has nothing else to go on.
 
 Document shape::
 
-    forget_after: 86400          # seconds an absent device stays listed Unhealthy (0: forever)
+    forget_after: 24h            # how long an absent device stays listed Unhealthy (0: forever;
+                                 # 86400, 24h, 10m, 30s: the flags' durations)
     resources:
       - name: edgefd.io/coral-usb    # extended resource name
         accelerator: coral-usb       # a catalogue model (its env comes along), or:
@@ -230,9 +231,7 @@ def parse_config(data: Any, source: str, catalogue: Catalogue | None = None) -> 
     resources = tuple(
         _parse_resource(r, catalogue) for r in f.children("resources", _RESOURCE_FIELDS)
     )
-    forget_after = f.number(
-        "forget_after", DEFAULT_FORGET_AFTER, minimum=0.0, maximum=MAX_FORGET_AFTER
-    )
+    forget_after = f.duration("forget_after", DEFAULT_FORGET_AFTER, maximum=MAX_FORGET_AFTER)
     seen: dict[str, int] = {}
     for i, r in enumerate(resources):
         if r.name in seen:

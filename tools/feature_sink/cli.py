@@ -9,7 +9,6 @@ nodeapi.py (the only code that talks to Kubernetes).
 from __future__ import annotations
 
 import logging
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,7 +16,6 @@ import click
 
 from edgefd.cli import (
     NAMESPACE_NAME,
-    NODE_NAME,
     Duration,
     Listen,
     api_options,
@@ -25,6 +23,7 @@ from edgefd.cli import (
     context_option,
     features_dir_option,
     guarded,
+    host_node_name,
     listen_option,
     output_option,
     verbose_option,
@@ -281,7 +280,7 @@ def main(
     if not node_name:
         if not dry_run:
             raise UsageError("--node-name (or env NODE_NAME) is required")
-        node_name = _checked(NODE_NAME, os.uname().nodename, "--node-name")
+        node_name = host_node_name()
         log.warning("no --node-name; the dry-run uses this host's name %r", node_name)
     if mode == "nodefeature":  # only then is it used (it comes from POD_NAMESPACE otherwise)
         namespace = _checked(NAMESPACE_NAME, namespace, "--namespace")

@@ -61,11 +61,6 @@ class SinkMetrics:
         self.events = m.counter(
             "edgefd_sink_events_total", "Kubernetes Events posted, by reason.", ["reason"]
         )
-        self.watch_mode = m.gauge(
-            "edgefd_sink_watch_mode",
-            "How features.d changes are seen (1 for the mode in use).",
-            ["mode"],
-        )
 
         self.triggers = m.counter(
             "edgefd_sink_sync_triggers_total",

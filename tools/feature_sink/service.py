@@ -303,7 +303,7 @@ def serve(settings: Settings) -> int:
             use_inotify=settings.use_inotify,
             name="features-watch",
         ).start()
-        metrics.watch_mode.labels(mode=watcher.mode).set(1)
+        metrics.m.watch_mode("feature-sink", watcher.mode)
     server = None
     try:
         wedged_after = max(60.0, 12 * settings.api_timeout)

@@ -310,7 +310,7 @@ class Inventory:
             name="hotplug",
         ).start()
         if self.metrics:
-            self.metrics.watch_mode.labels(mode=self.mode).set(1)
+            self.metrics.m.watch_mode("inventory", self.mode)
         log.info("hot-plug: %s", self.mode)
         self.refresh()
         return self

@@ -7,15 +7,11 @@ from edgefd.runtime.metrics import Metrics
 
 class InventoryMetrics:
     def __init__(self, m: Metrics) -> None:
+        self.m = m
         self.scans = m.counter("edgefd_inventory_scans_total", "Host scans run")
         self.scan_failures = m.counter(
             "edgefd_inventory_scan_failures_total",
             "Host scans that could not read a bus (the last known devices were kept)",
-        )
-        self.watch_mode = m.gauge(
-            "edgefd_inventory_watch_mode",
-            "How device changes are seen (1 for the mode in use: uevent, inotify, poll)",
-            ["mode"],
         )
         self.held = m.gauge(
             "edgefd_inventory_held_records",

@@ -26,6 +26,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._watch_mode: Gauge | None = None
         # every /metrics says which build it is (dashboards join on it; always 1)
         info = build_info()
         self.gauge("edgefd_build_info", "The running edgefd build.", list(info)).labels(**info).set(
@@ -37,6 +38,20 @@ class Metrics:
 
     def gauge(self, name: str, help: str, labels: Sequence[str] = ()) -> Gauge:
         return Gauge(name, help, labelnames=tuple(labels), registry=self.registry)
+
+    def watch_mode(self, component: str, mode: str) -> None:
+        """`edgefd_watch_mode{component,mode} 1`: how a watcher of this process sees changes
+        (uevent, inotify, poll). One name for every tool, so one alert rule ("a pod fell back
+        to polling") covers them all; it replaced `edgefd_inventory_watch_mode` and
+        `edgefd_sink_watch_mode`."""
+        if self._watch_mode is None:
+            self._watch_mode = self.gauge(
+                "edgefd_watch_mode",
+                "How changes are seen, per watching component (1 for the mode in use: uevent, "
+                "inotify, poll).",
+                ["component", "mode"],
+            )
+        self._watch_mode.labels(component=component, mode=mode).set(1)
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (0 when it has none yet): for logs and tests."""

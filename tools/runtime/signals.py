@@ -75,8 +75,13 @@ class Signals:
         self.stop_requested = True
         self.wake()
 
+    def request_reload(self) -> None:
+        """A reload asked for by another thread (a configuration file that changed)."""
+        self._reload_requested = True
+        self.wake()
+
     def take_reload(self) -> bool:
-        """True once for each SIGHUP received since the last call."""
+        """True once for each SIGHUP (or request_reload) since the last call."""
         requested, self._reload_requested = self._reload_requested, False
         return requested
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edgefd.bus.enumerate import BusReader
-from edgefd.core.errors import UsageError
+from edgefd.core.errors import EdgefdError, UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
 from edgefd.core.publish import Publisher
@@ -94,6 +94,23 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
     return run_producer(spec, capability_buses, o["host_root"], labelling, outputs, watching)
 
 
+def configured(
+    specs: Sequence[BusSpec[Any]], labelling: Labelling, publishers: Sequence[Publisher]
+) -> list[Producer]:
+    """Each producer with its NFD settings: --class-whitelist and --label-fields for the first
+    (the command's own bus), --config (re-read on a reload) for all."""
+    out = []
+    for i, (s, pub) in enumerate(zip(specs, publishers, strict=True)):
+        config, warnings = resolve_config(
+            s.rules,
+            split_list(labelling.class_whitelist, "--class-whitelist") if i == 0 else None,
+            split_list(labelling.label_fields, "--label-fields") if i == 0 else None,
+            labelling.config_path,
+        )
+        out.append(Producer(s, config, warnings, pub))
+    return out
+
+
 def run_producer(
     spec: BusSpec[Any],
     capability_buses: Sequence[BusReader[Any]],
@@ -115,16 +132,8 @@ def run_producer(
     # --explain and a JSON dry run show something else than the file: nothing is printed
     echo = not (outputs.explain or outputs.output == "json")
     dry = outputs.dry_run or outputs.explain
-    producers = []
-    for i, s in enumerate(specs):
-        config, warnings = resolve_config(
-            s.rules,
-            split_list(labelling.class_whitelist, "--class-whitelist") if i == 0 else None,
-            split_list(labelling.label_fields, "--label-fields") if i == 0 else None,
-            labelling.config_path,
-        )
-        pub = Publisher(outputs.features_dir, s.producer, dry, echo)
-        producers.append(Producer(s, config, warnings, pub))
+    publishers = [Publisher(outputs.features_dir, s.producer, dry, echo) for s in specs]
+    producers = configured(specs, labelling, publishers)
     readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())
     catalogue = None
     if not labelling.no_capabilities:
@@ -159,16 +168,59 @@ def run_producer(
         settings=watching.settings,
         metrics=m,
     )
-    return _watch(session, inventory, watching.listen, m)
+    shown = {
+        "producers": ",".join(p.spec.producer for p in producers),
+        "host-root": host.root,
+        "features-dir": "stdout (dry run)" if outputs.dry_run else outputs.features_dir,
+        "hold": f"{watching.hold:g}s",
+        "poll": f"{watching.settings.poll_interval:g}s",
+        "rescan": f"{watching.settings.rescan_interval:g}s",
+        "listen": _listen_text(watching.listen),
+    }
+    reload = None
+    if labelling.config_path is not None:
+        path = labelling.config_path
+
+        def reload() -> None:
+            """--config changed (a ConfigMap update): the labels follow, no restart."""
+            try:
+                session.producers = tuple(configured(specs, labelling, publishers))
+            except EdgefdError as e:
+                log.error("%s; keeping the configuration in use", e)
+                return
+            log.info("configuration reloaded from %s", path)
+            inventory.refresh()
+
+    return _watch(session, inventory, watching.listen, m, shown, (labelling.config_path, reload))
 
 
-def _watch(session: ScanSession, inventory: Any, listen: Listen, metrics: Any) -> int:
+def _listen_text(listen: Listen) -> str:
+    return "off" if listen is None else f"{listen[0] or '0.0.0.0'}:{listen[1]}"
+
+
+def _watch(
+    session: ScanSession,
+    inventory: Any,
+    listen: Listen,
+    metrics: Any,
+    shown: dict[str, object],
+    config: tuple[Path | None, Any] = (None, None),
+) -> int:
     """Publish now, then after every snapshot, until SIGTERM/SIGINT."""
+    from edgefd.core import log as logs
+    from edgefd.core.version import startup_line
     from edgefd.runtime.health import serve
     from edgefd.runtime.signals import Signals
 
+    logs.serving()  # a watching scanner's log is its story: every change at info
+    log.info("%s", startup_line("watch", shown))
     signals = Signals().install()
     server = None
+    config_watch = None
+    if config[0] is not None:
+        from edgefd.runtime.configfile import ConfigFileWatch
+
+        config_watch = ConfigFileWatch(config[0], config[1]).start()
     session.watch_info = inventory.describe
     session.on_failure = signals.wake
     try:
@@ -176,10 +228,13 @@ def _watch(session: ScanSession, inventory: Any, listen: Listen, metrics: Any) -
         inventory.start()  # watch, then the first scan
         if metrics is not None:
             server = serve(listen, metrics, inventory.freshness.check, session.ready)
-        log.info("watching %s (%s)", inventory.host.root, inventory.mode)
+        log.info("watching %s (hot-plug: %s)", inventory.host.root, inventory.mode)
         while not signals.stop_requested and session.failure is None:
             signals.wait(1.0)
+        log.info("stopping")
     finally:
+        if config_watch is not None:
+            config_watch.stop()
         inventory.stop()
         signals.close()
         if server is not None:

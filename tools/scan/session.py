@@ -25,6 +25,7 @@ from edgefd.core.record import Record
 
 from .config import SourceConfig
 from .derive import BusSpec, Evaluation, evaluate
+from .story import Warnings, label_changes, tell_devices
 
 if TYPE_CHECKING:
     from edgefd.inventory.snapshot import Snapshot
@@ -74,6 +75,8 @@ class ScanSession:
         self.watch_info: Callable[[], dict[str, Any]] | None = None  # the inventory's describe
         self.on_failure: Callable[[], None] = lambda: None
         self.failure: BaseException | None = None
+        self._labels: dict[str, dict[str, str]] = {}  # as last published, per producer
+        self._warnings = Warnings()
 
     def evaluate(self, snap: Snapshot) -> list[Evaluation]:
         scans = snap.label_scans()
@@ -88,6 +91,7 @@ class ScanSession:
         if not self.watching:
             self._publish(snap)
             return
+        tell_devices(snap.diff)
         try:
             self._publish(snap)
         except EdgefdError as e:
@@ -99,12 +103,18 @@ class ScanSession:
             self.on_failure()
 
     def _publish(self, snap: Snapshot) -> None:
-        for p, ev in zip(self.producers, self.evaluate(snap), strict=True):
+        evaluations = self.evaluate(snap)
+        # each warning once while it lasts (every scan would repeat an unreadable attribute)
+        if not self.explain:  # --explain shows them in its report
+            for w in self._warnings.new(w for ev in evaluations for w in ev.warnings):
+                log.warning("%s", rehost(self.host, w))
+        for p, ev in zip(self.producers, evaluations, strict=True):
             if not p.publisher.publish(ev.labels):
                 continue  # the same bytes as last time: nothing to say
             if self.metrics:
                 self.metrics.writes.labels(producer=p.spec.producer).inc()
             self._report(p, ev)
+            self._labels[p.spec.producer] = dict(ev.labels)
 
     def _report(self, p: Producer, ev: Evaluation) -> None:
         if self.explain:
@@ -112,8 +122,6 @@ class ScanSession:
 
             write_stdout(explain_text(ev, self.host).encode())
             return
-        for w in ev.warnings:
-            log.warning("%s", rehost(self.host, w))
         if self.output == "json":
             from .report import inventory
 
@@ -122,9 +130,13 @@ class ScanSession:
                 doc["watch"] = self.watch_info()
             emit_json(doc)
         pub = p.publisher
-        if not pub.dry_run:
-            state = "wrote" if pub.wrote else "unchanged"
-            log.info("%s %s (%d labels)", state, pub.path, len(ev.labels))
+        if pub.dry_run:
+            return
+        if not pub.wrote:  # a restart finding its file as it would write it
+            log.debug("unchanged %s (%d labels)", pub.path, len(ev.labels))
+            return
+        before = self._labels.get(p.spec.producer)
+        log.info("wrote %s: %s", pub.path, label_changes(before, ev.labels))
 
     def ready(self) -> tuple[bool, str]:
         """/readyz: every file written completely once (the pod's startup probe)."""

@@ -5,6 +5,7 @@ devices that cannot be used, how a pool is cut into slices, and what
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,8 +141,9 @@ def test_dry_run_prints_the_slice(tmp_path: Path) -> None:
 
 
 def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
+    """Serving needs the pool's node; only a dry run may assume this host's name."""
     out = subprocess.run(
-        [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--dry-run"],
+        [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--plugin-dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -183,3 +185,24 @@ def test_attribute_values_are_limited_to_64_bytes_not_characters(
     assert ("serial" in attrs) is kept
     assert attrs["driver"] == {"string": "usbfs"}  # the rest of the device is kept
     assert ("left out of the slice" in caplog.text) is not kept
+
+
+def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> None:
+    """Issue 25 item 8: as `feature-sink --dry-run` does, the README's
+    `devplugin --api dra --dry-run` falls back to this host's name (it exited 2)."""
+    root = build_host("x86-server", tmp_path / "host", devicetree=False)
+    args = ["--api", "dra", "--dry-run", "-o", "json", "--host-root", str(root)]
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--plugin-dir", str(tmp_path / "p")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    node = os.uname().nodename
+    assert json.loads(out.stdout)["spec"]["nodeName"] == node
+    assert out.stderr == (
+        f"devplugin: WARNING: no --node-name; the dry-run uses this host's name {node!r}\n"
+    )

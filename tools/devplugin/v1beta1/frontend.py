@@ -1,6 +1,11 @@
 """The v1beta1 front-end: every resource of the configuration served to the kubelet, each with
 its own socket, server and registration (resource.py), fed by the inventory's snapshots.
 
+A resource is served only while it has a device (present, or absent and still remembered): a
+node without a Hailo does not advertise `edgefd.io/hailo: 0`, and a resource whose last device
+is forgotten stops serving, so the kubelet drops it from the Node's capacity (after its own
+grace period) instead of keeping a zero there for ever. It is served again when a device comes.
+
 Threads: the inventory calls `on_snapshot` on its own (the hot-plug watcher's) thread; one
 registration thread per resource; one asyncio loop for every resource's gRPC server
 (server.py); one watcher of the plugin directory, because a kubelet restart recreates
@@ -53,6 +58,7 @@ class DevicePluginFrontend:
         self._pending: list[ResourcePlugin] = []
         self._kubelet: FileIdentity | None = None
         self._dir_watch: Watcher | None = None
+        self._serving = False  # start() was called: resources with devices are served
         self._unsubscribe = None
         for res in config.resources:
             self._pending.append(self._add(res))
@@ -68,21 +74,42 @@ class DevicePluginFrontend:
             self._publish(rp, self._snapshot)
         return rp
 
+    @staticmethod
+    def _has_devices(rp: ResourcePlugin) -> bool:
+        return bool(rp.state.advertised.list_entries)
+
     # -- the inventory's side
 
     def attach(self, inventory: Inventory) -> None:
         self._unsubscribe = inventory.subscribe(self.on_snapshot, name="v1beta1 device plugin")
 
     def on_snapshot(self, snap: Snapshot) -> None:
-        """Each resource's devices to its streams (they wake only if the list changed)."""
+        """Each resource's devices to its streams (they wake only if the list changed); a
+        resource that got its first device starts serving, one that lost its last stops."""
+        to_start, to_stop = [], []
         with self._lock:
             self._snapshot = snap
             series = []
-            for name, rp in self.resources.items():
+            for name, rp in list(self.resources.items()):
                 healthy, unhealthy = self._publish(rp, snap)
                 series.append(({"resource": name, "health": "Healthy"}, healthy))
                 series.append(({"resource": name, "health": "Unhealthy"}, unhealthy))
+                if not self._serving or rp in self._pending:
+                    continue
+                if rp.started and not self._has_devices(rp):
+                    to_stop.append(rp)
+                    self._add(rp.resource)  # a fresh, dormant plugin for when one comes
+                elif not rp.started and self._has_devices(rp):
+                    to_start.append(rp)
             replace_series(self.metrics.devices, series)
+        for rp in to_stop:
+            log.info(
+                "%s: no device left: no longer served (the kubelet drops it)", rp.resource.name
+            )
+            rp.stop()
+        for rp in to_start:
+            log.info("%s: a device: serving and registering", rp.resource.name)
+            rp.start()
 
     def _publish(self, rp: ResourcePlugin, snap: Snapshot) -> tuple[int, int]:
         res = rp.resource
@@ -110,10 +137,16 @@ class DevicePluginFrontend:
         log.info("serving %d resource(s) in %s", len(self.resources), self.plugin_dir)
 
     def start_pending(self) -> None:
-        """Register the resources added since (a reload), once their lists are current."""
+        """Register the resources added since (a reload), once their lists are current; those
+        without a device wait for one (on_snapshot starts them)."""
         with self._lock:
+            self._serving = True
             pending, self._pending = self._pending, []
+            ready = [rp for rp in pending if self._has_devices(rp)]
         for rp in pending:
+            if rp not in ready:
+                log.info("%s: no device: not served until one comes", rp.resource.name)
+        for rp in ready:
             rp.start()
 
     def _on_dir_change(self, names: frozenset[str]) -> None:
@@ -147,11 +180,13 @@ class DevicePluginFrontend:
     def ready(self) -> tuple[bool, str]:
         with self._lock:
             plugins = dict(self.resources)
-        waiting = [n for n, rp in plugins.items() if not rp.registered.is_set()]
+        served = {n: rp for n, rp in plugins.items() if rp.started}
+        waiting = [n for n, rp in served.items() if not rp.registered.is_set()]
         if waiting:
             details = "; ".join(f"{n}: {plugins[n].last_error or 'registering'}" for n in waiting)
             return False, f"not registered: {details}"
-        return True, f"{len(plugins)} resource(s) registered"
+        idle = len(plugins) - len(served)
+        return True, f"{len(served)} resource(s) registered, {idle} without a device"
 
     def stop(self) -> None:
         if self._unsubscribe is not None:

@@ -49,6 +49,7 @@ class ResourcePlugin:
         self._trigger = threading.Event()
         self._abort = threading.Event()  # set: the Register in flight is stale, abandon it
         self._stopping = False
+        self.started = False
         self._thread = threading.Thread(
             target=self._run, name=f"register-{self.resource.short_name}", daemon=True
         )
@@ -63,6 +64,7 @@ class ResourcePlugin:
         state.on_allocate = on_allocate
 
     def start(self) -> ResourcePlugin:
+        self.started = True
         self._trigger.set()
         self._thread.start()
         return self

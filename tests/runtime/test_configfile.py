@@ -1,0 +1,64 @@
+"""A mounted ConfigMap's file is noticed when the kubelet swaps `..data` (issue 25 item 4: a
+ConfigMap edit was picked up only on a restart)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from edgefd.runtime.configfile import ConfigFileWatch
+from tests.configmap import ConfigMapVolume
+from tests.helpers import wait_until
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+def test_a_configmap_update_is_noticed_once(tmp_path: Path, inotify: bool) -> None:
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n", "other": "x"})
+    calls: list[bytes] = []
+    seen = threading.Event()
+
+    def changed() -> None:
+        calls.append(vol.path("resources.yaml").read_bytes())
+        seen.set()
+
+    watch = ConfigFileWatch(vol.path("resources.yaml"), changed, poll=0.1)
+    watch.start()
+    if not inotify:  # what a filesystem without inotify gets: the listing compared
+        watch._watcher.stop()  # type: ignore[union-attr]
+        from edgefd.runtime.watch import Watcher
+
+        watch._watcher = Watcher(watch._changed, [vol.dir], poll_interval=0.1, debounce=0.2,
+                                 max_delay=1.0, use_inotify=False).start()  # fmt: skip
+    try:
+        file_inode = os.lstat(vol.path("resources.yaml")).st_ino
+        vol.update({"resources.yaml": "a: 2\n", "other": "x"})
+        assert seen.wait(5), "the ..data swap went unnoticed"
+        assert os.lstat(vol.path("resources.yaml")).st_ino == file_inode  # the file never moved
+        vol.update({"resources.yaml": "a: 2\n", "other": "y"})  # another key: no news
+        vol.update({"resources.yaml": "a: 3\n", "other": "y"})
+        wait_until(lambda: len(calls) == 2, 5, what="the second change")
+        assert calls == [b"a: 2\n", b"a: 3\n"]
+    finally:
+        watch.stop()
+
+
+def test_an_unreadable_file_keeps_the_configuration(tmp_path: Path) -> None:
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n"})
+    calls: list[int] = []
+    watch = ConfigFileWatch(vol.path("resources.yaml"), lambda: calls.append(1), poll=0.1)
+    watch.start()
+    try:
+        vol.update({"other": "x"})  # the key left the ConfigMap: its symlink now dangles
+        time.sleep(0.6)
+        vol.update({"resources.yaml": "a: 1\n"})  # back as it was: nothing to reload
+        time.sleep(0.6)
+        assert calls == []
+        vol.update({"resources.yaml": "a: 5\n"})
+        wait_until(lambda: calls, 5, what="the change after the gap")
+        assert calls == [1]
+    finally:
+        watch.stop()

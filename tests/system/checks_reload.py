@@ -1,0 +1,67 @@
+"""Check 6d: an edited ConfigMap reaches the running devplugin without a restart (issue 25 item
+4). The real API server stores the change, the real kubelet swaps the mounted volume's `..data`
+(within its sync period: 5 s on this node), devplugin reloads it: the resource now shared
+(`replicas: 2`) doubles in the Node's allocatable, the container is the same one, not
+restarted. The configuration is then put back, the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import yaml
+
+from .context import NAMESPACE, Run
+from .kube import wait_for
+
+CONFIGMAP = f"/api/v1/namespaces/{NAMESPACE}/configmaps/edgefd-devplugin"
+
+
+def _set(run: Run, text: str) -> None:
+    cm = run.api.get(CONFIGMAP)
+    cm["data"]["resources.yaml"] = text
+    run.api.request("PUT", CONFIGMAP, cm)
+
+
+def _devplugin(run: Run) -> tuple[str, int]:
+    """(container ID, restart count) of the running devplugin container."""
+    for pod in run.all_edgefd_pods():
+        for st in pod.get("status", {}).get("containerStatuses") or ():
+            if st["name"] == "devplugin":
+                return st.get("containerID", ""), int(st.get("restartCount", 0))
+    raise AssertionError("no devplugin container")
+
+
+def check_config_reload(run: Run) -> dict[str, Any]:
+    resource = run.offer.primary()
+    if resource is None:
+        return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}
+    count = int(run.offer.allocatable()[resource])
+    original = run.api.get(CONFIGMAP)["data"]["resources.yaml"]
+    doc = yaml.safe_load(original)
+    for r in doc["resources"]:
+        if r["name"] == resource:
+            r["replicas"] = 2
+    before = _devplugin(run)
+
+    def allocatable(n: int) -> bool:
+        return run.get_node()["status"]["allocatable"].get(resource, "0") == str(n)
+
+    problems = []
+    t0 = time.monotonic()
+    _set(run, yaml.safe_dump(doc, sort_keys=False))
+    try:
+        wait_for(f"{resource}: {2 * count}", lambda: allocatable(2 * count), timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        _set(run, original)
+    wait_for(f"{resource}: {count} again", lambda: allocatable(count), timeout=60)
+    back = time.monotonic() - t0 - took
+    if _devplugin(run) != before:
+        problems.append(f"devplugin restarted: {before} -> {_devplugin(run)}")
+    line = "configuration reloaded: "
+    if run.container_log("devplugin").count(line) < 2:
+        problems.append(f"devplugin's log lacks two {line!r} lines")
+    return {"ok": not problems, "problems": problems, "resource": resource,
+            "edit_to_allocatable_s": round(took, 1), "back_s": round(back, 1)}  # fmt: skip
