@@ -3,14 +3,15 @@ the kubelet gave X to (either API) is allowed B and denied A, and its /dev/edgef
 made to name B. Nothing else is touched: a container that does not hold X never gains B.
 
 Events come from an injected source (any iterable of `Move`): the device inventory's
-re-enumeration events in the DaemonSet (phase 2), a JSON-lines stream for operators and
-tests (events.py). Who holds what is asked of the kubelet at each event, not cached: a
+re-enumerations (source.py, the default), or a JSON-lines stream for operators and tests
+(events.py). Who holds what is asked of the kubelet at each event, not cached: a
 re-enumeration is rare and the answer must be current.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ class Move:
     new: DevNode
     access: str = DEFAULT_ACCESS
     path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
+    seen: float = 0.0  # wall clock of the scan that saw the new node (0: not known)
 
     @property
     def container_path(self) -> str:
@@ -204,4 +206,11 @@ class Keeper:
     def run(self, source: Iterable[Move], report: Callable[[Move, list[Done]], None]) -> None:
         """Handle every move the source yields until it ends (or the caller stops it)."""
         for move in source:
-            report(move, self.handle(move))
+            done = self.handle(move)
+            if move.seen and any(d.cgroups for d in done):
+                took = max(0.0, time.time() - move.seen)
+                self.metrics.latency.set(took)
+                log.info(
+                    "%s: granted %.0f ms after the scan that saw it", move.device.name, took * 1e3
+                )
+            report(move, done)
