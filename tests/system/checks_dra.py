@@ -31,7 +31,7 @@ from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_pod
+from . import checks_keeper, checks_pod
 from .checks_devices import (
     device_problems,
     free_for_new_pod,
@@ -362,6 +362,7 @@ CHECKS = [
     ("4_workload", check_claim_workload, ("3_slice",)),
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
+    ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
