@@ -26,7 +26,7 @@ from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from .checks_devices import ALLOWED_OPEN, restart_and_probe
+from .checks_devices import ALLOWED_OPEN, restart_and_probe, workload
 from .context import Run
 from .expect import Device
 from .hosttree import DevNode
@@ -92,26 +92,10 @@ def _num(n: DevNode) -> str:
 
 
 def bystander(image: str) -> dict[str, Any]:
-    """A running pod that was given no device."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "bystander", "namespace": "default"},
-        "spec": {
-            "hostNetwork": True,
-            "terminationGracePeriodSeconds": 1,
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
-            "containers": [
-                {
-                    "name": "app",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "command": ["sleep", "infinity"],
-                    "securityContext": {"runAsUser": 0},
-                }
-            ],
-        },
-    }
+    """A running pod like the workloads, that was given no device."""
+    pod = workload("bystander", image, "none", {})
+    del pod["spec"]["nodeSelector"], pod["spec"]["containers"][0]["resources"]
+    return pod
 
 
 def opens(run: Run, container: str, *numbers: str) -> dict[str, str]:
