@@ -50,7 +50,7 @@ class Watching:
         """Grant moves on a worker thread until SIGTERM; then stop the inventory and let the
         move under way finish (its calls have timeouts)."""
         worker = threading.Thread(
-            target=keeper.run, args=(self.source, report), name="grants", daemon=True
+            target=_grants, args=(keeper, self.source, report), name="grants", daemon=True
         )
         worker.start()
         self.inventory.start()
@@ -61,6 +61,14 @@ class Watching:
             self.inventory.stop()
             self.source.stop()
             worker.join(timeout=30)
+
+
+def _grants(keeper: Keeper, source: InventorySource, report: Callable[..., None]) -> None:
+    """The worker: the gRPC stubs are loaded before the first move, not during it (about a
+    quarter of a second on a small machine, which the first grant would otherwise wait)."""
+    from .api import cri_pb2_grpc, podresources_pb2_grpc  # noqa: F401
+
+    keeper.run(source, report)
 
 
 def watch_inventory(
