@@ -115,11 +115,16 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
         hb = HostBuilder(root)
         hb.remove_usb("2-1")
         hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9})
+        lines = [json.loads(p.stdout.readline()) for _ in range(2)]  # the catch-ups first
         line = wait_until(p.stdout.readline, timeout=20)
     finally:
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
+    assert [(d["device"], d["old"]) for d in lines] == [
+        ("coral-usb-2-1", None),
+        ("ncs2-1-1-1", None),
+    ]
     doc = json.loads(line)
     assert (doc["device"], doc["new"], doc["containers"]) == ("coral-usb-2-1", "c 189:136", [])
     assert doc["old"].startswith("c 189:") and doc["seen"] > 0

@@ -118,3 +118,37 @@ def test_holder_listed_but_runtime_unreachable():
     done = Keeper(Pods(), Down(), "/sys/fs/cgroup", "/proc", metrics).handle(MOVE)
     assert {d.holder for d in done} >= {Holder("ns", "detector", "app", "device-plugin")}
     assert metrics.value("edgefd_device_keeper_errors_total", stage="runtime") == 2
+
+
+def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
+    v2_cgroups, runc_filter, standin, caplog
+):
+    """The keeper's first look (old None): a holder whose /dev/edgefd/<name> still names the
+    boot node 189:4 missed the move while the keeper was away and gets 189:5 now; a holder
+    whose path already names 189:5 is left exactly as it is (no grant, no revoke)."""
+    missed_cg, current_cg = v2_cgroups(), v2_cgroups()
+    runc_filter(missed_cg)
+    runc_filter(current_cg)
+    missed = standin("coral-usb-1-1-3", "189:4", cgroups=[missed_cg])
+    current = standin("coral-usb-1-1-3", "189:5", cgroups=[current_cg])
+    runtime = Runtime(
+        {
+            "detector": ("c0ffee", missed.pid, f"/{missed_cg.name}"),
+            "shared": ("decaf", current.pid, f"/{current_cg.name}"),
+        }
+    )
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        done = keeper.handle(Move(CORAL, None, DevNode("c", 189, 5)))
+
+    assert sorted((d.holder.pod, d.node) for d in done) == [
+        ("detector", "replaced"),
+        ("shared", "current"),
+    ]
+    assert _probe(missed_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert _probe(current_cg) == {("c", 189, 4, "r"): True, ("c", 189, 5, "r"): False}
+    assert os.minor(os.stat(f"/proc/{missed.pid}/root{PATH}").st_rdev) == 5
+    assert metrics.value("edgefd_device_keeper_moves_total") == 0  # a catch-up is no move
+    assert metrics.value("edgefd_device_keeper_grants_total", cgroup="v2") == 1
+    assert "a move missed while the keeper was not running" in caplog.text

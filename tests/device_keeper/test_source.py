@@ -38,6 +38,11 @@ def _inventory(root: Path) -> Inventory:
     return Inventory(HostRoot.of(root), (usb.READER, pci.READER), catalogue=load_catalogue())
 
 
+def _moved(moves: list[Move]) -> list[Move]:
+    """Moves proper, without the first look's catch-ups (old None)."""
+    return [m for m in moves if m.old is not None]
+
+
 def _node(inv: Inventory, name: str) -> DevNode:
     dev = inv.snapshot.device(name)  # type: ignore[union-attr]
     node = char_node(dev.nodes[0].dev)  # type: ignore[union-attr]
@@ -54,7 +59,12 @@ def test_a_re_enumeration_across_scans_is_one_move_from_the_granted_node(rpi: Pa
     hb.add_usb(CORAL_RUNTIME)
     snaps.append(inv.refresh())
     moves = [tracker.moves(s) for s in snaps]  # type: ignore[arg-type]
-    assert moves[:2] == [[], []]  # the first scan grants nothing; an absence moves nothing
+    # the first scan is a catch-up of every present device; an absence moves nothing
+    assert [(m.device.name, m.old, m.new) for m in moves[0]] == [
+        ("coral-usb-2-1", None, boot),
+        ("ncs2-1-1-1", None, DevNode("c", 189, 2)),
+    ]
+    assert moves[1] == []
     [move] = moves[2]
     assert (move.old, move.new) == (boot, DevNode("c", 189, 136))
     assert move.container_path == "/dev/edgefd/coral-usb-2-1"
@@ -110,7 +120,8 @@ def test_a_forgotten_device_that_returns_is_new() -> None:
     )
     moved = dev._replace(nodes=(BusNode("/dev/bus/usb/001/003", "189:2"),))
     tracker = MoveTracker()
-    assert tracker.moves(snap(dev)) == tracker.moves(snap()) == tracker.moves(snap(moved)) == []
+    assert [m.old for m in tracker.moves(snap(dev))] == [None]  # the catch-up
+    assert tracker.moves(snap()) == tracker.moves(snap(moved)) == []
     no_number = moved._replace(nodes=(BusNode("/dev/bus/usb/001/004", None),))
     assert tracker.moves(snap(no_number)) == []  # nothing a cgroup could name
 
@@ -171,12 +182,14 @@ def test_the_running_inventory_feeds_the_service_and_stops_on_request(rpi: Path)
         hb = HostBuilder(rpi)
         hb.remove_usb("2-1")
         hb.add_usb(CORAL_RUNTIME)
-        wait_until(lambda: reported, timeout=10)
+        wait_until(lambda: _moved(reported), timeout=10)
     finally:
         stop.stop_requested = True
         t.join(timeout=10)
     assert not t.is_alive()
-    [move] = reported
+    catch_ups = [m.device.name for m in reported if m.old is None]
+    assert catch_ups == ["coral-usb-2-1", "ncs2-1-1-1"]
+    [move] = _moved(reported)
     assert (move.device.name, move.old, move.new) == ("coral-usb-2-1", boot, DevNode("c", 189, 136))
     assert metrics.value("edgefd_device_keeper_moves_total") == 1
     assert watching.healthz()[0]

@@ -205,7 +205,7 @@ def serve_cmd(
             json_line(
                 {
                     "device": move.device.name,
-                    "old": str(move.old),
+                    "old": str(move.old) if move.old is not None else None,
                     "new": str(move.new),
                     "seen": move.seen or None,
                     "containers": [d.as_json() for d in done],

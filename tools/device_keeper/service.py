@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
@@ -32,10 +32,14 @@ CONTAINER_DIR = "/dev/edgefd"
 
 @dataclass(frozen=True)
 class Move:
-    """Device `device` re-enumerated at its place: its node went from `old` to `new`."""
+    """Device `device` re-enumerated at its place: its node went from `old` to `new`.
+
+    `old` None is a catch-up (the keeper's first look at a device): each holder whose path
+    still names another node than `new` missed a move while the keeper was not running, and
+    that node is its `old`; a holder whose path names `new` is left alone."""
 
     device: DeviceRef
-    old: DevNode
+    old: DevNode | None
     new: DevNode
     access: str = DEFAULT_ACCESS
     path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
@@ -97,26 +101,19 @@ class Keeper:
         self.dry_run = dry_run
 
     def handle(self, move: Move) -> list[Done]:
-        self.metrics.moves.inc()
+        if move.old is not None:
+            self.metrics.moves.inc()
+            what = f"{move.device.name} moved {move.old} -> {move.new}"
+        else:
+            what = f"{move.device.name} at {move.new}"
         try:
             held = holders(self.pods.list(), move.device)
         except EdgefdError as e:
             self.metrics.errors.labels("holders").inc()
-            log.error(
-                "%s moved %s -> %s: cannot ask who holds it: %s",
-                move.device.name,
-                move.old,
-                move.new,
-                e,
-            )
+            log.error("%s: cannot ask who holds it: %s", what, e)
             return []
-        if not held:
-            log.info(
-                "%s moved %s -> %s: no running container holds it",
-                move.device.name,
-                move.old,
-                move.new,
-            )
+        if not held and move.old is not None:
+            log.info("%s: no running container holds it", what)
         out = []
         for h in held:
             try:
@@ -131,6 +128,25 @@ class Keeper:
 
     def _container(self, move: Move, c: Container) -> Done:
         done = Done(c.holder, c.id)
+        if move.old is None:
+            try:
+                missed = nodes.current(c.pid, move.container_path, proc=self.proc)
+            except nodes.NodeNotReplaced as e:
+                done.node = f"skipped: {e}"
+                return done
+            if missed is None or missed == move.new:
+                done.node = "current"
+                return done
+            log.warning(
+                "%s (container %s): %s names %s, not the device's %s: a move missed while "
+                "the keeper was not running",
+                c.holder,
+                c.id[:12],
+                move.container_path,
+                missed,
+                move.new,
+            )
+            move = replace(move, old=missed)
         if c.systemd:
             self.metrics.refused.labels("systemd").inc()
             done.refused = "systemd cgroup driver"

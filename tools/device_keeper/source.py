@@ -6,8 +6,10 @@ present: the same name (model and place: a Coral that loads its firmware comes b
 same port, 1a6e:089a -> 18d1:9302, and is the same device), a new `major:minor`. The last
 present nodes are kept per device, so a re-enumeration that spans scans (present, away for a
 moment, present again) is one move from the node granted before to the node there now, and
-one that falls between two scans (`Change.new_node`) is the same. The first snapshot moves
-nothing: what containers hold then is what they were given.
+one that falls between two scans (`Change.new_node`) is the same. The first snapshot is a
+catch-up: each present device is looked for in its holders, and a holder whose path names
+another node (the device moved while the keeper was not running: a restart, a rolling update)
+gets the node there now and loses the one its path named.
 
 Snapshots arrive on the inventory's scanning thread; the grants (kubelet, CRI, bpf(2)) are
 made on the thread that iterates, so a slow kubelet never holds up a scan, and moves are
@@ -68,6 +70,19 @@ def moves_between(before: Device, after: Device, node_name: str = "") -> list[Mo
     return out
 
 
+def catch_up(dev: Device, node_name: str = "") -> list[Move]:
+    """The keeper's first look at a present device: a move from whatever each holder's path
+    still names (a move missed while the keeper was not running) to the node now."""
+    out = []
+    ref = device_ref(dev, node_name)
+    for i, n in enumerate(dev.nodes):
+        new = char_node(n.dev)
+        if new is not None:
+            path = f"{CONTAINER_DIR}/{dev.name}" + ("" if i == 0 else f".{i}")
+            out.append(Move(ref, None, new, path=path))
+    return out
+
+
 class MoveTracker:
     """From snapshots to moves: remembers each device's nodes as last seen present."""
 
@@ -85,10 +100,11 @@ class MoveTracker:
                 continue
             before = self._last.get(dev.name)
             self._last[dev.name] = dev
-            if before is not None and self._started and before.nodes != dev.nodes:
-                out += [
-                    replace(m, seen=snap.time) for m in moves_between(before, dev, self.node_name)
-                ]
+            if not self._started:
+                out += catch_up(dev, self.node_name)
+            elif before is not None and before.nodes != dev.nodes:
+                moved = moves_between(before, dev, self.node_name)
+                out += [replace(m, seen=snap.time) for m in moved]
         for gone in self._last.keys() - names:  # forgotten: a new device if it ever returns
             del self._last[gone]
         self._started = True
@@ -105,6 +121,9 @@ class InventorySource:
 
     def on_snapshot(self, snap: Snapshot) -> None:
         for move in self.tracker.moves(snap):
+            if move.old is None:  # a catch-up: logged by the service if it finds a holder
+                self._queue.put(move)
+                continue
             log.info(
                 "%s re-enumerated at %s: %s -> %s",
                 move.device.name,
