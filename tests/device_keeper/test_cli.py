@@ -134,11 +134,12 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
 
 def test_event_with_access_and_a_second_node():
     m = parse(
-        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]]}, "old": "c:189:4", '
-        '"new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
+        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]], "ids": ["x"]}, '
+        '"old": "c:189:4", "new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
     )
     assert (m.access, m.container_path) == ("rwm", "/dev/edgefd/x.1")
     assert m.device.dra == frozenset({("edgefd.io", "n1", "x")})
+    assert m.device.ids == frozenset({"x"})
 
 
 @pytest.mark.parametrize(
@@ -147,6 +148,7 @@ def test_event_with_access_and_a_second_node():
         '{"device": {"name": "../etc"}, "old": "c:1:2", "new": "c:1:3"}',
         '{"device": {"name": "x", "plugin": [["only-one"]]}, "old": "c:1:2", "new": "c:1:3"}',
         '{"device": {"name": "x"}, "old": "c:1", "new": "c:1:3"}',
+        '{"device": {"name": "x", "ids": "x"}, "old": "c:1:2", "new": "c:1:3"}',
         "[]",
         '{"device": {"name": "x"}, "old": "c:1:2", "new": "c:1:3", "path": "/etc/passwd"}',
     ],

@@ -1,8 +1,8 @@
 """The service on one move: exactly the holders' running containers get the new node, in
 their cgroups and at their own path; a container that was not given the device gets neither
 node; a systemd-managed one is refused, logged and counted. Kernel and stand-in containers
-are real (root); the kubelet's and the runtime's answers are given (phase 2 runs the real
-ones on the e2e node)."""
+are real (root); the kubelet's and the runtime's answers are given (the real ones: the e2e
+node's check 6k, tests/system/checks_keeper.py)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ name + device IDs) and the DRA claims' devices (driver, pool, device name, CDI I
 node inside a container is no proof: a container may mknod `/dev/edgefd/<name>` itself (runc
 allows `c *:* m`) and must not be handed a device for it.
 
-A `DeviceRef` says how one physical device appears in those APIs; phase 2 builds it from the
-device inventory (its name, its device-plugin resource and ID, its DRA pool and device name).
+A `DeviceRef` says how one physical device appears in those APIs; source.py builds it from
+the device inventory (its name: the device-plugin ID under any resource, and the DRA device
+name in the node's pool).
 Pure functions: the gRPC calls are in podresources.py, the containers in containers.py.
 """
 
