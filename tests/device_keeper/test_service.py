@@ -43,21 +43,30 @@ class Runtime:
         return [] if c is None else [Container(holder, *c)]
 
 
+def _two_pods(v2_cgroups, runc_filter, standin, *pods):
+    """For each (pod, node its path names, runc rules or None: the holder's): a fresh v2
+    cgroup with runc's filter and a stand-in container in it; and the runtime finding them."""
+    made, by_pod = [], {}
+    for (pod, node, rules), cid in zip(pods, ("c0ffee", "decaf"), strict=True):
+        cg = v2_cgroups()
+        runc_filter(cg, rules) if rules is not None else runc_filter(cg)
+        p = standin("coral-usb-1-1-3", node, cgroups=[cg])
+        by_pod[pod] = (cid, p.pid, f"/{cg.name}")
+        made.append((cg, p))
+    return (*made, Runtime(by_pod))
+
+
 def _probe(cg):
     return probe([str(cg / "cgroup.procs")], [("c", 189, 4, "r"), ("c", 189, 5, "r")])
 
 
 def test_only_the_holder_gets_the_new_node(v2_cgroups, runc_filter, standin, caplog):
-    holder_cg, other_cg = v2_cgroups(), v2_cgroups()
-    runc_filter(holder_cg)
-    runc_filter(other_cg, NOT_GIVEN)
-    holder = standin("coral-usb-1-1-3", "189:4", cgroups=[holder_cg])
-    other = standin("coral-usb-1-1-3", "189:4", cgroups=[other_cg])
-    runtime = Runtime(
-        {
-            "detector": ("c0ffee", holder.pid, f"/{holder_cg.name}"),
-            "other-port": ("decaf", other.pid, f"/{other_cg.name}"),
-        }
+    (holder_cg, holder), (other_cg, other), runtime = _two_pods(
+        v2_cgroups,
+        runc_filter,
+        standin,
+        ("detector", "189:4", None),
+        ("other-port", "189:4", NOT_GIVEN),
     )
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
@@ -126,16 +135,8 @@ def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
     """The keeper's first look (old None): a holder whose /dev/edgefd/<name> still names the
     boot node 189:4 missed the move while the keeper was away and gets 189:5 now; a holder
     whose path already names 189:5 is left exactly as it is (no grant, no revoke)."""
-    missed_cg, current_cg = v2_cgroups(), v2_cgroups()
-    runc_filter(missed_cg)
-    runc_filter(current_cg)
-    missed = standin("coral-usb-1-1-3", "189:4", cgroups=[missed_cg])
-    current = standin("coral-usb-1-1-3", "189:5", cgroups=[current_cg])
-    runtime = Runtime(
-        {
-            "detector": ("c0ffee", missed.pid, f"/{missed_cg.name}"),
-            "shared": ("decaf", current.pid, f"/{current_cg.name}"),
-        }
+    (missed_cg, missed), (current_cg, _), runtime = _two_pods(
+        v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:5", None)
     )
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
