@@ -84,17 +84,62 @@ def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
         "device": "coral-usb-1-1-3",
         "old": "c 189:4",
         "new": "c 189:5",
+        "seen": None,
         "containers": [],
     }
 
 
+def test_follow_needs_an_events_file():
+    r = _run("serve", "--follow", "--listen", "")
+    assert r.returncode == 2 and "--follow follows an --events file" in r.stderr
+
+
+def test_serve_follows_the_host_devices_by_default(tmp_path):
+    """No --events: the keeper's own inventory sees the Coral come back at its port with a
+    new node and hands the move to the service (here nobody can be asked who holds it: the
+    move is logged and reported all the same); SIGTERM stops it with 0."""
+    import signal
+    import time
+
+    from tests.fixturegen import HostBuilder, build_host
+    from tests.helpers import wait_until
+
+    root = build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)
+    p = subprocess.Popen(
+        ["device-keeper", "serve", "--host-root", str(root), "--listen", "", "-o", "json",
+         "--poll-interval", "0.05", "--node-name", "node1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)  # started and scanned once (the first scan moves nothing)
+        hb = HostBuilder(root)
+        hb.remove_usb("2-1")
+        hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9})
+        lines = [json.loads(p.stdout.readline()) for _ in range(2)]  # the catch-ups first
+        line = wait_until(p.stdout.readline, timeout=20)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert [(d["device"], d["old"]) for d in lines] == [
+        ("coral-usb-2-1", None),
+        ("ncs2-1-1-1", None),
+    ]
+    doc = json.loads(line)
+    assert (doc["device"], doc["new"], doc["containers"]) == ("coral-usb-2-1", "c 189:136", [])
+    assert doc["old"].startswith("c 189:") and doc["seen"] > 0
+    assert "coral-usb-2-1 re-enumerated at port 2-1" in err
+    assert "cannot ask who holds it" in err
+
+
 def test_event_with_access_and_a_second_node():
     m = parse(
-        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]]}, "old": "c:189:4", '
-        '"new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
+        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]], "ids": ["x"]}, '
+        '"old": "c:189:4", "new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
     )
     assert (m.access, m.container_path) == ("rwm", "/dev/edgefd/x.1")
     assert m.device.dra == frozenset({("edgefd.io", "n1", "x")})
+    assert m.device.ids == frozenset({"x"})
 
 
 @pytest.mark.parametrize(
@@ -103,6 +148,7 @@ def test_event_with_access_and_a_second_node():
         '{"device": {"name": "../etc"}, "old": "c:1:2", "new": "c:1:3"}',
         '{"device": {"name": "x", "plugin": [["only-one"]]}, "old": "c:1:2", "new": "c:1:3"}',
         '{"device": {"name": "x"}, "old": "c:1", "new": "c:1:3"}',
+        '{"device": {"name": "x", "ids": "x"}, "old": "c:1:2", "new": "c:1:3"}',
         "[]",
         '{"device": {"name": "x"}, "old": "c:1:2", "new": "c:1:3", "path": "/etc/passwd"}',
     ],

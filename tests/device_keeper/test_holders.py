@@ -1,6 +1,6 @@
 """Who holds a device, from the kubelet's pod-resources answer; and the CRI lookup of the
 running container. The clients are exercised here against in-process gRPC servers built from
-the same stubs (a unit test); the real kubelet and containerd are phase 2's e2e checks."""
+the same stubs (a unit test); the real kubelet and containerd are the e2e node's check 6k."""
 
 from __future__ import annotations
 

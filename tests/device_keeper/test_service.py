@@ -1,8 +1,8 @@
 """The service on one move: exactly the holders' running containers get the new node, in
 their cgroups and at their own path; a container that was not given the device gets neither
 node; a systemd-managed one is refused, logged and counted. Kernel and stand-in containers
-are real (root); the kubelet's and the runtime's answers are given (phase 2 runs the real
-ones on the e2e node)."""
+are real (root); the kubelet's and the runtime's answers are given (the real ones: the e2e
+node's check 6k, tests/system/checks_keeper.py)."""
 
 from __future__ import annotations
 
@@ -43,21 +43,30 @@ class Runtime:
         return [] if c is None else [Container(holder, *c)]
 
 
+def _two_pods(v2_cgroups, runc_filter, standin, *pods):
+    """For each (pod, node its path names, runc rules or None: the holder's): a fresh v2
+    cgroup with runc's filter and a stand-in container in it; and the runtime finding them."""
+    made, by_pod = [], {}
+    for (pod, node, rules), cid in zip(pods, ("c0ffee", "decaf"), strict=True):
+        cg = v2_cgroups()
+        runc_filter(cg, rules) if rules is not None else runc_filter(cg)
+        p = standin("coral-usb-1-1-3", node, cgroups=[cg])
+        by_pod[pod] = (cid, p.pid, f"/{cg.name}")
+        made.append((cg, p))
+    return (*made, Runtime(by_pod))
+
+
 def _probe(cg):
     return probe([str(cg / "cgroup.procs")], [("c", 189, 4, "r"), ("c", 189, 5, "r")])
 
 
 def test_only_the_holder_gets_the_new_node(v2_cgroups, runc_filter, standin, caplog):
-    holder_cg, other_cg = v2_cgroups(), v2_cgroups()
-    runc_filter(holder_cg)
-    runc_filter(other_cg, NOT_GIVEN)
-    holder = standin("coral-usb-1-1-3", "189:4", cgroups=[holder_cg])
-    other = standin("coral-usb-1-1-3", "189:4", cgroups=[other_cg])
-    runtime = Runtime(
-        {
-            "detector": ("c0ffee", holder.pid, f"/{holder_cg.name}"),
-            "other-port": ("decaf", other.pid, f"/{other_cg.name}"),
-        }
+    (holder_cg, holder), (other_cg, other), runtime = _two_pods(
+        v2_cgroups,
+        runc_filter,
+        standin,
+        ("detector", "189:4", None),
+        ("other-port", "189:4", NOT_GIVEN),
     )
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
@@ -118,3 +127,29 @@ def test_holder_listed_but_runtime_unreachable():
     done = Keeper(Pods(), Down(), "/sys/fs/cgroup", "/proc", metrics).handle(MOVE)
     assert {d.holder for d in done} >= {Holder("ns", "detector", "app", "device-plugin")}
     assert metrics.value("edgefd_device_keeper_errors_total", stage="runtime") == 2
+
+
+def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
+    v2_cgroups, runc_filter, standin, caplog
+):
+    """The keeper's first look (old None): a holder whose /dev/edgefd/<name> still names the
+    boot node 189:4 missed the move while the keeper was away and gets 189:5 now; a holder
+    whose path already names 189:5 is left exactly as it is (no grant, no revoke)."""
+    (missed_cg, missed), (current_cg, _), runtime = _two_pods(
+        v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:5", None)
+    )
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        done = keeper.handle(Move(CORAL, None, DevNode("c", 189, 5)))
+
+    assert sorted((d.holder.pod, d.node) for d in done) == [
+        ("detector", "replaced"),
+        ("shared", "current"),
+    ]
+    assert _probe(missed_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert _probe(current_cg) == {("c", 189, 4, "r"): True, ("c", 189, 5, "r"): False}
+    assert os.minor(os.stat(f"/proc/{missed.pid}/root{PATH}").st_rdev) == 5
+    assert metrics.value("edgefd_device_keeper_moves_total") == 0  # a catch-up is no move
+    assert metrics.value("edgefd_device_keeper_grants_total", cgroup="v2") == 1
+    assert "a move missed while the keeper was not running" in caplog.text

@@ -40,10 +40,8 @@ def _source_or_skip(stubs: generate.StubSet) -> None:
 
 
 def _every_set() -> tuple[generate.StubSet, ...]:
-    """Ours, and the device keeper's (declared in tests/device_keeper/stubs.py for now)."""
-    from tests.device_keeper.stubs import STUB_SETS as KEEPER_SETS
-
-    return (*generate.STUB_SETS, *KEEPER_SETS)
+    """Every set the one generator knows: the device plugin's, DRA's and the keeper's."""
+    return generate.STUB_SETS
 
 
 @pytest.mark.parametrize("stubs", _every_set(), ids=lambda s: s.name)

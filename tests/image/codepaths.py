@@ -141,13 +141,10 @@ CODE_PATHS: tuple[CodePath, ...] = (
         expect=('"containers": []',),
         reaches=("edgefd.device_keeper.service", "edgefd.device_keeper.nodes"),
     ),
-    # what the DaemonSet's device-keeper container runs: following a moves file, with probes
+    # what the DaemonSet's device-keeper container runs: its own inventory of the host, probes
     P(
         "keeper-serve",
-        (
-            *("device-keeper", "serve", "--events", "{work}/moves.jsonl", "--follow"),
-            *("--host-root", "{work}", "--listen", "127.0.0.1:{port}"),
-        ),
+        ("device-keeper", "serve", "--host-root", "{host}", "--listen", "127.0.0.1:{port}"),
         serve="/metrics",
     ),
 )

@@ -38,6 +38,7 @@ CAPS = {
 }
 # hostPath -> (type, read-only)
 HOSTPATHS = {
+    "/sys": ("Directory", True),  # the device inventory (devplugin's volume)
     "/proc": ("Directory", True),
     "/sys/fs/cgroup": ("Directory", False),  # v1 devices files are written
     "/var/lib/kubelet/pod-resources": ("Directory", True),
@@ -154,8 +155,9 @@ def test_flags_point_where_the_mounts_are(keeper_ds: dict[str, Any]) -> None:
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert "/host" + flag_value(cmd, "--cri-socket") in mounts
     assert "/host" + flag_value(cmd, "--kubelet-dir") + "/pod-resources" in mounts
-    events = flag_value(cmd, "--events")
-    assert any(events.startswith(m + "/") for m in mounts)
+    assert "--events" not in cmd and "/host/sys" in mounts  # its own inventory, under /host
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName"}
     port = int(flag_value(cmd, "--listen").rpartition(":")[2])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     for probe in ("livenessProbe", "readinessProbe"):
@@ -184,6 +186,9 @@ ESCALATIONS = {
     "host-dev": lambda s: container(s, KEEPER)["volumeMounts"].append(
         {"name": "host-dev", "mountPath": "/host/dev"}
     ),
+    "writable-sys": lambda s: next(
+        m for m in container(s, KEEPER)["volumeMounts"] if m["mountPath"] == "/host/sys"
+    ).pop("readOnly"),
     "cgroup-in-devplugin": lambda s: container(s, "devplugin")["volumeMounts"].append(
         {"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup"}
     ),

@@ -37,7 +37,7 @@ from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_pod
+from . import checks_keeper, checks_pod
 from .checks_devices import (
     device_problems,
     free_for_new_pod,
@@ -426,6 +426,7 @@ CHECKS = [
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
+    ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_nonroot", check_nonroot, ("7_unprepare",)),
     ("7c_extended_resource", _check_extended_resource, ("7_unprepare",)),

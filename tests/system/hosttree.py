@@ -164,6 +164,31 @@ class SampleHost:
         self.ns.run(["sh", "-c", mknod_commands([node])])
         return node
 
+    def next_devnum(self, port: str) -> int:
+        """The device number the device unplugged from ``port`` comes back with when it
+        re-enumerates: the next free one on its bus (so a new node)."""
+        bus = port.split("-", 1)[0]
+        used = set()
+        for d in (self.root / "sys/bus/usb/devices").iterdir():
+            try:
+                if (d / "busnum").read_text().strip() == bus:
+                    used.add(int((d / "devnum").read_text()))
+            except (OSError, ValueError):
+                continue
+        devnum = int(self._unplugged[port]["devnum"])
+        for _ in range(127):
+            devnum = devnum % 127 + 1
+            if devnum > 1 and devnum not in used:
+                return devnum
+        raise LookupError(f"no free device number on USB bus {bus}")
+
+    def replug_usb(self, port: str, devnum: int, ids: tuple[str, str] | None = None) -> DevNode:
+        """Plug the device unplugged from ``port`` back in as a re-enumeration brings it, with
+        ``devnum`` and, after a firmware load, its runtime ``ids`` (vendor, product)."""
+        if ids is not None:
+            self._unplugged[port]["vendor"], self._unplugged[port]["product"] = ids
+        return self.plug_usb(port, devnum)
+
     def unplug_pci(self, address: str) -> DevNode:
         """Hot-remove a PCI function: its sysfs directory goes aside, its node away."""
         link = self.root / "sys/bus/pci/devices" / address

@@ -285,3 +285,32 @@ def test_cri_log_text_joins_partial_lines() -> None:
     assert cri_log_text(raw) == (
         "usb-scan: INFO: edgefd 0.1.0 starting\nusb-scan: INFO: a long line\n\n"
     )
+
+
+def test_the_keeper_check_runs_once_per_kustomize_way() -> None:
+    def keys(spec: str, first: bool = True) -> set[str]:
+        return {k for k, _, _ in Scenario.parse(spec).checks(first)}
+
+    assert "6k_keeper" in keys("device-plugin") and "6k_keeper" in keys("dra")
+    assert "6k_keeper" not in keys("device-plugin@rpi4-two-corals", first=False)
+    assert "6k_keeper" not in keys("helm") | keys("helm+dra")
+
+
+def test_the_keeper_check_knows_the_node_a_re_enumeration_brings(tmp_path: Path) -> None:
+    from .checks_keeper import pctl, runtime_ids
+    from .checks_keeper import usb_node as expected_node
+    from .hosttree import SampleHost
+
+    tree = build_host("rpi4-coral", tmp_path / "t", devicetree=False)
+    host = SampleHost(tree, ns=None)  # type: ignore[arg-type]  # no node: nothing is mknod'ed
+    host._unplugged["2-1"] = host.builder.describe_usb("2-1")
+    devnum = host.next_devnum("2-1")
+    assert devnum == int(host._unplugged["2-1"]["devnum"]) + 1
+    host.builder.remove_usb("2-1")
+    host.builder.add_usb({**host._unplugged["2-1"], "devnum": devnum, "vendor": "18d1"})
+    got = usb_node(tree, "2-1")
+    assert expected_node("2-1", devnum) == got and got.major == 189
+    assert runtime_ids(("1a6e", "089a")) == ("18d1", "9302")
+    assert runtime_ids(("03e7", "2485")) == ("03e7", "f63b")
+    assert runtime_ids(("18d1", "9302")) is None  # already running: no firmware load
+    assert (pctl([0.1] * 9 + [0.5], 0.99), pctl([0.3, 0.1, 0.2], 0.5)) == (0.5, 0.2)

@@ -1,7 +1,8 @@
 """`device-keeper`: keep a re-enumerating device reachable inside running containers.
 
     device-keeper grant --cgroup DIR --allow c:189:5 [--revoke c:189:4] [--dry-run]
-    device-keeper serve --events FILE|-            (the service; see service.py)
+    device-keeper serve [--host-root /host]        (the service: follows the host's devices)
+    device-keeper serve --events FILE|- [--follow] (moves as JSON lines: tests, by hand)
 
 
 Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
@@ -25,6 +26,7 @@ from edgefd.cli import (
     listen_option,
     output_option,
     verbose_option,
+    watch_options,
 )
 
 TOOL = "device-keeper"
@@ -115,9 +117,10 @@ def grant_cmd(
 @main.command("serve", cls=Command)
 @click.option(
     "--events",
-    required=True,
+    default=None,
     type=click.Path(dir_okay=False, allow_dash=True),
-    help="JSON lines of moves ('-': stdin); until the device inventory feeds the service.",
+    help="Read moves as JSON lines from this file ('-': stdin) instead of following the "
+    "host's devices (for tests and by hand).",
 )
 @click.option(
     "--follow",
@@ -138,17 +141,28 @@ def grant_cmd(
     show_default=True,
     help="The runtime's CRI socket (CRI-O: /var/run/crio/crio.sock).",
 )
+@click.option(
+    "--node-name",
+    envvar="NODE_NAME",
+    default="",
+    help="This node's name: the pool of its DRA devices (default $NODE_NAME; unset: any pool "
+    "of edgefd.io's driver).",
+)
+@watch_options
 @listen_option(":8083")
 @dry_run_option
 @output_option
 @verbose_option
 @guarded(TOOL)
 def serve_cmd(
-    events: str,
+    events: str | None,
     follow: bool,
     host_root: str,
     kubelet_dir: str,
     cri_socket: str,
+    node_name: str,
+    poll_interval: float,
+    rescan_interval: float,
     listen: Listen,
     dry_run: bool,
     output: str,
@@ -158,7 +172,7 @@ def serve_cmd(
     import os
     import sys
 
-    from edgefd.core.output import emit_json
+    from edgefd.core.output import write_stdout
     from edgefd.runtime.signals import Signals
 
     from .containers import Runtime
@@ -181,20 +195,44 @@ def serve_cmd(
         dry_run=dry_run,
     )
 
+    def json_line(doc: dict[str, Any]) -> None:
+        import json
+
+        write_stdout(json.dumps(doc, sort_keys=True).encode() + b"\n")
+
     def report(move: Any, done: list[Any]) -> None:
-        if output == "json":
-            emit_json(
+        if output == "json":  # one line a move: a stream to follow, not one document
+            json_line(
                 {
                     "device": move.device.name,
-                    "old": str(move.old),
+                    "old": str(move.old) if move.old is not None else None,
                     "new": str(move.new),
+                    "seen": move.seen or None,
                     "containers": [d.as_json() for d in done],
                 }
             )
 
+    from edgefd.core import log as logs
+
+    logs.serving()  # a service's log is its output: every grant and revoke at info
+    if follow and events is None:
+        from edgefd.core.errors import UsageError
+
+        raise UsageError("--follow follows an --events file")
     with Signals() as signals:
         from edgefd.runtime.health import serve
 
+        if events is None:
+            from .watch import watch_inventory
+
+            ready = watch_inventory(host_root, node_name, poll_interval, rescan_interval, metrics)
+            server = serve(listen, metrics.m, ready.healthz, ready.readyz)
+            try:
+                ready.run(keeper, report, signals)
+            finally:
+                if server is not None:
+                    server.stop()
+            return 0
         server = serve(listen, metrics.m, None, None)
         try:
             if follow:

@@ -1,10 +1,14 @@
-"""A source of moves from JSON lines, one move a line, for operators and tests until the
-device inventory feeds the service (phase 2 of issue 20):
+"""A source of moves from JSON lines, one move a line, for operators and tests (`serve
+--events`; by default the service follows its own device inventory, source.py):
 
     {"device": {"name": "coral-usb-1-1-3",
-                "plugin": [["edgefd.io/coral-usb", "usb-1-1.3"]],
-                "dra": [["edgefd.io", "node1", "usb-1-1-3"]]},
+                "plugin": [["edgefd.io/coral-usb", "coral-usb-1-1-3"]],
+                "ids": ["coral-usb-1-1-3"],
+                "dra": [["edgefd.io", "node1", "coral-usb-1-1-3"]]},
      "old": "c:189:4", "new": "c:189:5"}
+
+`plugin`: (resource, device ID) pairs; `ids`: device IDs under any resource (what the inventory
+source gives); `dra`: (driver, pool, device), pool "" for any pool of the driver.
 
 `new` may carry the access (`c:189:5:rwm`; default rw); `path` names the container's path when
 it is not `/dev/edgefd/<name>` (a device's second node: `/dev/edgefd/<name>.1`).
@@ -51,8 +55,14 @@ def parse(line: str) -> Move:
     name = dev.get("name")
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         raise ValueError("device.name: a file name")
+    ids = dev.get("ids") or []
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError("device.ids: a list of strings")
     ref = DeviceRef(
-        name, _pairs(dev.get("plugin"), 2, "device.plugin"), _pairs(dev.get("dra"), 3, "device.dra")
+        name,
+        _pairs(dev.get("plugin"), 2, "device.plugin"),
+        _pairs(dev.get("dra"), 3, "device.dra"),
+        frozenset(ids),
     )
     old, _ = parse_node(str(doc.get("old", "")))
     new, access = parse_node(str(doc.get("new", "")))

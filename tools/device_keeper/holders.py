@@ -6,8 +6,9 @@ name + device IDs) and the DRA claims' devices (driver, pool, device name, CDI I
 node inside a container is no proof: a container may mknod `/dev/edgefd/<name>` itself (runc
 allows `c *:* m`) and must not be handed a device for it.
 
-A `DeviceRef` says how one physical device appears in those APIs; phase 2 builds it from the
-device inventory (its name, its device-plugin resource and ID, its DRA pool and device name).
+A `DeviceRef` says how one physical device appears in those APIs; source.py builds it from
+the device inventory (its name: the device-plugin ID under any resource, and the DRA device
+name in the node's pool).
 Pure functions: the gRPC calls are in podresources.py, the containers in containers.py.
 """
 
@@ -30,7 +31,8 @@ class DeviceRef:
     plugin: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (resource, ID)
     dra: frozenset[tuple[str, str, str]] = field(
         default_factory=frozenset
-    )  # (driver, pool, device)
+    )  # (driver, pool, device); pool "": any pool of the driver
+    ids: frozenset[str] = field(default_factory=frozenset)  # device-plugin IDs, any resource
 
 
 @dataclass(frozen=True, order=True)
@@ -47,10 +49,14 @@ class Holder:
 
 
 def _plugin_match(ref: DeviceRef, resource: str, device_id: str) -> bool:
-    if (resource, device_id) in ref.plugin:
+    if (resource, device_id) in ref.plugin or device_id in ref.ids:
         return True
     m = _REPLICA.match(device_id)
-    return m is not None and (resource, m.group("id")) in ref.plugin
+    return m is not None and ((resource, m.group("id")) in ref.plugin or m.group("id") in ref.ids)
+
+
+def _dra_match(ref: DeviceRef, driver: str, pool: str, device: str) -> bool:
+    return (driver, pool, device) in ref.dra or (driver, "", device) in ref.dra
 
 
 def holders(pods: Iterable[Any], ref: DeviceRef) -> list[Holder]:
@@ -64,6 +70,6 @@ def holders(pods: Iterable[Any], ref: DeviceRef) -> list[Holder]:
                     found.add(Holder(pod.namespace, pod.name, c.name, "device-plugin"))
             for claim in c.dynamic_resources:
                 for r in claim.claim_resources:
-                    if (r.driver_name, r.pool_name, r.device_name) in ref.dra:
+                    if _dra_match(ref, r.driver_name, r.pool_name, r.device_name):
                         found.add(Holder(pod.namespace, pod.name, c.name, "dra"))
     return sorted(found)

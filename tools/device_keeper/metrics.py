@@ -38,3 +38,7 @@ class KeeperMetrics:
             "Moves that could not be handled completely, by stage",
             ["stage"],
         )
+        self.latency = m.gauge(
+            "edgefd_device_keeper_last_grant_seconds",
+            "From the scan that saw a device's new node to its holders' grants, the last move",
+        )

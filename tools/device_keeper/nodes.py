@@ -79,11 +79,9 @@ def _node_of(st: os.stat_result) -> DevNode | None:
     return None
 
 
-def replace(
-    pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc"
-) -> Replaced:
-    """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
-    names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
+@contextlib.contextmanager
+def _parent(pid: int, path: str, proc: str) -> Iterator[tuple[int, str]]:
+    """(fd of the directory of `path` in the container of `pid`, the file's name)."""
     parent, _, name = path.rstrip("/").rpartition("/")
     if not path.startswith("/") or not name or name in (".", ".."):
         raise NodeNotReplaced(f"{path!r} is not an absolute path to a file")
@@ -99,7 +97,25 @@ def replace(
             why = "a symlink on the way" if e.errno == errno.ELOOP else e.strerror
             raise NodeNotReplaced(f"process {pid}: {parent}: {why}") from None
         with _fd(dfd):
-            return _swap(dfd, pid, path, name, new, old)
+            yield dfd, name
+
+
+def replace(
+    pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc"
+) -> Replaced:
+    """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
+    names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
+    with _parent(pid, path, proc) as (dfd, name):
+        return _swap(dfd, pid, path, name, new, old)
+
+
+def current(pid: int, path: str, proc: str = "/proc") -> DevNode | None:
+    """The node `path` names in the container of `pid` (None: missing, or not a node)."""
+    with _parent(pid, path, proc) as (dfd, name):
+        try:
+            return _node_of(os.stat(name, dir_fd=dfd, follow_symlinks=False))
+        except FileNotFoundError:
+            return None
 
 
 def _swap(dfd: int, pid: int, path: str, name: str, new: DevNode, old: DevNode | None) -> Replaced:

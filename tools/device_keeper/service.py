@@ -3,16 +3,17 @@ the kubelet gave X to (either API) is allowed B and denied A, and its /dev/edgef
 made to name B. Nothing else is touched: a container that does not hold X never gains B.
 
 Events come from an injected source (any iterable of `Move`): the device inventory's
-re-enumeration events in the DaemonSet (phase 2), a JSON-lines stream for operators and
-tests (events.py). Who holds what is asked of the kubelet at each event, not cached: a
+re-enumerations (source.py, the default), or a JSON-lines stream for operators and tests
+(events.py). Who holds what is asked of the kubelet at each event, not cached: a
 re-enumeration is rare and the answer must be current.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
@@ -31,13 +32,18 @@ CONTAINER_DIR = "/dev/edgefd"
 
 @dataclass(frozen=True)
 class Move:
-    """Device `device` re-enumerated at its place: its node went from `old` to `new`."""
+    """Device `device` re-enumerated at its place: its node went from `old` to `new`.
+
+    `old` None is a catch-up (the keeper's first look at a device): each holder whose path
+    still names another node than `new` missed a move while the keeper was not running, and
+    that node is its `old`; a holder whose path names `new` is left alone."""
 
     device: DeviceRef
-    old: DevNode
+    old: DevNode | None
     new: DevNode
     access: str = DEFAULT_ACCESS
     path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
+    seen: float = 0.0  # wall clock of the scan that saw the new node (0: not known)
 
     @property
     def container_path(self) -> str:
@@ -95,26 +101,19 @@ class Keeper:
         self.dry_run = dry_run
 
     def handle(self, move: Move) -> list[Done]:
-        self.metrics.moves.inc()
+        if move.old is not None:
+            self.metrics.moves.inc()
+            what = f"{move.device.name} moved {move.old} -> {move.new}"
+        else:
+            what = f"{move.device.name} at {move.new}"
         try:
             held = holders(self.pods.list(), move.device)
         except EdgefdError as e:
             self.metrics.errors.labels("holders").inc()
-            log.error(
-                "%s moved %s -> %s: cannot ask who holds it: %s",
-                move.device.name,
-                move.old,
-                move.new,
-                e,
-            )
+            log.error("%s: cannot ask who holds it: %s", what, e)
             return []
-        if not held:
-            log.info(
-                "%s moved %s -> %s: no running container holds it",
-                move.device.name,
-                move.old,
-                move.new,
-            )
+        if not held and move.old is not None:
+            log.info("%s: no running container holds it", what)
         out = []
         for h in held:
             try:
@@ -129,6 +128,25 @@ class Keeper:
 
     def _container(self, move: Move, c: Container) -> Done:
         done = Done(c.holder, c.id)
+        if move.old is None:
+            try:
+                missed = nodes.current(c.pid, move.container_path, proc=self.proc)
+            except nodes.NodeNotReplaced as e:
+                done.node = f"skipped: {e}"
+                return done
+            if missed is None or missed == move.new:
+                done.node = "current"
+                return done
+            log.warning(
+                "%s (container %s): %s names %s, not the device's %s: a move missed while "
+                "the keeper was not running",
+                c.holder,
+                c.id[:12],
+                move.container_path,
+                missed,
+                move.new,
+            )
+            move = replace(move, old=missed)
         if c.systemd:
             self.metrics.refused.labels("systemd").inc()
             done.refused = "systemd cgroup driver"
@@ -204,4 +222,11 @@ class Keeper:
     def run(self, source: Iterable[Move], report: Callable[[Move, list[Done]], None]) -> None:
         """Handle every move the source yields until it ends (or the caller stops it)."""
         for move in source:
-            report(move, self.handle(move))
+            done = self.handle(move)
+            if move.seen and any(d.cgroups for d in done):
+                took = max(0.0, time.time() - move.seen)
+                self.metrics.latency.set(took)
+                log.info(
+                    "%s: granted %.0f ms after the scan that saw it", move.device.name, took * 1e3
+                )
+            report(move, done)

@@ -1,7 +1,8 @@
 """Regenerate every set of committed gRPC stubs, reproducibly: the device plugin's
-(deviceplugin.proto, ours) and the DRA kubelet plugin's (the kubelet's own dra/v1,
+(deviceplugin.proto, ours), the DRA kubelet plugin's (the kubelet's own dra/v1,
 pluginregistration/v1 and dra-health/{v1,v1alpha1} api.proto, read from the k8s.io/kubelet Go
-module).
+module) and the device keeper's (the kubelet's podresources/v1 api.proto; its CRI subset,
+cri.proto).
 
 The generated modules are committed so that running the plugin needs only grpcio and
 protobuf, not the code generator nor Go. This script is the one way they are produced; a test
@@ -37,6 +38,8 @@ from pathlib import Path
 
 API_DIR = Path(__file__).resolve().parent
 DRA_API_DIR = API_DIR.parent / "dra" / "api"
+# the device keeper's stubs are made here too (a directory, not an import: the tools stay apart)
+KEEPER_API_DIR = API_DIR.parents[1] / "device_keeper" / "api"
 KUBELET_MODULE = "k8s.io/kubelet"
 KUBELET_VERSION = "v0.37.2"
 
@@ -133,6 +136,20 @@ STUB_SETS: tuple[StubSet, ...] = (
         f"{KUBELET_MODULE}@{KUBELET_VERSION} pkg/apis/dra-health/v1alpha1/api.proto",
         "edgefd/devplugin/dra/api/health_v1alpha1.proto",
         DRA_API_DIR,
+    ),
+    StubSet(
+        "podresources",
+        _kubelet_proto("pkg/apis/podresources/v1/api.proto"),
+        f"{KUBELET_MODULE}@{KUBELET_VERSION} pkg/apis/podresources/v1/api.proto",
+        "edgefd/device_keeper/api/podresources.proto",
+        KEEPER_API_DIR,
+    ),
+    StubSet(
+        "cri",
+        lambda: KEEPER_API_DIR / "cri.proto",
+        "device_keeper/api/cri.proto",
+        "edgefd/device_keeper/api/cri.proto",
+        KEEPER_API_DIR,
     ),
 )
 # the device plugin's own set, under its historical names (tests and callers use these)
