@@ -123,14 +123,17 @@ def test_burst_of_1000_changes_bounded_writes(cluster, sinks, fdir):
     for i in range(1000):
         write(fdir, f"p{i % 20}", {f"{F}/n{i % 20}": str(i)})
     write(fdir, "usb-scan", {f"{F}/n": "end"})
-    burst = time.monotonic() - t0
     wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "end", 10)
+    # the sink is busy from the first change until the last one is applied: on a loaded
+    # machine it applies the burst after the files were written, so the window ends there
+    busy = time.monotonic() - t0
     time.sleep(1)
     writes = s.metric("edgefd_sink_api_writes_total", resource="nodes", verb="PATCH") - before
     server_writes = cluster.node_patches_total() - server_before
-    # one write per 500 ms latency cap during the burst, plus the trailing one
-    bound = burst / 0.5 + 3
-    assert 1 <= writes <= bound, (writes, burst)
+    # one write per 500 ms latency cap while busy, plus the trailing one (a write per change
+    # would be a thousand)
+    bound = busy / 0.5 + 3
+    assert 1 <= writes <= bound, (writes, busy)
     assert server_writes >= writes  # the server saw them (and nothing hidden from our count)
     assert server_writes <= bound + 2
     labels = cluster.labels(node)
