@@ -18,6 +18,7 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 7b. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
    (checks_extended.py).
+7c. A node reboot (checks_reboot.py, as in the device-plugin run).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -157,7 +158,7 @@ def check_slice(run: Run) -> dict[str, Any]:
     }
 
 
-def _allocated(run: Run, pod: str) -> Device:
+def allocated(run: Run, pod: str) -> Device:
     """The device the scheduler allocated to the pod's claim."""
     claim = _claim_of(run, pod) or {}
     results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
@@ -166,14 +167,20 @@ def _allocated(run: Run, pod: str) -> Device:
     return run.offer.by_dra_name(results[0]["device"])
 
 
-def claim_pod(run: Run, name: str, device_class: str, ungranted: str = "") -> dict[str, Any]:
-    """Create a pod with a claim for one device of ``device_class``; probe what it got."""
+def ensure_template(run: Run, device_class: str) -> str:
+    """The name of a ResourceClaimTemplate for one device of ``device_class``, made if new."""
     template = device_class.split(".")[0]
     if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
         run.api.request("POST", TEMPLATES, claim_template(template, device_class))
+    return template
+
+
+def claim_pod(run: Run, name: str, device_class: str, ungranted: str = "") -> dict[str, Any]:
+    """Create a pod with a claim for one device of ``device_class``; probe what it got."""
+    template = ensure_template(run, device_class)
     run.create_pod(claim_workload(name, run.image, template))
     c = run.running_container(name)
-    device = _allocated(run, name)
+    device = allocated(run, name)
     p = probe(run, c["id"], [device], ungranted)
     uid = (_claim_of(run, name) or {}).get("metadata", {}).get("uid", "")
     return {"pod": name, "container": c["id"], "id": p["env"], "name": device.dra_name,
@@ -365,6 +372,13 @@ def _check_extended_resource(run: Run) -> dict[str, Any]:
     return check_extended_resource(run)
 
 
+def _check_node_reboot(run: Run) -> dict[str, Any]:
+    """7c. checks_reboot.py (both APIs)."""
+    from .checks_reboot import check_node_reboot
+
+    return check_node_reboot(run)
+
+
 CHECKS = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
@@ -374,6 +388,7 @@ CHECKS = [
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_extended_resource", _check_extended_resource, ("7_unprepare",)),
+    ("7c_node_reboot", _check_node_reboot, ("3_slice",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

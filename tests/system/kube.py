@@ -35,6 +35,8 @@ NODE_CONTROLLERS = [
     "garbage-collector-controller",
     "namespace-controller",
     "resourceclaim-controller",  # claims from ResourceClaimTemplates (scripts/e2e --api dra)
+    "deployment-controller",  # the node-reboot check's workload: replaced when it fails
+    "replicaset-controller",
 ]
 
 

@@ -28,7 +28,7 @@ import yaml
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_devices, checks_dra, checks_lifecycle, checks_pod
+from . import checks_devices, checks_dra, checks_lifecycle, checks_pod, checks_reboot
 from .context import Run
 from .expect import plugin_offer, producer_labels
 from .install import HelmInstall, chart_values
@@ -48,6 +48,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
+    ("7c_node_reboot", checks_reboot.check_node_reboot, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),
 ]
@@ -55,6 +56,8 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
 
 # the lifecycle of the install (checks_lifecycle, checks_dra's delete) and the figures
 ONCE_PER_WAY = frozenset({"7_rolling_update", "8_delete", "9_figures"})
+# what the node does with each device API, whoever installed edgefd: a node reboot
+ONCE_PER_API = frozenset({"7c_node_reboot"})
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,18 @@ class Scenario:
     def overlay(self) -> Path:
         return checks_dra.OVERLAY if self.dra else OVERLAY
 
-    def checks(self, first_of_way: bool = True) -> list[tuple[str, Check, tuple[str, ...]]]:
-        """The checks to run: all of them, or the host tree's only (``first_of_way`` False)."""
+    def checks(
+        self, first_of_way: bool = True, first_of_api: bool = True
+    ) -> list[tuple[str, Check, tuple[str, ...]]]:
+        """The checks to run: all of them, or the host tree's only (``first_of_way`` False);
+        the node reboot in the first scenario of each device API."""
         checks = checks_dra.CHECKS if self.dra else CHECKS
-        return [c for c in checks if first_of_way or c[0] not in ONCE_PER_WAY]
+        return [
+            c
+            for c in checks
+            if (first_of_way or c[0] not in ONCE_PER_WAY)
+            and (first_of_api or c[0] not in ONCE_PER_API)
+        ]
 
 
 def rendered_daemonset(kubectl: Kubectl, overlay: Path = OVERLAY) -> dict[str, Any]:
@@ -146,7 +157,7 @@ def run_scenario(
             helm.install()
         else:
             session.kubectl("apply", "--server-side", "-k", str(sc.overlay()))
-        run_checks(run, sc.checks(first_of_way), result)
+        run_checks(run, sc.checks(first_of_way, measure_idle), result)
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         log.error("%s: %s", sc.name, result["error"])
