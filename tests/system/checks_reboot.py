@@ -72,11 +72,10 @@ def _registered(run: Run, resource: str) -> bool:
     return metric(m, "edgefd_devplugin_registrations_total", resource=resource, result="ok") > 0
 
 
-def _running(pod: dict[str, Any]) -> bool:
+def _containers(pod: dict[str, Any]) -> set[str]:
+    """The IDs of the pod's running containers, as its status says."""
     statuses = pod.get("status", {}).get("containerStatuses") or []
-    return pod["status"].get("phase") == "Running" and any(
-        "running" in s.get("state", {}) for s in statuses
-    )
+    return {s.get("containerID", "") for s in statuses if "running" in s.get("state", {})}
 
 
 def _started(run: Run, **labels: str) -> float | None:
@@ -128,8 +127,12 @@ class Watch:
     """What happens after the boot, polled every 0.1 s: registration, the Deployment's pods,
     the bare pod. Times are time.monotonic()."""
 
-    def __init__(self, run: Run, resource: str, bare: bool) -> None:
+    def __init__(
+        self, run: Run, resource: str, bare: bool, old: frozenset[str] = frozenset()
+    ) -> None:
         self.run, self.resource, self.bare = run, resource, bare
+        self.old = old  # the containers before the cut: a status naming one is stale
+        self.seen: set[str] = set()
         self.registered: float | None = None
         self.app: str | None = None  # the Deployment's pod that runs again
         self.app_seen: float | None = None
@@ -143,14 +146,20 @@ class Watch:
         pods = self.run.api.get(PODS)["items"]
         apps = [p for p in pods if p["metadata"].get("labels", {}).get("app") == APP]
         self.failed = [_fate(p) for p in apps if p["status"].get("phase") == "Failed"]
-        live = [p for p in apps if _running(p) and not p["metadata"].get("deletionTimestamp")]
+        live = [p for p in apps if self._running(p) and not p["metadata"].get("deletionTimestamp")]
         if self.app is None and live:
             self.app, self.app_seen = live[0]["metadata"]["name"], now
         bare = next((p for p in pods if p["metadata"]["name"] == BARE), None)
-        if bare and (bare["status"].get("phase") == "Failed" or _running(bare)):
+        if bare and (bare["status"].get("phase") == "Failed" or self._running(bare)):
             self.bare_status = _fate(bare)
         settled = self.bare_status is not None or not self.bare
         return bool(self.registered and self.app and settled)
+
+    def _running(self, pod: dict[str, Any]) -> bool:
+        """Running in a container started since the cut."""
+        new = _containers(pod) - self.old
+        self.seen |= _containers(pod)
+        return pod["status"].get("phase") == "Running" and bool(new)
 
 
 def _fate(pod: dict[str, Any]) -> dict[str, Any]:
@@ -178,13 +187,11 @@ def check_node_reboot(run: Run) -> dict[str, Any]:
     watch = Watch(run, resource, bool(others))
     wait_for("workloads running before the cut", watch.poll, timeout=90, interval=0.2)
     before = watch.app
-    if others:
-        run.running_container(BARE)
 
     run.node.power_cut()
     t_kubelet = run.node.boot()
     wall_kubelet = time.time() - (time.monotonic() - t_kubelet)
-    watch = Watch(run, resource, bool(others))
+    watch = Watch(run, resource, bool(others), frozenset(watch.seen))
     wait_for("the node back after the boot", watch.poll, timeout=TIMEOUT_S, interval=0.1)
 
     problems: list[str] = []
