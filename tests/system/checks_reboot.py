@@ -13,7 +13,6 @@ the node as it expects.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import time
 import urllib.error
@@ -110,8 +109,6 @@ def _device_check(run: Run, pod: str, resource: str) -> tuple[dict[str, Any], li
 
 def _clear(run: Run) -> None:
     """No workload and, with DRA, no claim prepared: the node as the next check expects."""
-    with contextlib.suppress(Exception):
-        run.api.request("DELETE", f"{DEPLOYMENTS}/{APP}?propagationPolicy=Background")
     Session.delete_workloads(run.api)
     if _dra(run):
         specs = checks_dra.cdi_dir(run)
@@ -180,18 +177,25 @@ def check_node_reboot(run: Run) -> dict[str, Any]:
         return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}
     others = run.offer.others(resource)  # the bare pod's: both hold a device at the cut
     _clear(run)
+    try:
+        return _reboot(run, resource, others[0] if others else None)
+    finally:
+        _clear(run)
+
+
+def _reboot(run: Run, resource: str, other: str | None) -> dict[str, Any]:
     run.api.request("POST", DEPLOYMENTS, _deployment(_pod_spec(run, APP, resource)))
-    if others:
-        spec = _pod_spec(run, BARE, others[0])
+    if other:
+        spec = _pod_spec(run, BARE, other)
         run.create_pod(BARE_POD | {"spec": spec})
-    watch = Watch(run, resource, bool(others))
+    watch = Watch(run, resource, bool(other))
     wait_for("workloads running before the cut", watch.poll, timeout=90, interval=0.2)
     before = watch.app
 
     run.node.power_cut()
     t_kubelet = run.node.boot()
     wall_kubelet = time.time() - (time.monotonic() - t_kubelet)
-    watch = Watch(run, resource, bool(others), frozenset(watch.seen))
+    watch = Watch(run, resource, bool(other), frozenset(watch.seen))
     wait_for("the node back after the boot", watch.poll, timeout=TIMEOUT_S, interval=0.1)
 
     problems: list[str] = []
@@ -202,8 +206,8 @@ def check_node_reboot(run: Run) -> dict[str, Any]:
     plugin = {"io.kubernetes.pod.namespace": NAMESPACE, "io.kubernetes.container.name": "devplugin"}
     plugin_started = _started(run, **plugin)
     bare = watch.bare_status
-    if bare and bare["phase"] == "Running":
-        _, found = _device_check(run, BARE, others[0])
+    if bare and other and bare["phase"] == "Running":
+        _, found = _device_check(run, BARE, other)
         problems += found
 
     def since_kubelet(wall: float | None) -> float | None:
@@ -222,7 +226,6 @@ def check_node_reboot(run: Run) -> dict[str, Any]:
             registered_wall - plugin_started, 2
         )
     run.figures.update(figures)
-    _clear(run)
     return {
         "ok": not problems,
         "problems": problems,

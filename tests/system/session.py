@@ -162,6 +162,8 @@ class Session:
 
     @staticmethod
     def delete_workloads(api: Api) -> None:
+        with contextlib.suppress(KubeError):  # a controller would make its pods again
+            api.request("DELETE", "/apis/apps/v1/namespaces/default/deployments")
         for kind in ("resourceclaimtemplates", "resourceclaims"):
             with contextlib.suppress(KubeError):
                 api.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/default/{kind}")
