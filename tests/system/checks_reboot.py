@@ -13,9 +13,7 @@ the node as it expects.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import shutil
 import time
 import urllib.error
 from typing import Any
@@ -88,15 +86,6 @@ def _started(run: Run, **labels: str) -> float | None:
     head, _, frac = stamp.rstrip("Z").partition(".")
     t = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
     return t.timestamp() + float(f"0.{frac or 0}")
-
-
-def _keep_log(run: Run, **labels: str) -> None:
-    """The running container's log with the runtime's timestamps, beside the node's logs
-    (kept in .cache/e2e/logs): how the time from its start to its registration was spent."""
-    found = [c for c in run.node.runtime.containers(**labels) if c["state"] == "CONTAINER_RUNNING"]
-    if found:
-        path = run.node.runtime.inspect(found[-1]["id"])["status"]["logPath"]
-        shutil.copy(run.node.ns.outside(path), run.node.dir / "reboot-devplugin.log")
 
 
 def _node_now(run: Run, d: Device) -> DevNode:
@@ -216,8 +205,6 @@ def _reboot(run: Run, resource: str, other: str | None) -> dict[str, Any]:
     app_started = _started(run, **{"io.kubernetes.pod.name": watch.app})
     plugin = {"io.kubernetes.pod.namespace": NAMESPACE, "io.kubernetes.container.name": "devplugin"}
     plugin_started = _started(run, **plugin)
-    with contextlib.suppress(Exception):  # a diagnostic only
-        _keep_log(run, **plugin)
     bare = watch.bare_status
     if bare and other and bare["phase"] == "Running":
         _, found = _device_check(run, BARE, other)
