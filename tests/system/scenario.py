@@ -10,8 +10,8 @@ directory (default: the rpi4-coral sample). Every expectation of the checks come
 The check lists: ``CHECKS`` (device plugin, checks_pod/devices/lifecycle) and
 ``checks_dra.CHECKS``; each entry is (key, check, the keys it needs to have passed). A new check
 is one more entry. What does not depend on the host tree runs once per way of installing (the
-first scenario of that way): the checks in ``ONCE_PER_WAY``, and the memory figure, once per
-device API (the chart runs the same pod as the overlay).
+first scenario of that way): the checks in ``ONCE_PER_WAY``, and the memory figure and the node
+reboot (``ONCE_PER_API``), once per device API (the chart runs the same pod as the overlay).
 """
 
 from __future__ import annotations
