@@ -22,6 +22,7 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
 7c. A pod asking `edgefd.io/coral-usb: 1` (no claim) runs on DRA with its device
    (checks_extended.py).
 7d. `--evict-after 2s`: a Deployment's pod is evicted from a pulled device (checks_evict.py).
+7r. A node reboot (checks_reboot.py, as in the device-plugin run).
 8. Deleting the DaemonSet (no claim prepared any more) removes the slice and the sockets.
 9. The figures.
 """
@@ -167,7 +168,7 @@ def check_slice(run: Run) -> dict[str, Any]:
     }
 
 
-def _allocated(run: Run, pod: str) -> Device:
+def allocated(run: Run, pod: str) -> Device:
     """The device the scheduler allocated to the pod's claim."""
     claim = _claim_of(run, pod) or {}
     results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
@@ -176,14 +177,20 @@ def _allocated(run: Run, pod: str) -> Device:
     return run.offer.by_dra_name(results[0]["device"])
 
 
-def claim_pod(run: Run, name: str, device_class: str, ungranted: str = "") -> dict[str, Any]:
-    """Create a pod with a claim for one device of ``device_class``; probe what it got."""
+def ensure_template(run: Run, device_class: str) -> str:
+    """The name of a ResourceClaimTemplate for one device of ``device_class``, made if new."""
     template = device_class.split(".")[0]
     if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
         run.api.request("POST", TEMPLATES, claim_template(template, device_class))
+    return template
+
+
+def claim_pod(run: Run, name: str, device_class: str, ungranted: str = "") -> dict[str, Any]:
+    """Create a pod with a claim for one device of ``device_class``; probe what it got."""
+    template = ensure_template(run, device_class)
     run.create_pod(claim_workload(name, run.image, template))
     c = run.running_container(name)
-    device = _allocated(run, name)
+    device = allocated(run, name)
     p = probe(run, c["id"], [device], ungranted)
     uid = (_claim_of(run, name) or {}).get("metadata", {}).get("uid", "")
     return {"pod": name, "container": c["id"], "id": p["env"], "name": device.dra_name,
@@ -416,6 +423,13 @@ def _check_extended_resource(run: Run) -> dict[str, Any]:
     return check_extended_resource(run)
 
 
+def _check_node_reboot(run: Run) -> dict[str, Any]:
+    """7r. checks_reboot.py (both APIs)."""
+    from .checks_reboot import check_node_reboot
+
+    return check_node_reboot(run)
+
+
 CHECKS = [
     ("1_daemonset", checks_pod.check_daemonset, ()),
     ("1b_no_warnings", checks_pod.check_no_warning_events, ("1_daemonset",)),
@@ -431,6 +445,7 @@ CHECKS = [
     ("7b_nonroot", check_nonroot, ("7_unprepare",)),
     ("7c_extended_resource", _check_extended_resource, ("7_unprepare",)),
     ("7d_evict", check_evict, ("3_slice",)),
+    ("7r_node_reboot", _check_node_reboot, ("3_slice",)),
     ("8_delete", check_delete, ("1_daemonset",)),
     ("9_figures", check_figures, ()),
 ]

@@ -59,7 +59,7 @@ def check_extended_resource(run: Run) -> dict[str, Any]:
     now = run.facts.get("moved", {}).get(device.dra_name)  # re-plugged by check 6
     want = {i: now or n for i, n in nodes_of([device]).items()}
     problems += [f"{name}: {x}" for x in device_problems(p, want)]
-    spec = cdi_dir(run) / f"edgefd.io-{claim['metadata']['uid']}.json"
+    spec = cdi_dir(run) / f"edgefd.io-claim_{claim['metadata']['uid']}.json"
     if not spec.exists():
         problems.append(f"{name}: no CDI spec {spec.name} on the node")
     run.delete_pod(name)

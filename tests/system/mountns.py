@@ -12,6 +12,7 @@ other process joins it with ``nsenter``. When the last process in it exits, its 
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 from pathlib import Path
@@ -107,6 +108,21 @@ class MountNamespace:
         if check and r.returncode != 0:
             raise MountNamespaceError(f"{' '.join(argv)}: {r.stderr.strip() or r.returncode}")
         return r
+
+    def unmount_under(self, prefixes: tuple[str, ...]) -> list[str]:
+        """Detach every mount in the namespace whose mount point starts with one of
+        ``prefixes`` (the newest first); returns their mount points."""
+        if self._holder is None:
+            return []
+        points = []
+        for line in Path(f"/proc/{self._holder.pid}/mountinfo").read_text().splitlines():
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if point.startswith(prefixes):
+                points.append(point)
+        points.reverse()
+        for i in range(0, len(points), 100):
+            self.run(["umount", "--lazy", *points[i : i + 100]], check=False)
+        return points
 
     def stop(self) -> None:
         """Stop holding the namespace; it and its mounts vanish with its last process."""

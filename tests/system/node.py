@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -188,6 +189,36 @@ class Node:
     def restart_kubelet(self) -> float:
         """Stop and start the kubelet; returns time.monotonic() of the start."""
         self.stop_kubelet()
+        t = time.monotonic()
+        self.start_kubelet()
+        return t
+
+    def power_cut(self) -> None:
+        """What a power cut leaves: every process of the node gone at once (the kubelet,
+        containerd, the shims, the containers), with every mount they made and the volatile
+        state (``/run``, the runtime's task state, the cgroups); what is on disk stays (the
+        images, containerd's metadata of its sandboxes and containers, the kubelet's
+        checkpoints and pod directories, stale sockets in its plugin directories)."""
+        self.cgroups.kill_all()
+        kill(self._kubelet, grace=0.0)  # reaped: it is dead already
+        self._kubelet = None
+        self.ns.unmount_under(("/run/", "/var/lib/kubelet/", f"{self.runtime.dir}/"))
+        self.runtime.power_cut()
+        run = self.ns.outside("/run")
+        for child in run.iterdir():  # emptied, not replaced: the namespace's /run is a bind
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        stuck = self.cgroups.remove()
+        if stuck:
+            raise RuntimeError(f"cgroups busy after the power cut: {stuck}")
+        self.cgroups.create()
+
+    def boot(self) -> float:
+        """containerd, then the kubelet, as a node's init starts them after a power cut;
+        returns time.monotonic() of the kubelet's start."""
+        self.runtime.start()
         t = time.monotonic()
         self.start_kubelet()
         return t

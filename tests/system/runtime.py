@@ -177,6 +177,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     # ---- teardown
 
+    def power_cut(self) -> None:
+        """After a power cut killed containerd and its shims: the dead process reaped and
+        the task state (runc's and the shims', under /run on a real host) gone. The root
+        (images, snapshots, the metadata of every sandbox and container) stays, so the next
+        containerd reports them exited, as after a reboot."""
+        kill(self._proc, grace=0.0)
+        self._proc = None
+        for sub in ("state", "runc"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+
     def stop(self) -> None:
         """Stop every pod (so runc takes the containers down), then containerd."""
         if self._proc is not None and self._proc.poll() is None:

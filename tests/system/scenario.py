@@ -10,8 +10,8 @@ directory (default: the rpi4-coral sample). Every expectation of the checks come
 The check lists: ``CHECKS`` (device plugin, checks_pod/devices/lifecycle) and
 ``checks_dra.CHECKS``; each entry is (key, check, the keys it needs to have passed). A new check
 is one more entry. What does not depend on the host tree runs once per way of installing (the
-first scenario of that way): the checks in ``ONCE_PER_WAY``, and the memory figure, once per
-device API (the chart runs the same pod as the overlay).
+first scenario of that way): the checks in ``ONCE_PER_WAY``, and the memory figure and the node
+reboot (``ONCE_PER_API``), once per device API (the chart runs the same pod as the overlay).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from . import (
     checks_lifecycle,
     checks_nonroot,
     checks_pod,
+    checks_reboot,
     checks_reload,
 )
 from .context import Run
@@ -62,6 +63,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("6d_config_reload", checks_reload.check_config_reload, ("3_allocatable",)),
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
+    ("7r_node_reboot", checks_reboot.check_node_reboot, ("3_allocatable",)),
     ("8_delete", checks_lifecycle.check_delete, ("1_daemonset",)),
     ("9_figures", checks_lifecycle.check_figures, ()),
 ]
@@ -74,6 +76,8 @@ ONCE_PER_WAY = frozenset({"7_rolling_update", "8_delete", "9_figures", "6k_keepe
 # applied with kustomize over the running install (the chart has the same component as the
 # value deviceKeeper.enabled, rendered identically: tests/k8s/test_helm.py)
 NOT_WITH_HELM = frozenset({"6k_keeper"})
+# what the node does with each device API, whoever installed edgefd: a node reboot
+ONCE_PER_API = frozenset({"7r_node_reboot"})
 
 
 @dataclass(frozen=True)
@@ -103,14 +107,18 @@ class Scenario:
     def overlay(self) -> Path:
         return checks_dra.OVERLAY if self.dra else OVERLAY
 
-    def checks(self, first_of_way: bool = True) -> list[tuple[str, Check, tuple[str, ...]]]:
-        """The checks to run: all of them, or the host tree's only (``first_of_way`` False)."""
+    def checks(
+        self, first_of_way: bool = True, first_of_api: bool = True
+    ) -> list[tuple[str, Check, tuple[str, ...]]]:
+        """The checks to run: all of them, or the host tree's only (``first_of_way`` False);
+        the node reboot in the first scenario of each device API."""
         checks = checks_dra.CHECKS if self.dra else CHECKS
         return [
             c
             for c in checks
             if (first_of_way or c[0] not in ONCE_PER_WAY)
             and not (self.helm and c[0] in NOT_WITH_HELM)
+            and (first_of_api or c[0] not in ONCE_PER_API)
         ]
 
 
@@ -170,7 +178,7 @@ def run_scenario(
             helm.install()
         else:
             session.kubectl("apply", "--server-side", "-k", str(sc.overlay()))
-        run_checks(run, sc.checks(first_of_way), result)
+        run_checks(run, sc.checks(first_of_way, measure_idle), result)
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         log.error("%s: %s", sc.name, result["error"])

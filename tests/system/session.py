@@ -129,7 +129,7 @@ class Session:
         name = self.node.spec.name
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("uninstall", lambda: self._uninstall(api)),
-            ("workloads", lambda: self._delete_workloads(api)),
+            ("workloads", lambda: self.delete_workloads(api)),
             ("slices", lambda: self._delete_slices(api, name)),
             ("node files", lambda: self.node and self.node.ns.run(["sh", "-c", NODE_STATE])),
             ("node metadata", lambda: self._restore_metadata(api, name)),
@@ -161,7 +161,9 @@ class Session:
         return HelmInstall(self.bin, self.kubectl, [])(*args)
 
     @staticmethod
-    def _delete_workloads(api: Api) -> None:
+    def delete_workloads(api: Api) -> None:
+        with contextlib.suppress(KubeError):  # a controller would make its pods again
+            api.request("DELETE", "/apis/apps/v1/namespaces/default/deployments")
         for kind in ("resourceclaimtemplates", "resourceclaims"):
             with contextlib.suppress(KubeError):
                 api.request("DELETE", f"/apis/resource.k8s.io/v1/namespaces/default/{kind}")

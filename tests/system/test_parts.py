@@ -23,6 +23,7 @@ from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .checks_lifecycle import zero_windows
 from .checks_pod import edgefd_warnings
+from .checks_reboot import Watch
 from .e2e import OVERLAY, overlay_settings
 from .expect import plugin_offer, producer_labels
 from .hosttree import copy_host_tree, device_nodes, mknod_commands, usb_ids, usb_node
@@ -180,6 +181,33 @@ def test_scenario_names() -> None:
     for bad in ("kustomize", "helm@", "dra+nfd"):
         with pytest.raises(ValueError):
             Scenario.parse(bad)
+
+
+@pytest.mark.parametrize("spec", ["device-plugin", "dra"])
+def test_the_reboot_runs_once_per_api_before_edgefd_is_deleted(spec: str) -> None:
+    """Check 8 deletes edgefd, which the reboot needs; the second scenario of an API (another
+    way of installing, another tree) does not reboot again."""
+    keys = [k for k, _, _ in Scenario.parse(spec).checks()]
+    assert keys.index("7r_node_reboot") < keys.index("8_delete")
+    helm = Scenario.parse(f"helm+{spec}")
+    assert "7r_node_reboot" not in [k for k, _, _ in helm.checks(True, first_of_api=False)]
+    assert "7r_node_reboot" in [k for k, _, _ in helm.checks(False, first_of_api=True)]
+
+
+def test_after_the_boot_only_a_new_container_is_running() -> None:
+    """Until the booted kubelet writes a pod's status, the API still says Running with the
+    container the power cut killed: that is not the pod running again."""
+
+    def pod(cid: str, state: str = "running") -> dict:
+        status = {"containerID": cid, "state": {state: {}}}
+        return {"status": {"phase": "Running", "containerStatuses": [status]}}
+
+    before = Watch(None, "edgefd.io/coral-usb", bare=True)  # type: ignore[arg-type]
+    assert before._running(pod("containerd://old"))
+    after = Watch(None, "edgefd.io/coral-usb", True, frozenset(before.seen))  # type: ignore[arg-type]
+    assert not after._running(pod("containerd://old"))
+    assert not after._running(pod("containerd://new", "waiting"))
+    assert after._running(pod("containerd://new"))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ drives these in the real-node end-to-end (tests/system/checks_dra.py)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +66,42 @@ def channel(path: str) -> grpc.Channel:
 
 def test_sockets_where_the_kubelet_looks(served, kubelet_dir: Path) -> None:
     kp, _, _ = served
-    assert kp.registration_socket == str(kubelet_dir / "plugins_registry" / "edgefd.io-reg.sock")
+    registration = Path(kp.registration_socket)
+    assert registration.parent == kubelet_dir / "plugins_registry"
+    assert re.fullmatch(r"edgefd\.io-reg-[0-9a-f]+\.sock", registration.name)
     assert kp.service_socket == str(kubelet_dir / "plugins" / "edgefd.io" / "dra.sock")
     assert os.path.exists(kp.registration_socket) and os.path.exists(kp.service_socket)
+
+
+def test_a_reboot_leaves_a_socket_the_new_process_does_not_reuse(kubelet_dir: Path) -> None:
+    """A kubelet that booted before the plugin keeps redialling the registration socket the
+    power cut left (seconds of backoff): the new process serves under a name of its own and
+    removes the old ones (this release's and the fixed name of earlier ones); it leaves files
+    that are not its sockets."""
+    registry = kubelet_dir / "plugins_registry"
+    registry.mkdir(parents=True, exist_ok=True)
+    stale = [registry / "edgefd.io-reg.sock", registry / "edgefd.io-reg-17e0.sock"]
+    for path in stale:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))  # bound, then closed: nobody listens, as after a reboot
+    other = registry / "other.example.com-reg.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(other))
+    (registry / "edgefd.io-reg-notes.sock").write_text("not a socket")
+    checkpoint = Checkpoint(kubelet_dir / "plugins" / "edgefd.io", NODE)
+    preparer = Preparer(NODE, str(kubelet_dir / "cdi"), LinkLayout(None), checkpoint, Claims())
+    kp = KubeletPlugin(str(kubelet_dir), preparer)
+    try:
+        kp.start()
+        assert Path(kp.registration_socket) not in stale
+        assert not any(p.exists() for p in stale)
+        assert other.exists() and (registry / "edgefd.io-reg-notes.sock").exists()
+        with channel(kp.registration_socket) as ch:
+            info = reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=5)
+        assert info.name == "edgefd.io"
+    finally:
+        kp.stop()
+    assert not Path(kp.registration_socket).exists()
 
 
 def test_registration(served) -> None:

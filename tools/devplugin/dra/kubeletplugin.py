@@ -2,11 +2,18 @@
 service (with the DRAResourceHealth service beside it, health.py), each on its own unix
 socket.
 
-The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg.sock`, calls
-Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
+The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg-<hex>.sock`,
+calls Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
 dials the service socket and reports back with NotifyRegistrationStatus. The kubelet finds the
 socket again by itself when it restarts; the plugin only has to keep serving, and to serve
 afresh if its socket file disappears (watched by the driver, see driver.py).
+
+The registration socket has a name of its own per process (`<hex>`: the start time), and the
+sockets of earlier processes are removed at start. After a reboot the previous one is still on
+disk; a kubelet that starts before us dials it, and keeps retrying that path with growing
+backoff, so a new socket under the same name is found seconds late and then registered twice
+(the kubelet sees a newer file and registers again). A new name is a new plugin to the kubelet:
+registered within its next reconcile (1 s).
 
 Both services are unary; NodePrepareResources reads claims from the API server, so each
 server has a small pool of workers and a claim's failure is reported in its own entry (the
@@ -18,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,8 +53,13 @@ PLUGIN_TYPE = "DRAPlugin"
 SERVICE_VERSION = "v1.DRAPlugin"
 REGISTRY_SUBDIR = "plugins_registry"
 PLUGINS_SUBDIR = "plugins"
-REGISTRATION_SOCKET = f"{DRIVER}-reg.sock"
 SERVICE_SOCKET = "dra.sock"
+REGISTRATION_PREFIX = f"{DRIVER}-reg"  # earlier releases: edgefd.io-reg.sock
+
+
+def registration_socket_name() -> str:
+    """`edgefd.io-reg-<start time in ns, hex>.sock`: this process's own (see above)."""
+    return f"{REGISTRATION_PREFIX}-{time.time_ns():x}.sock"
 
 
 class Registration(reg_grpc.RegistrationServicer):
@@ -194,7 +207,7 @@ class KubeletPlugin:
     ) -> None:
         self.registry_dir = os.path.join(kubelet_dir, REGISTRY_SUBDIR)
         self.plugin_dir = self.plugin_dir_of(kubelet_dir)
-        self.registration_socket = os.path.join(self.registry_dir, REGISTRATION_SOCKET)
+        self.registration_socket = os.path.join(self.registry_dir, registration_socket_name())
         self.service_socket = os.path.join(self.plugin_dir, SERVICE_SOCKET)
         self.preparer = preparer
         self.on_call = on_call
@@ -247,7 +260,25 @@ class KubeletPlugin:
             2,
         ).start()
 
+    def remove_stale(self) -> list[str]:
+        """Remove the registration sockets of earlier processes (left by a reboot or a crash:
+        the kubelet would dial them in vain)."""
+        removed = []
+        for name in sorted(os.listdir(self.registry_dir)):
+            path = os.path.join(self.registry_dir, name)
+            if not (name.startswith(REGISTRATION_PREFIX) and name.endswith(".sock")):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if path != self.registration_socket and stat.S_ISSOCK(os.lstat(path).st_mode):
+                    os.unlink(path)
+                    removed.append(path)
+        for path in removed:
+            log.info("removed %s: an earlier process's registration socket", path)
+        return removed
+
     def start(self) -> KubeletPlugin:
+        os.makedirs(self.registry_dir, exist_ok=True)
+        self.remove_stale()
         with self._lock:
             self._service = self._serve_service()
             self._registration = self._serve_registration()
