@@ -342,7 +342,7 @@ def check_nonroot(run: Run) -> dict[str, Any]:
     run.create_pod(nonroot(claim_workload(name, run.image, template)))
     try:
         run.running_container(name)
-        got = _allocated(run, name)
+        got = allocated(run, name)
         return probe_nonroot(run, name, got, got.dra_name)
     finally:
         run.delete_pod(name, wait=True)

@@ -14,6 +14,7 @@ from typing import Any
 from .checks_devices import device_problems, nodes_of, probe
 from .checks_dra import cdi_dir, claim_workload
 from .context import Run
+from .hosttree import usb_node
 from .kube import wait_for
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -56,7 +57,8 @@ def check_extended_resource(run: Run) -> dict[str, Any]:
     if device.resource != resource:
         problems.append(f"{name}: got {device.dra_name} of {device.resource}, not {resource}")
     p = probe(run, c["id"], [device])
-    now = run.facts.get("moved", {}).get(device.dra_name)  # re-plugged by check 6
+    # its node as the tree has it now: checks 6 and 6k re-plugged and re-enumerated it
+    now = usb_node(run.node.host.root, device.location) if device.bus == "usb" else None
     want = {i: now or n for i, n in nodes_of([device]).items()}
     problems += [f"{name}: {x}" for x in device_problems(p, want)]
     spec = cdi_dir(run) / f"edgefd.io-claim_{claim['metadata']['uid']}.json"

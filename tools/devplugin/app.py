@@ -77,6 +77,25 @@ def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None
 DraFactory = Callable[[Config, LinkLayout, Metrics], Any]
 
 
+def shown(o: Options, config: Config) -> dict[str, object]:
+    """The settings as the start-up line shows them (what decides behaviour)."""
+    out: dict[str, object] = {
+        "resources": ",".join(r.name for r in config.resources) or "none",
+        "config": config.source,
+        "forget_after": f"{config.forget_after:g}s",
+        "host-root": o.host.root,
+    }
+    if o.device_plugin:
+        out["plugin-dir"] = o.plugin_dir
+    out["links-dir"] = o.links_dir or "off (raw device nodes)"
+    if o.cdi_spec_dir:
+        out["cdi-spec-dir"] = o.cdi_spec_dir
+    out["poll"] = f"{o.settings.poll_interval:g}s"
+    out["rescan"] = f"{o.settings.rescan_interval:g}s"
+    out["listen"] = "off" if o.listen is None else f"{o.listen[0] or '0.0.0.0'}:{o.listen[1]}"
+    return out
+
+
 class App:
     def __init__(
         self,
@@ -123,23 +142,7 @@ class App:
         return [(res, snap.of_resource(res.name)) for res in self.config.resources]
 
     def shown(self) -> dict[str, object]:
-        """The settings as the start-up line shows them (what decides behaviour)."""
-        o = self.opts
-        out: dict[str, object] = {
-            "resources": ",".join(r.name for r in self.config.resources) or "none",
-            "config": self.config.source,
-            "forget_after": f"{self.config.forget_after:g}s",
-            "host-root": o.host.root,
-        }
-        if o.device_plugin:
-            out["plugin-dir"] = o.plugin_dir
-        out["links-dir"] = o.links_dir or "off (raw device nodes)"
-        if o.cdi_spec_dir:
-            out["cdi-spec-dir"] = o.cdi_spec_dir
-        out["poll"] = f"{o.settings.poll_interval:g}s"
-        out["rescan"] = f"{o.settings.rescan_interval:g}s"
-        out["listen"] = "off" if o.listen is None else f"{o.listen[0] or '0.0.0.0'}:{o.listen[1]}"
-        return out
+        return shown(self.opts, self.config)
 
     def _tell_devices(self, snap: Snapshot) -> None:
         """Each device change at info, with the resources it belongs to: the log answers

@@ -40,24 +40,23 @@ API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
 
 
-def _serve(make_app: Callable[[], App], config_path: str | None) -> int:
+def _serve(make_app: Callable[[], App], first_line: str, config_path: str | None) -> int:
     """Build and start the App, then run until SIGTERM/SIGINT; a change of the configuration
     file (a ConfigMap update) or SIGHUP reloads the configuration, on this thread. A stop
     signal at any point of start-up ends it at once (Signals.starting): whatever had started
     is stopped, exit 0."""
     from edgefd.core import log as logs
-    from edgefd.core.version import startup_line
     from edgefd.runtime.configfile import ConfigFileWatch
     from edgefd.runtime.signals import Signals, StopDuringStartup
 
     logs.serving()  # a service's log is its output: every state change at info
+    log.info("%s", first_line)  # before anything that logs (the API client, the first scan)
     with Signals(reload=True) as signals:
         app: App | None = None
         watch = None
         try:
             with signals.starting():
                 app = make_app()
-                log.info("%s", startup_line(app.opts.api, app.shown()))
                 if config_path is not None:
                     watch = ConfigFileWatch(config_path, signals.request_reload).start()
                 app.start()
@@ -217,7 +216,11 @@ def main(
             )
         return App(opts, config, lambda: load_config(config_path), dra_factory)
 
-    return _serve(make_app, config_path)
+    from edgefd.core.version import startup_line
+
+    from .app import shown
+
+    return _serve(make_app, startup_line(opts.api, shown(opts, config)), config_path)
 
 
 def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:

@@ -26,6 +26,7 @@ import grpc
 import pytest
 import yaml
 
+from edgefd.core.errors import EdgefdError
 from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from edgefd.kube.errors import ApiConflict
@@ -45,15 +46,23 @@ SECOND_CORAL = {"port": "2-2", "vendor": "18d1", "product": "9302", "devnum": 9}
 
 
 @pytest.fixture(scope="module")
-def api(kube_scheduler: Any) -> Api:
-    """Admin access, with the shipped DeviceClasses and a namespace for claims and pods."""
+def api(kube_scheduler: Any) -> Iterator[Api]:
+    """Admin access, with the shipped DeviceClasses and a namespace for claims and pods. The
+    classes it made go at the end: the API server is the session's, and a class with an
+    extendedResourceName left behind makes the scheduler serve every later test's
+    `edgefd.io/<x>` request through DRA (tests/docs' device-plugin recipes)."""
     a = Api(kube_scheduler.kubeconfig)
+    made = []
     for doc in yaml.safe_load_all((ROOT / "k8s" / "dra" / "deviceclasses.yaml").read_text()):
         with contextlib.suppress(ApiConflict):
             a.req("POST", "/apis/resource.k8s.io/v1/deviceclasses", doc)
+            made.append(doc["metadata"]["name"])
     kube_scheduler.ensure_service_account(NAMESPACE, "default")
     a.kubeconfig = kube_scheduler.kubeconfig  # type: ignore[attr-defined]
-    return a
+    yield a
+    for name in made:
+        with contextlib.suppress(EdgefdError):
+            a.req("DELETE", f"/apis/resource.k8s.io/v1/deviceclasses/{name}")
 
 
 @pytest.fixture

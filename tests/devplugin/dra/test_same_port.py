@@ -75,7 +75,7 @@ def test_a_coral_where_the_prepared_ncs2_was_is_another_device(
         stub = dra_grpc.DRAPluginStub(ch)
         resp = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[ref]), timeout=10)
         assert not resp.claims[uid].error, resp.claims[uid].error
-    spec_file = p.cdi_dir / f"edgefd.io-{uid}.json"
+    spec_file = p.cdi_dir / f"edgefd.io-claim_{uid}.json"
     prepared = spec_file.read_text()
     [edit] = json.loads(prepared)["devices"][0]["containerEdits"]["deviceNodes"]
     assert edit["path"] == "/dev/edgefd/ncs2-1-1-1"
