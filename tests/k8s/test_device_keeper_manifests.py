@@ -35,6 +35,7 @@ CAPS = {
     "SYS_ADMIN": "bpf(2) on the container's cgroup v2 device program; v1 devices.allow/deny",
     "SYS_PTRACE": "opening /proc/<pid>/root of a workload process (ptrace access check)",
     "MKNOD": "creating the new node in the workload's own /dev",
+    "CHOWN": "giving the new node the old one's owner and group (plugdev, the container user)",
 }
 # hostPath -> (type, read-only)
 HOSTPATHS = {

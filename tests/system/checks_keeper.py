@@ -17,6 +17,7 @@ component is removed again at the end, so the checks after this one see the base
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
@@ -235,6 +236,7 @@ def check_keeper(run: Run) -> dict[str, Any]:
             "not_applicable": f"{device.dra_name} is on {device.bus}: no re-enumeration",
         }
     problems: list[str] = []
+    keeper_log = ""
     run.create_pod(bystander(run.image))
     other = run.running_container("bystander")["id"]
     container = run.running_container(pod)["id"]
@@ -278,6 +280,9 @@ def check_keeper(run: Run) -> dict[str, Any]:
                     problems.append(f"round {i + 1}: the bystander opens {theirs}")
         grants = keeper_metric("edgefd_device_keeper_grants_total") - grants0
     finally:
+        if problems:  # the keeper's own account of it, before its container goes
+            with contextlib.suppress(Exception):
+                keeper_log = run.container_log("device-keeper")[:6000]
         set_keeper(run, False)
         run.delete_pod("bystander")
         power_cycle(run, device, (desc["vendor"], desc["product"]))
@@ -301,4 +306,5 @@ def check_keeper(run: Run) -> dict[str, Any]:
             {k: (_num(v) if isinstance(v, DevNode) else v) for k, v in x.items()} for x in rounds
         ],
         **figures,
+        **({"keeper_log": keeper_log} if keeper_log else {}),
     }

@@ -13,6 +13,7 @@ the node as it expects.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 import urllib.error
@@ -22,7 +23,7 @@ from . import checks_dra
 from .checks_devices import device_problems, probe, workload
 from .context import NAMESPACE, Run, metric, plugin_metrics
 from .expect import Device
-from .hosttree import DevNode
+from .hosttree import DevNode, usb_node
 from .kube import wait_for
 from .session import Session
 
@@ -89,9 +90,12 @@ def _started(run: Run, **labels: str) -> float | None:
 
 
 def _node_now(run: Run, d: Device) -> DevNode:
-    """The device's node now (check 6 re-plugged it: a USB device has a new one)."""
-    moved = run.facts.get("moved", {})
-    return moved.get(d.location) or moved.get(d.dra_name) or d.node
+    """The device's node now, as the tree has it: checks 6, 6k and 7d re-plugged and
+    re-enumerated it (a USB device has a new one each time)."""
+    if d.bus == "usb":
+        with contextlib.suppress(LookupError):
+            return usb_node(run.node.host.root, d.location)
+    return d.node
 
 
 def _device_check(run: Run, pod: str, resource: str) -> tuple[dict[str, Any], list[str]]:
