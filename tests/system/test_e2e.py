@@ -25,7 +25,7 @@ from tests.peers.processes import REPO_ROOT
 from . import checks_dra
 from .cgroups import CGROUP_FS
 from .hosttree import device_nodes
-from .scenario import CHECKS, NOT_WITH_HELM, ONCE_PER_WAY
+from .scenario import CHECKS, NOT_WITH_HELM, ONCE_PER_API, ONCE_PER_WAY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,11 +35,12 @@ NEEDS = {"runc": "runc", "buildah": "buildah", "gcc": "gcc", "nsenter": "util-li
 SNAPSHOT = "rpi4-two-corals"  # made into a snapshot with real device nodes
 
 ALL = [k for k, _, _ in CHECKS]
-TREE = [k for k in ALL if k not in ONCE_PER_WAY]  # a way's later scenarios: the tree's checks
+# a way's later scenarios: the tree's checks (and the device plugin's API was seen already)
+TREE = [k for k in ALL if k not in ONCE_PER_WAY | ONCE_PER_API]
 # label -> (scenario spec, the checks it reports); {snapshot} is the snapshot tree's directory
 SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "device-plugin": ("device-plugin", ALL),
-    "helm": ("helm", [k for k in ALL if k not in NOT_WITH_HELM]),
+    "helm": ("helm", [k for k in ALL if k not in NOT_WITH_HELM | ONCE_PER_API]),
     "dra": ("dra", [k for k, _, _ in checks_dra.CHECKS]),
     SNAPSHOT: ("device-plugin@{snapshot}", TREE),
     "x86-coral-pcie": ("device-plugin@x86-coral-pcie", TREE),
