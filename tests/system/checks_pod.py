@@ -276,8 +276,14 @@ def check_no_warning_events(run: Run) -> dict[str, Any]:
     for ns in (NAMESPACE, "default"):
         events += run.api.get(f"/api/v1/namespaces/{ns}/events")["items"]
     warnings = edgefd_warnings(events, {p["metadata"]["uid"] for p in pods}, run.node_name)
+    # the kubelet's own ConfigMap cache on a node reset under the scenario (edgefd's namespace
+    # deleted and made again) can time out once before the volume mounts: the reset's, not
+    # edgefd's start; kept in the result, not counted
+    kubelet_cache = [w for w in warnings if "failed to sync configmap cache" in w]
+    warnings = [w for w in warnings if w not in kubelet_cache]
     names = sorted(p["metadata"]["name"] for p in pods)
-    return {"ok": not warnings, "problems": warnings, "pods": names, "events_seen": len(events)}
+    return {"ok": not warnings, "problems": warnings, "pods": names, "events_seen": len(events),
+            "kubelet_cache_warnings": kubelet_cache}  # fmt: skip
 
 
 # the long-running containers and what their start-up line says (core/version.startup_line)
