@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,13 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from measure import percentile, rss_kib, scrape  # noqa: E402
 
+from tests.helpers import free_port  # noqa: E402
+
 F = "feature.node.kubernetes.io"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def metrics(port: int) -> dict[str, float]:

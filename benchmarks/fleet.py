@@ -87,7 +87,7 @@ class Zygote:
 
 
 def free_ports(n: int) -> list[int]:
-    from tests.peers.processes import free_ports as fp
+    from tests.helpers import free_ports as fp
 
     return fp(n)
 

@@ -1,13 +1,19 @@
-"""What every test suite shares, once: waiting for a condition.
+"""What every test suite shares, once: waiting for a condition, and loopback ports.
 
 `wait_until` polls a predicate until it returns something true and returns that, or fails the
 test; a predicate that raises one of `errors` (an API server that is restarting, a file
 caught half written) counts as "not yet", and the last such error is named if time runs out.
 `seconds_until` is the same for a test that measures how long it took.
+
+`free_port` / `free_ports` give loopback TCP ports for a server a test starts (or for a
+kubeconfig naming a server that is not there): the kernel picks them (bind to port 0), so
+parallel runs do not collide on a fixed number. `free_ports(n)` holds all `n` until it has them,
+so they are distinct; they were free a moment ago, not reserved.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,3 +49,20 @@ def seconds_until(pred: Callable[[], Any], timeout: float, step: float = 0.02) -
     except AssertionError:
         return None
     return time.monotonic() - start
+
+
+def free_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]

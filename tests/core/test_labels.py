@@ -7,19 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgefd.core.labels import (
-    DEFAULT_POLICY,
     PRODUCER_POLICY,
-    NamespacePolicy,
     Rejected,
     check_key,
     check_label,
     check_name,
     check_prefix,
     check_value,
-    partition_labels,
     qualify,
     split_key,
 )
+from edgefd.feature_sink.namespaces import SINK_POLICY, sink_policy
 
 
 @pytest.mark.parametrize(
@@ -126,21 +124,21 @@ def test_keys() -> None:
 def test_default_and_producer_namespace_policies(key: str, sink: bool, producer: bool) -> None:
     """The sink writes edgefd's own namespaces only; a producer may emit any namespace
     Kubernetes leaves open; neither a key without a namespace."""
-    assert (DEFAULT_POLICY.check(key) is None) is sink
+    assert (SINK_POLICY.check(key) is None) is sink
     assert (PRODUCER_POLICY.check(key) is None) is producer
 
 
 def test_the_sink_policy_is_within_the_producer_policy() -> None:
     """Whatever the operator allows, the sink never writes what no producer may."""
     keys = ["a/x", "a.b/x", "edgefd.io/x", "kubernetes.io/x", "sub.k8s.io/x", "x"]
-    wide = NamespacePolicy.from_lists(allowed=["a", "b", "profile.node.kubernetes.io"])
+    wide = sink_policy(allowed=["a", "b", "profile.node.kubernetes.io"])
     for key in keys:
         if wide.check(key) is None:
             assert PRODUCER_POLICY.check(key) is None, key
 
 
 def test_extra_allowed_and_denied() -> None:
-    policy = NamespacePolicy.from_lists(
+    policy = sink_policy(
         allowed=[" Vendor.Example ", "", "profile.node.kubernetes.io"], denied=["example.com"]
     )
     assert policy.check("vendor.example/x") is None
@@ -151,7 +149,7 @@ def test_extra_allowed_and_denied() -> None:
     reason = policy.check("gpu.example.com/x")
     assert reason is not None and "denied by configuration (example.com)" in reason
     # denials win, also over edgefd's own namespaces
-    both = NamespacePolicy.from_lists(allowed=["example.com"], denied=["example.com", "edgefd.io"])
+    both = sink_policy(allowed=["example.com"], denied=["example.com", "edgefd.io"])
     assert both.check("example.com/x") is not None
     assert both.check("edgefd.io/x") is not None
 
@@ -164,43 +162,39 @@ def test_kubernetes_namespaces_cannot_be_allowed(namespace: str) -> None:
     """The admission policy refuses them whatever the sink is told, and one refused label
     fails the whole patch: an allowance of one is a usage error, not a 403 on every sync."""
     with pytest.raises(ValueError, match=f"--allow-namespace {namespace}: namespace"):
-        NamespacePolicy.from_lists(allowed=[namespace])
+        sink_policy(allowed=[namespace])
 
 
 @pytest.mark.parametrize("entry", ["Bad_Name", "a..b", "-a.com", "a/b", "x" * 254])
 def test_a_namespace_option_must_be_a_dns_subdomain(entry: str) -> None:
     with pytest.raises(ValueError, match=r"is not a DNS subdomain|characters long"):
-        NamespacePolicy.from_lists(allowed=[entry])
+        sink_policy(allowed=[entry])
     with pytest.raises(ValueError, match="--deny-namespace"):
-        NamespacePolicy.from_lists(denied=[entry])
+        sink_policy(denied=[entry])
 
 
 def test_refusal_reasons_point_to_the_fix() -> None:
-    reason = DEFAULT_POLICY.check("kubernetes.io/x") or ""
+    reason = SINK_POLICY.check("kubernetes.io/x") or ""
     assert "reserved for Kubernetes" in reason and "feature.node.kubernetes.io/" in reason
-    reason = DEFAULT_POLICY.check("example.com/x") or ""
+    reason = SINK_POLICY.check("example.com/x") or ""
     assert "--allow-namespace" in reason and "edgefd.io" in reason
-    reason = DEFAULT_POLICY.check("team") or ""
+    reason = SINK_POLICY.check("team") or ""
     assert "no namespace" in reason
 
 
-def test_check_label_and_partition() -> None:
+def test_check_label_and_what_a_refusal_says() -> None:
     assert check_label("edgefd.io/a", "1") is None
     assert check_label("edgefd.io/a", "bad value") is not None
     assert check_label("kubernetes.io/a", "1") is not None
-    assert check_label("example.com/a", "1") is not None
-    assert check_label("example.com/a", "1", PRODUCER_POLICY) is None
-    good, bad = partition_labels(
-        {"edgefd.io/ok": "1", "edgefd.io/bad+": "1", "kubernetes.io/x": "y"}, source="f:3"
-    )
-    assert good == {"edgefd.io/ok": "1"}
-    assert [r.key for r in bad] == ["edgefd.io/bad+", "kubernetes.io/x"]
-    assert str(bad[0]) == (
+    assert check_label("example.com/a", "1") is None  # a producer may emit any open namespace
+    assert check_label("example.com/a", "1", SINK_POLICY) is not None  # the sink's default
+    refused = Rejected("edgefd.io/bad+", "1", check_label("edgefd.io/bad+", "1") or "", "f:3")
+    assert str(refused) == (
         "f:3: label refused: key name contains '+'; only letters, digits, '-', '_' and '.' "
         "are allowed"
     )
     assert str(Rejected("k", "v", "why")) == "label refused: why"
-    assert bad[0].detail().startswith("f:3: label 'edgefd.io/bad+'='1' refused: ")
+    assert refused.detail().startswith("f:3: label 'edgefd.io/bad+'='1' refused: ")
 
 
 @pytest.mark.parametrize(
@@ -219,7 +213,7 @@ def test_check_label_and_partition() -> None:
 def test_reasons_never_quote_the_key_or_value(key: str, value: str) -> None:
     """A refused line may be a secret read through a misplaced file: reasons, and str() of a
     Rejected, say why without repeating it (issue 11, item 2)."""
-    policy = NamespacePolicy.from_lists(denied=["ok.example"])
+    policy = sink_policy(denied=["ok.example"])
     reason = check_label(key, value, policy)
     assert reason is not None
     text = str(Rejected(key, value, reason, "secrets:3"))

@@ -12,16 +12,16 @@ import pytest
 
 from edgefd.device_keeper import bpf, cgroupv2, program
 from edgefd.device_keeper.grant import SystemdManaged, grant
-from edgefd.device_keeper.rules import DevNode, Rule
+from edgefd.device_keeper.rules import DeviceNumber, Rule
 
 from .probe import SPREAD, changed, probe
 
 pytestmark = pytest.mark.root
 
-OLD, NEW, NEXT = DevNode("c", 189, 4), DevNode("c", 189, 5), DevNode("c", 189, 6)
+OLD, NEW, NEXT = DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5), DeviceNumber("c", 189, 6)
 
 
-def _expect(revoked: DevNode, granted: DevNode) -> dict:
+def _expect(revoked: DeviceNumber, granted: DeviceNumber) -> dict:
     """Revoked: r and w go, and m too (runc allowed `c *:* m`); granted: r and w come (m was
     already allowed by runc's wildcard)."""
     out = {}

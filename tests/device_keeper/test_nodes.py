@@ -9,11 +9,11 @@ import stat
 import pytest
 
 from edgefd.device_keeper import nodes
-from edgefd.device_keeper.rules import DevNode
+from edgefd.device_keeper.rules import DeviceNumber
 
 pytestmark = pytest.mark.root
 
-OLD, NEW = DevNode("c", 189, 4), DevNode("c", 189, 5)
+OLD, NEW = DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5)
 PATH = "/dev/edgefd/coral-usb-1-1-3"
 
 

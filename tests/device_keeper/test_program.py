@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from edgefd.device_keeper import program
 from edgefd.device_keeper.program import ALU, EXIT, JMP, MOV, Insn, X
-from edgefd.device_keeper.rules import DevNode, Rule
+from edgefd.device_keeper.rules import DeviceNumber, Rule
 
 RUNC_LIKE = [Insn(0x61, 2, 1, 0), Insn(0x54, 2, imm=0xFFFF), Insn(0xB4, 0, imm=0), Insn(JMP | EXIT)]
 
@@ -18,7 +18,7 @@ rules_st = st.lists(
     st.builds(
         Rule,
         st.builds(
-            DevNode,
+            DeviceNumber,
             st.sampled_from("cb"),
             st.integers(0, 4095),
             st.integers(0, (1 << 20) - 1),
@@ -51,7 +51,7 @@ def test_zero_extensions_after_loads_are_tolerated(rules):
 
 def test_a_foreign_program_is_not_ours():
     assert program.split(RUNC_LIKE) is None
-    fake = program.build([Rule(DevNode("c", 1, 3), "rw")], RUNC_LIKE)
+    fake = program.build([Rule(DeviceNumber("c", 1, 3), "rw")], RUNC_LIKE)
     fake[0] = Insn(fake[0].code, 0, imm=program.MAGIC + 1)
     assert program.split(fake) is None
     # a preamble that claims more rules than it has
@@ -61,7 +61,9 @@ def test_a_foreign_program_is_not_ours():
 
 
 def test_jumps_land_on_the_next_rule():
-    built = program.build([Rule(DevNode("c", 189, 4), None), Rule(DevNode("c", 189, 5), "rw")], [])
+    built = program.build(
+        [Rule(DeviceNumber("c", 189, 4), None), Rule(DeviceNumber("c", 189, 5), "rw")], []
+    )
     starts = [8, 13]  # the header is 8, a deny block 5, an allow block 8
     for start in starts:
         block = built[start:]

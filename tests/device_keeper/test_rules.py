@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from edgefd.core.errors import UsageError
-from edgefd.device_keeper.rules import DevNode, Rule, merge, parse_node
+from edgefd.device_keeper.rules import DeviceNumber, Rule, merge, parse_node
 
-C4, C5 = DevNode("c", 189, 4), DevNode("c", 189, 5)
+C4, C5 = DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5)
 
 
 @pytest.mark.parametrize(
@@ -14,7 +14,7 @@ C4, C5 = DevNode("c", 189, 4), DevNode("c", 189, 5)
         ("c:189:5", C5, "rw"),
         ("c:189:5:rwm", C5, "rwm"),
         ("c:189:5:mr", C5, "rm"),
-        ("b:8:0:r", DevNode("b", 8, 0), "r"),
+        ("b:8:0:r", DeviceNumber("b", 8, 0), "r"),
         (" c:189:4 ", C4, "rw"),
     ],
 )

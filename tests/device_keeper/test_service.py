@@ -14,7 +14,7 @@ import pytest
 from edgefd.device_keeper.containers import Container
 from edgefd.device_keeper.holders import DeviceRef, Holder
 from edgefd.device_keeper.metrics import KeeperMetrics
-from edgefd.device_keeper.rules import DevNode
+from edgefd.device_keeper.rules import DeviceNumber
 from edgefd.device_keeper.service import Keeper, Move
 
 from .conftest import RUNC_RULES, v2_root
@@ -24,7 +24,7 @@ from .test_holders import PODS
 pytestmark = pytest.mark.root
 
 CORAL = DeviceRef("coral-usb-1-1-3", plugin=frozenset({("edgefd.io/coral-usb", "usb-1-1.3")}))
-MOVE = Move(CORAL, DevNode("c", 189, 4), DevNode("c", 189, 5))
+MOVE = Move(CORAL, DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5))
 PATH = "/dev/edgefd/coral-usb-1-1-3"
 NOT_GIVEN = [r for r in RUNC_RULES if r.get("major") != 189]
 
@@ -112,7 +112,7 @@ def test_systemd_driver_is_refused_with_one_line_and_a_metric(caplog):
 
 def test_nobody_holds_it():
     keeper = Keeper(Pods(), Runtime({}), "/sys/fs/cgroup", "/proc", KeeperMetrics())
-    other = Move(DeviceRef("ncs2-1-2"), DevNode("c", 189, 7), DevNode("c", 189, 8))
+    other = Move(DeviceRef("ncs2-1-2"), DeviceNumber("c", 189, 7), DeviceNumber("c", 189, 8))
     assert keeper.handle(other) == []
 
 
@@ -141,7 +141,7 @@ def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
     with caplog.at_level(logging.INFO, logger="device-keeper"):
-        done = keeper.handle(Move(CORAL, None, DevNode("c", 189, 5)))
+        done = keeper.handle(Move(CORAL, None, DeviceNumber("c", 189, 5)))
 
     assert sorted((d.holder.pod, d.node) for d in done) == [
         ("detector", "replaced"),

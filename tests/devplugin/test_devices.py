@@ -18,16 +18,8 @@ from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
 from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.cdi import cdi_name
-from edgefd.devplugin.config import (
-    Config,
-    Resource,
-    check_resource_name,
-    default_config,
-    load_config,
-    parse_config,
-)
 from edgefd.devplugin.links import LinkLayout
-from edgefd.devplugin.v1beta1.advertised import Advertised, health, replica_ids
+from edgefd.devplugin.v1beta1.advertised import Advertised, health
 from edgefd.devplugin.v1beta1.allocate import (
     UnknownDevice,
     container_response,
@@ -35,7 +27,14 @@ from edgefd.devplugin.v1beta1.allocate import (
     resolve,
 )
 from edgefd.inventory.device import Device
-from edgefd.inventory.naming import MAX_NAME
+from edgefd.inventory.resources import (
+    Config,
+    Resource,
+    check_resource_name,
+    default_config,
+    load_config,
+    parse_config,
+)
 from tests.fixturegen import HostBuilder, build_host
 
 # --------------------------------------------------------------------------- configuration
@@ -167,16 +166,6 @@ def test_load_config_reports_unreadable_and_bad_yaml(tmp_path: Path) -> None:
 )
 def test_resource_name_rules(name: str, ok: bool) -> None:
     assert (check_resource_name(name) is None) is ok
-
-
-# --------------------------------------------------------------------------- kubelet IDs
-
-
-def test_replica_ids_fit_the_limit() -> None:
-    assert replica_ids("coral-usb-1-1-3", 1) == ["coral-usb-1-1-3"]
-    assert replica_ids("coral-usb-1-1-3", 2) == ["coral-usb-1-1-3-r0", "coral-usb-1-1-3-r1"]
-    ids = replica_ids("x" * MAX_NAME, 12)
-    assert all(len(i) <= MAX_NAME + 4 for i in ids) and len(set(ids)) == 12
 
 
 # --------------------------------------------------------------------------- what is selected
@@ -623,7 +612,7 @@ _FUZZ = settings(
 def _check_config_or_refusal(doc: object) -> None:
     import math
 
-    from edgefd.devplugin.config import MAX_FORGET_AFTER, MAX_REPLICAS
+    from edgefd.inventory.resources import MAX_FORGET_AFTER, MAX_REPLICAS
 
     try:
         cfg = parse_config(doc, "resources.yaml")

@@ -29,8 +29,9 @@ from edgefd.core.service import WatchSettings
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
 from edgefd.devplugin.app import App, Options
-from edgefd.devplugin.config import default_config, parse_config
 from edgefd.devplugin.v1beta1.resource import socket_name
+from edgefd.inventory.resources import default_config, parse_config
+from edgefd.runtime.runner import serve_probes
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
@@ -149,7 +150,10 @@ def plugin(node: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[App]:
         settings=SLOW_RESCAN,
     )
     p = App(opts, default_config()).start()
+    server = serve_probes(opts.listen, p.metrics, [p])  # as the runner serves them
+    p.port = server.port  # type: ignore[attr-defined]
     yield p
+    server.stop()
     p.stop()
 
 
@@ -191,7 +195,7 @@ def test_allocate_and_unknown_ids(plugin: App, kubelet: FakeKubelet, plugin_dir:
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
     assert "unknown device ID(s) coral-usb-7-7" in e.value.details()
     # metrics reflect it
-    port = plugin.health.port  # type: ignore[union-attr]
+    port = plugin.port  # type: ignore[attr-defined]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     assert 'edgefd_devplugin_allocations_total{resource="edgefd.io/coral-usb"} 1' in text
     assert 'edgefd_devplugin_allocate_errors_total{resource="edgefd.io/coral-usb"} 1' in text
@@ -653,7 +657,7 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
     node: Path, plugin_dir: Path, tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 11 item 10: valid YAML with no resources ran a plugin that served nothing, silently."""
-    from edgefd.devplugin.config import load_config
+    from edgefd.inventory.resources import load_config
 
     cfg_path = tmp_path / "resources.yaml"
     cfg_path.write_text(text)
@@ -668,18 +672,19 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
         settings=SLOW_RESCAN,
     )
     p = App(opts, cfg).start()
+    server = serve_probes(opts.listen, p.metrics, [p])  # as the runner serves them
     try:
-        port = p.health.port  # type: ignore[union-attr]
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz")
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/readyz")
         assert e.value.code == 503
         assert reason in e.value.read().decode()
     finally:
+        server.stop()
         p.stop()
 
 
 def test_the_default_configuration_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
-    from edgefd.devplugin.config import load_config
+    from edgefd.inventory.resources import load_config
 
     with caplog.at_level("WARNING"):
         assert load_config(None).serves_nothing() is None

@@ -20,9 +20,9 @@ from edgefd.bus.enumerate import BusReader
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
 from edgefd.devplugin.app import App, Options
-from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
 from edgefd.devplugin.v1beta1.frontend import DevicePluginFrontend
+from edgefd.inventory.resources import default_config
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.devplugin.test_grpc import CORAL, FakeKubelet
 from tests.fixturegen import HostBuilder, build_host

@@ -7,12 +7,11 @@ two properties labelling reads.
 
 from pathlib import Path
 
+import fdt  # setup.cfg [test]: the independent reader; never skip on its absence
 import pytest
 
 from edgefd.dt_labeller.tree import parse_blob
 from tests.fixturegen.devicetree import compile_dts
-
-fdt = pytest.importorskip("fdt")
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,19 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode
-from tests.helpers import wait_until
+from tests.helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

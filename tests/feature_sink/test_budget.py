@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from edgefd.core.featuresd import parse_text
 from edgefd.feature_sink.budget import fit
 from edgefd.feature_sink.desired import build_desired
-from edgefd.feature_sink.ownership import ANNOTATION, Ownership, decode, encode, published_size
+from edgefd.feature_sink.ownership import ANNOTATION, Ownership, decode, encode
 from edgefd.feature_sink.patch import NodeView
 from edgefd.feature_sink.sync import Rules, plan_node
 from tests.feature_sink.jsonpatch import apply_patch
@@ -19,6 +19,13 @@ from tests.feature_sink.jsonpatch import apply_patch
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)
 F = "feature.node.kubernetes.io"
+
+
+def published_size(labels: dict[str, str], own: Ownership) -> int:
+    """Bytes the sink publishes on an object: its labels' keys and values and the annotation."""
+    owned = own.keys
+    size = sum(len(k) + len(v) for k, v in labels.items() if k in owned)
+    return size + len(encode(own) or "")
 
 
 def desired_of(files: dict[str, str]):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from edgefd.core.featuresd import parse_text
 from edgefd.core.labels import NamespacePolicy
 from edgefd.feature_sink.desired import build_desired, read_directory, read_stream
+from edgefd.feature_sink.namespaces import SINK_POLICY, sink_policy
 from edgefd.feature_sink.ownership import (
     ANNOTATION,
     MalformedOwnership,
@@ -34,7 +35,7 @@ F = "feature.node.kubernetes.io"
 
 def desired_of(files: dict[str, str], policy: NamespacePolicy | None = None):
     parsed = [parse_text(text, name, NOW) for name, text in sorted(files.items())]
-    return build_desired(parsed, policy or NamespacePolicy())
+    return build_desired(parsed, policy or SINK_POLICY)
 
 
 def node(labels=None, owned: Ownership | None = None, rv="7", extra_ann=None) -> NodeView:
@@ -92,16 +93,14 @@ def test_desired_rejects_invalid_and_privileged_with_file_and_line():
 def test_desired_namespace_policy_options():
     files = {"p": "vendor.example/a=1\nother.example/b=2\nsub.vendor.example/c=3\n"}
     assert desired_of(files).labels == {}  # nobody's but edgefd's by default
-    allow = NamespacePolicy.from_lists(allowed=["vendor.example"])
+    allow = sink_policy(allowed=["vendor.example"])
     assert desired_of(files, allow).labels == {"vendor.example/a": "1", "sub.vendor.example/c": "3"}
-    both = NamespacePolicy.from_lists(
-        allowed=["vendor.example", "other.example"], denied=["sub.vendor.example"]
-    )
+    both = sink_policy(allowed=["vendor.example", "other.example"], denied=["sub.vendor.example"])
     assert desired_of(files, both).labels == {"vendor.example/a": "1", "other.example/b": "2"}
     # NFD's profile namespace is not edgefd's, but may be allowed
     profile = {"p": "profile.node.kubernetes.io/edge=1\n"}
     assert desired_of(profile).labels == {}
-    allow = NamespacePolicy.from_lists(allowed=["profile.node.kubernetes.io"])
+    allow = sink_policy(allowed=["profile.node.kubernetes.io"])
     assert desired_of(profile, allow).labels == {"profile.node.kubernetes.io/edge": "1"}
 
 
@@ -342,7 +341,7 @@ def test_patch_realises_the_outcome_unowned_labels_survive_and_second_sync_is_qu
 def test_unqualified_keys_get_nfd_namespace_before_merge():
     d = desired_of(
         {"a": "gpu=1\n", "b": f"{F}/gpu=2\nvendor.example/x\n"},
-        NamespacePolicy.from_lists(allowed=["vendor.example"]),
+        sink_policy(allowed=["vendor.example"]),
     )
     assert d.labels == {f"{F}/gpu": "2", "vendor.example/x": "true"}
     assert d.producers["a"] == {}

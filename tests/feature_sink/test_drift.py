@@ -15,7 +15,6 @@ from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.report import Reporter
 from edgefd.feature_sink.sync import NodeSyncer, Rules, SyncResult
 from edgefd.feature_sink.watched import WatchedObject
-from edgefd.runtime.signals import Signals
 
 F = "feature.node.kubernetes.io"
 
@@ -102,8 +101,7 @@ def start(loop: SinkLoop) -> threading.Thread:
 def test_drift_syncs_at_once_from_the_watchs_copy_and_a_fight_backs_off():
     syncer = DriftSyncer()
     metrics = SinkMetrics()
-    signals = Signals()
-    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0), signals)
+    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0))
     t = start(loop)
     try:
         time.sleep(0.2)
@@ -129,16 +127,14 @@ def test_drift_syncs_at_once_from_the_watchs_copy_and_a_fight_backs_off():
         assert metrics.value("edgefd_sink_repairs_total") == 7
         assert metrics.value("edgefd_sink_sync_triggers_total", trigger="drift") == 7
     finally:
-        signals.request_stop()
+        loop.stop()
         t.join(5)
-        signals.close()
 
 
 def test_repairs_seconds_apart_are_no_fight():
     syncer = DriftSyncer()
     metrics = SinkMetrics()
-    signals = Signals()
-    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0), signals)
+    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0))
     loop._last_repair = None
     t = start(loop)
     try:
@@ -159,6 +155,5 @@ def test_repairs_seconds_apart_are_no_fight():
             loopmod.FIGHT_WINDOW = saved
         assert metrics.value("edgefd_sink_repair_holds_total") == 0
     finally:
-        signals.request_stop()
+        loop.stop()
         t.join(5)
-        signals.close()

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from edgefd.feature_sink.ownership import ANNOTATION, decode, published_size
+from edgefd.feature_sink.ownership import ANNOTATION, decode
 from tests.feature_sink.peer import Cluster, run_sink, wait_for, write
+from tests.feature_sink.test_budget import published_size
 
 pytestmark = pytest.mark.realpeer
 

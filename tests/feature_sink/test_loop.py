@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,9 +21,9 @@ from edgefd.feature_sink.loop import LoopConfig, SinkLoop
 from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.nodeapi import ApiUnreachable
 from edgefd.feature_sink.sync import SyncResult
-from edgefd.runtime.signals import Signals
 from edgefd.runtime.watch import Debouncer, Watcher
 from tests.feature_sink.peer import run_sink
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
@@ -69,9 +68,8 @@ def run_loop(loop: SinkLoop) -> threading.Thread:
 def test_loop_bounds_syncs_under_a_burst_and_applies_the_final_state(tmp_path: Path):
     syncer = RecordingSyncer()
     metrics = SinkMetrics()
-    stop = Signals()
     cfg = LoopConfig(resync_interval=3600)
-    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg, stop)
+    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg)
     watcher = Watcher(loop.changed, [tmp_path], debounce=0.1, max_delay=0.5).start()
     t = run_loop(loop)
     try:
@@ -87,19 +85,17 @@ def test_loop_bounds_syncs_under_a_burst_and_applies_the_final_state(tmp_path: P
         assert 1 <= n <= int(burst / 0.5) + 2, (n, burst)
         assert syncer.calls[-1][1] == {f"{F}/n{k}": str(990 + k) for k in range(10)}
     finally:
-        stop.request_stop()
+        loop.stop()
         t.join(5)
         watcher.stop()
-        stop.close()
     assert not t.is_alive()
 
 
 def test_loop_keeps_retrying_with_backoff_and_never_exits(tmp_path: Path):
     syncer = RecordingSyncer(fail_first=4)
     metrics = SinkMetrics()
-    stop = Signals()
     cfg = LoopConfig(resync_interval=3600, max_backoff=0.4)
-    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg, stop)
+    loop = SinkLoop(lambda: read_directory(tmp_path), syncer, metrics, cfg)
     t = run_loop(loop)
     try:
         end = time.monotonic() + 5
@@ -110,11 +106,10 @@ def test_loop_keeps_retrying_with_backoff_and_never_exits(tmp_path: Path):
         assert all(g >= 0.09 for g in gaps), gaps  # backed off (initial 0.2 s, jitter <= 50 %)
         assert metrics.value("edgefd_sink_sync_failures_total", reason="unreachable") == 4
         assert metrics.value("edgefd_sink_syncs_total", result="success") == 1
-        assert loop.ready(60)[0] and loop.healthy(60)[0]
+        assert loop.ready(60)[0] and loop.alive(60)[0]
     finally:
-        stop.request_stop()
+        loop.stop()
         t.join(5)
-        stop.close()
 
 
 def test_duration_and_listen_parsing():
@@ -142,9 +137,7 @@ sink = run_sink
 
 def dead_kubeconfig(tmp_path: Path) -> Path:
     """A kubeconfig pointing at a port nobody listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     path = tmp_path / "kubeconfig"
     path.write_text(
         json.dumps(
@@ -247,9 +240,7 @@ def test_missing_node_name_is_usage_error(tmp_path: Path):
 
 
 def test_sigterm_with_api_down_exits_0_and_serves_health(tmp_path: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgefd.core.featuresd import parse_text
-from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy, check_key
+from edgefd.core.labels import NamespacePolicy, check_key
 from edgefd.feature_sink.desired import build_desired, check_producer_name
+from edgefd.feature_sink.namespaces import SINK_POLICY, sink_policy
 from edgefd.feature_sink.ownership import (
     ANNOTATION,
     MAX_ANNOTATION_BYTES,
@@ -32,7 +33,7 @@ GRACE = timedelta(minutes=10)
 F = "feature.node.kubernetes.io"
 
 
-def desired_of(files: dict[str, str], policy: NamespacePolicy = DEFAULT_POLICY):
+def desired_of(files: dict[str, str], policy: NamespacePolicy = SINK_POLICY):
     parsed = [parse_text(text, name, NOW) for name, text in sorted(files.items())]
     return build_desired(parsed, policy)
 
@@ -71,7 +72,7 @@ def test_a_claim_that_cannot_be_read_as_a_whole_is_untrusted(raw: str, why: str)
 def test_claims_outside_the_namespace_policy_are_dropped_never_acted_on():
     """The attack of issue 11: a hand-edited annotation makes the sink delete labels it never
     set. Each claim is dropped from the annotation (reported); the labels stay."""
-    policy = NamespacePolicy.from_lists(denied=["team.example.com"])
+    policy = sink_policy(denied=["team.example.com"])
     labels = {
         "kubernetes.io/hostname": "n1",
         "node-role.kubernetes.io/control-plane": "",
@@ -119,7 +120,7 @@ def test_claims_outside_the_namespace_policy_are_dropped_never_acted_on():
     assert "never writable" in text and "the labels are left as they are" in text
 
 
-def _plan_after(labels: dict[str, str], raw: str, files: dict[str, str], policy=DEFAULT_POLICY):
+def _plan_after(labels: dict[str, str], raw: str, files: dict[str, str], policy=SINK_POLICY):
     n = NodeView("n1", labels, {ANNOTATION: raw}, "5")
     plan = plan_node(n, desired_of(files, policy), NOW, Rules(GRACE, policy))
     node = {"metadata": {"labels": dict(labels), "annotations": {ANNOTATION: raw}}}
@@ -154,7 +155,7 @@ def test_a_claim_on_another_namespace_is_inert_by_default():
     plan, after = _plan_after(labels, raw, files)
     assert after["metadata"]["labels"] == labels
     assert any("--allow-namespace" in p.message for p in plan.problems)
-    wide = NamespacePolicy.from_lists(allowed=["example.com"])
+    wide = sink_policy(allowed=["example.com"])
     _, after = _plan_after(labels, raw, files, wide)
     assert after["metadata"]["labels"] == {f"{F}/usb": "true"}
 
@@ -174,7 +175,7 @@ def test_a_claim_on_another_namespace_is_inert_by_default():
 )
 def test_entries_the_sink_would_never_write_are_dropped(producers: dict, why: str) -> None:
     clocks = {p: "2024-05-01T10:00:00Z" for p in producers}
-    own, dropped = vet(decode(annotation(producers, clocks)), DEFAULT_POLICY)
+    own, dropped = vet(decode(annotation(producers, clocks)), SINK_POLICY)
     assert own == Ownership()  # and the clocks of dropped producers go with them
     assert dropped and all(why in str(d) for d in dropped)
     assert all("\n" not in str(d) for d in dropped)
@@ -253,9 +254,9 @@ def test_fuzz_any_text_decodes_or_is_refused_cleanly(raw: str) -> None:
     ),
     st.sampled_from(
         [
-            DEFAULT_POLICY,
-            NamespacePolicy.from_lists(denied=["example.com"]),
-            NamespacePolicy.from_lists(allowed=["example.com"]),
+            SINK_POLICY,
+            sink_policy(denied=["example.com"]),
+            sink_policy(allowed=["example.com"]),
         ]
     ),
 )

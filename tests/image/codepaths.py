@@ -18,11 +18,12 @@ Paths in argv are written with placeholders, filled in by `Inputs.fill`:
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DTS = ROOT / "samples" / "devicetree" / "rpi4-model-b.dts"
@@ -153,12 +154,6 @@ CODE_PATHS: tuple[CodePath, ...] = (
 def by_name(name: str) -> CodePath:
     (p,) = [p for p in CODE_PATHS if p.name == name]
     return p
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Inputs:

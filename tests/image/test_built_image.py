@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name, free_port
+from tests.helpers import free_port
+from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name
 from tests.image.conftest import BUILD, ROOT, Builds, load_oci
 from tests.image.rootfs import ImageRoot, Mount
 from tests.image.test_slim import wait_ready

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import configparser
 import importlib
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -341,6 +342,11 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
 @pytest.mark.slow
 def test_wheel_declares_every_console_script(tmp_path: Path) -> None:
     """What the builder stage does first: `pip wheel --no-deps .` (offline)."""
+    # offline means no build isolation: the build backend must be in this environment, and
+    # the project does not put it there (pip builds edgefd in an isolated one; a venv of
+    # Python 3.12+ has no setuptools). Only its absence skips; any other failure is one.
+    if importlib.util.find_spec("setuptools") is None:
+        pytest.skip(f"cannot build a wheel offline here: no setuptools in {sys.prefix}")
     proc = subprocess.run(
         [
             sys.executable,
@@ -351,8 +357,6 @@ def test_wheel_declares_every_console_script(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    if proc.returncode != 0 and "No module named" in proc.stderr:
-        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip().splitlines()[-1]}")
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("edgefd-*.whl")
     with zipfile.ZipFile(wheel) as z:

@@ -20,7 +20,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, free_port
+from tests.helpers import free_port
+from tests.image.codepaths import CODE_PATHS, CodePath, Inputs
 from tests.image.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]

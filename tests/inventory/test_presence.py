@@ -142,3 +142,32 @@ def test_a_restored_device_is_remembered_from_its_last_seen_time_and_never_beyon
     assert [d.name for d in p.devices(60.5)] == ["hub-1-1"]
     p.update(seen(), 1100.0, 100.5)
     assert p.devices(100.5) == []
+
+
+def test_an_absent_device_says_since_when_from_the_first_scan_without_it() -> None:
+    p = Presence(3.0, None)
+    p.update(seen((BOOT, dev(BOOT, "coral-usb", "boot", t=1000.0))), 1000.0, 10.0)
+    assert p.devices(10.0)[0].missing_since is None
+    p.update(seen(), 1007.0, 17.0)  # a rescan 7 s later finds it gone
+    p.update(seen(), 1009.0, 19.0)
+    [gone] = p.devices(19.0)
+    assert not gone.present and gone.missing_since == 1007.0 and gone.last_seen == 1000.0
+    assert p.held_names(19.0) == {gone.name} and p.held_names(20.0) == frozenset()
+    p.update(seen((RUNTIME, dev(RUNTIME, "coral-usb", "runtime", t=1010.0))), 1010.0, 20.0)
+    assert p.devices(20.0)[0].missing_since is None  # back: no longer missing
+
+
+def test_a_restart_keeps_an_absence_but_starts_none_early() -> None:
+    """Persisted: a device already absent when the last run saved it keeps since when (an
+    eviction deadline survives the restart); one that was present counts from the first scan
+    of this run that does not see it (a Coral loading its firmware at the restart must not
+    count its absence from the last run's last_seen)."""
+    absent = dev(BOOT, "coral-usb", t=900.0)._replace(present=False, missing_since=950.0)
+    present = dev(HUB, "hub", t=990.0)
+    p = Presence(3.0, None)
+    p.restore([absent, present], 1000.0, 5.0)
+    p.update(seen(), 1002.0, 7.0)
+    got = {d.name: d for d in p.devices(7.0)}
+    assert got[absent.name].missing_since == 950.0
+    assert got[present.name].missing_since == 1002.0
+    assert not any(d.present for d in got.values()) and p.held_names(7.0) == frozenset()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from edgefd.bus.catalogue import load_catalogue
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.inventory import state
 from edgefd.inventory.device import Device, Facts
@@ -44,8 +43,12 @@ def write(path: Path, devices: list) -> None:
 
 def test_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
+    away = CORAL._replace(missing_since=NOW - 30)  # since when it is missing: kept
     state.save(path, [CORAL])
     assert state.load(path, NOW) == [CORAL]
+    state.save(path, [away])
+    assert state.load(path, NOW) == [away]
+    assert "missing_since" not in state.device_to_json(CORAL)  # present when saved: none
     assert not list(tmp_path.glob(".*tmp"))
 
 
@@ -55,6 +58,8 @@ def test_round_trip(tmp_path: Path) -> None:
         ({"last_seen": -5}, "out of range"),
         ({"last_seen": True}, "is not a time"),
         ({"last_seen": "1e3"}, "is not a time"),
+        ({"missing_since": -1}, "missing_since -1 is out of range"),
+        ({"missing_since": "soon"}, "missing_since 'soon' is not a time"),
         ({"name": "../../etc"}, "is not this device's"),
         ({"name": "usb-2-1"}, "is not this device's"),
         ({"nodes": [["/etc/shadow", None]]}, "is not under /dev"),
@@ -162,56 +167,3 @@ def test_a_fifo_symlink_directory_or_huge_file_is_refused_without_hanging(tmp_pa
     assert not link.is_symlink() and json.loads(target.read_text())["devices"][0]["place"] == "2-1"
     state.save(fifo, [CORAL])
     assert state.load(fifo, NOW) == [CORAL]
-
-
-def test_known_json_files_are_taken_over(tmp_path: Path) -> None:
-    links = tmp_path / "links"
-    (links / "edgefd.io_coral-usb").mkdir(parents=True)
-    (links / "edgefd.io_ncs2").mkdir()
-    (links / "edgefd.io_coral-usb" / ".known.json").write_text(
-        json.dumps(
-            {
-                "resource": "edgefd.io/coral-usb",
-                "devices": [
-                    {
-                        "id": "usb-2-1",
-                        "bus": "usb",
-                        "location": "2-1",
-                        "ids": "18d1:9302",
-                        "state": "runtime",
-                        "devnodes": ["/dev/bus/usb/002/005"],
-                        "last_seen": NOW - 5,
-                    },
-                    {"id": "../x", "bus": "usb", "location": "../x", "last_seen": NOW},
-                ],
-            }
-        )
-    )
-    (links / "edgefd.io_ncs2" / ".known.json").write_text(
-        json.dumps(
-            {
-                "devices": [
-                    {
-                        "id": "usb-sn-03e72485",
-                        "bus": "usb",
-                        "location": "1-1.1",
-                        "ids": "03e7:f63b",
-                        "last_seen": NOW - 9,
-                    }
-                ]
-            }
-        )
-    )
-    devices, files = state.migrate_known(links, load_catalogue(), NOW)
-    got = {d.name: (d.model, d.kind, d.devnodes, d.resources, d.by_serial) for d in devices}
-    assert got == {
-        "coral-usb-2-1": (
-            "coral-usb",
-            "edgetpu",
-            ("/dev/bus/usb/002/005",),
-            ("edgefd.io/coral-usb",),
-            False,
-        ),
-        "ncs2-sn-03e72485": ("ncs2", "myriadx", (), ("edgefd.io/ncs2",), True),
-    }
-    assert sorted(f.parent.name for f in files) == ["edgefd.io_coral-usb", "edgefd.io_ncs2"]

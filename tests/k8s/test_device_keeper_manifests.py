@@ -90,6 +90,10 @@ def keeper_violations(ds: dict[str, Any]) -> list[str]:
             out.append("must have no API token")
         if "emptyDir" in v:
             continue
+        if "configMap" in v:  # devplugin's resources, read-only: the devices it serves
+            if m.get("readOnly") is not True or m["name"] != "devplugin-config":
+                out.append(f"{m['mountPath']}: only devplugin's configuration, read-only")
+            continue
         if "hostPath" not in v:
             out.append(f"{m['mountPath']}: not a hostPath or emptyDir")
             continue
@@ -157,6 +161,11 @@ def test_flags_point_where_the_mounts_are(keeper_ds: dict[str, Any]) -> None:
     assert "/host" + flag_value(cmd, "--cri-socket") in mounts
     assert "/host" + flag_value(cmd, "--kubelet-dir") + "/pod-resources" in mounts
     assert "--events" not in cmd and "/host/sys" in mounts  # its own inventory, under /host
+    # devplugin's configuration, at the path devplugin reads it: the same devices, same names
+    plugin = container(pod_spec(keeper_ds), "devplugin")
+    assert flag_value(cmd, "--config") == flag_value(plugin["command"], "--config")
+    [conf] = [m for m in c["volumeMounts"] if m["name"] == "devplugin-config"]
+    assert flag_value(cmd, "--config").startswith(conf["mountPath"] + "/")
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName"}
     port = int(flag_value(cmd, "--listen").rpartition(":")[2])

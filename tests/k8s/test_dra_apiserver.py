@@ -23,7 +23,7 @@ import pytest
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.client import connect
 from edgefd.kube.errors import ApiNotFound, ApiRefused
-from tests.devplugin.dra.peer import DraPlugin
+from tests.devplugin.dra.peer import DraPlugin, list_slices
 from tests.fixturegen import build_host
 from tests.helpers import wait_until
 from tests.k8s.test_dra_manifests import dra_docs
@@ -132,7 +132,7 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
 def clean(applied: dict[str, Any]) -> dict[str, Any]:
     admin = applied["admin"]
     for node in (NODE_A, NODE_B):
-        for s in admin.list_slices(node, "edgefd.io").get("items", []):
+        for s in list_slices(admin, node, "edgefd.io").get("items", []):
             admin.delete_slice(s["metadata"]["name"])
     return applied
 
@@ -212,7 +212,7 @@ def test_may_create_update_and_delete_its_own_nodes_slice(clean: dict[str, Any])
     body["spec"]["pool"]["generation"] = 2
     updated = sa.replace_slice(body)
     assert updated["spec"]["pool"]["generation"] == 2
-    assert [s["metadata"]["name"] for s in sa.list_slices(NODE_A, "edgefd.io")["items"]] == [
+    assert [s["metadata"]["name"] for s in list_slices(sa, NODE_A, "edgefd.io")["items"]] == [
         f"{NODE_A}-edgefd.io-0"
     ]
     sa.delete_slice(f"{NODE_A}-edgefd.io-0")
@@ -227,7 +227,12 @@ def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) 
     from edgefd.devplugin.dra.eviction import Eviction
     from tests.devplugin.dra.test_cdi import coral
 
-    gone = coral(present=False, reason="unplugged from port 2-1", last_seen=1_700_000_000.0)
+    gone = coral(
+        present=False,
+        reason="unplugged from port 2-1",
+        last_seen=1_700_000_000.0,
+        missing_since=1_700_000_010.0,
+    )
     taints = slices.taints(gone, Eviction(after=2.0, hold=3.0), 1_800_000_000.0)
     body = slice_body(f"{NODE_A}-edgefd.io-0", NODE_A)
     body["spec"]["devices"][0]["taints"] = taints
@@ -248,7 +253,9 @@ def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) 
 )
 def test_create_is_refused(clean: dict[str, Any], body: dict, expect: str) -> None:
     refused(lambda: clean["sa"].create_slice(body), expect)
-    assert not clean["admin"].list_slices(body["spec"]["nodeName"], body["spec"]["driver"])["items"]
+    assert not list_slices(clean["admin"], body["spec"]["nodeName"], body["spec"]["driver"])[
+        "items"
+    ]
 
 
 def test_another_nodes_slice_cannot_be_changed_or_deleted(clean: dict[str, Any]) -> None:
@@ -259,7 +266,7 @@ def test_another_nodes_slice_cannot_be_changed_or_deleted(clean: dict[str, Any])
     body["spec"]["devices"] = []
     refused(lambda: sa.replace_slice(body), f"of Node {NODE_B}")
     refused(lambda: sa.delete_slice(f"{NODE_B}-edgefd.io-0"), f"of Node {NODE_B}")
-    [kept] = admin.list_slices(NODE_B, "edgefd.io")["items"]
+    [kept] = list_slices(admin, NODE_B, "edgefd.io")["items"]
     assert kept["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
 
 
@@ -332,7 +339,7 @@ def test_devplugin_publishes_its_own_node_and_not_another(
     ok = DraPlugin(host, NODE_A, clean["kubeconfig"]).start()
     bad = DraPlugin(host, NODE_B, clean["kubeconfig"]).start()
     try:
-        [s] = wait_until(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
+        [s] = wait_until(lambda: list_slices(admin, NODE_A, "edgefd.io")["items"], 20, 0.1)
         assert {d["name"] for d in s["spec"]["devices"]} == {"ncs2-1-1-1", "coral-usb-2-1"}
         # owned by its Node, as the upstream kubelet-plugin helper does, the UID the Node's
         assert s["metadata"]["ownerReferences"] == [
@@ -345,7 +352,7 @@ def test_devplugin_publishes_its_own_node_and_not_another(
             }
         ]
         wait_until(lambda: "may not write ResourceSlices of Node" in bad.stderr(), 20, 0.1)
-        assert not admin.list_slices(NODE_B, "edgefd.io")["items"]
+        assert not list_slices(admin, NODE_B, "edgefd.io")["items"]
         errors = bad.metrics()
         assert any(k.startswith("edgefd_devplugin_dra_slice_write_errors_total") for k in errors)
     finally:
@@ -354,4 +361,4 @@ def test_devplugin_publishes_its_own_node_and_not_another(
                 p.stop()
             p.close()
     # a clean shutdown without prepared claims removed node A's slice, through the policy
-    assert not admin.list_slices(NODE_A, "edgefd.io")["items"]
+    assert not list_slices(admin, NODE_A, "edgefd.io")["items"]

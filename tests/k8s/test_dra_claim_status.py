@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra.checkpoint import PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claimstatus import FIELD_MANAGER, ClaimStatusWriter
+from edgefd.inventory.resources import default_config
 from edgefd.kube.errors import ApiRefused
 from tests.devplugin.dra.test_cdi import coral, table
 from tests.helpers import wait_until

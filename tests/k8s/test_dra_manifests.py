@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from edgefd.bus.catalogue import load_catalogue
-from edgefd.devplugin.config import default_config
+from edgefd.inventory.resources import default_config
 from tests.k8s import test_manifests as base
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.devplugin.dra.peer import DraPlugin
+from tests.devplugin.dra.peer import DraPlugin, list_slices
 from tests.fixturegen import build_host
 from tests.helpers import wait_until
 from tests.k8s import test_dra_apiserver as base
@@ -71,7 +71,7 @@ def posts(kube_apiserver: Any) -> float:
 )
 def test_a_node_may_only_use_its_own_slice_names(clean: dict[str, Any], name: str) -> None:
     refused(lambda: clean["sa"].create_slice(slice_body(name, NODE_A)), "may only name")
-    assert not clean["admin"].list_slices(NODE_A, "edgefd.io")["items"]
+    assert not list_slices(clean["admin"], NODE_A, "edgefd.io")["items"]
 
 
 def test_a_taken_slice_name_backs_off_and_is_said_once(
@@ -138,7 +138,7 @@ def test_a_403_on_list_is_said_once_shown_in_readyz_and_its_end_said(
         try:
             wait_until(lambda: "succeeded again" in p.stderr(), 40, 0.2, "the recovery said")
             wait_until(lambda: "cannot be read" not in readyz(p)[1], 10, 0.1)
-            wait_until(lambda: admin.list_slices(NODE_A, "edgefd.io")["items"], 20, 0.1)
+            wait_until(lambda: list_slices(admin, NODE_A, "edgefd.io")["items"], 20, 0.1)
         finally:
             admin.request("DELETE", "clusterrolebindings", binding, "unbind")
 
@@ -168,7 +168,7 @@ def test_another_pools_slice_is_kept_and_nothing_is_rewritten(
             [ours] = wait_until(
                 lambda: [
                     s
-                    for s in admin.list_slices(NODE_A, "edgefd.io")["items"]
+                    for s in list_slices(admin, NODE_A, "edgefd.io")["items"]
                     if s["metadata"]["name"] == OURS
                 ],
                 20,
@@ -182,14 +182,14 @@ def test_another_pools_slice_is_kept_and_nothing_is_rewritten(
                 time.sleep(0.7)
             [now] = [
                 s
-                for s in admin.list_slices(NODE_A, "edgefd.io")["items"]
+                for s in list_slices(admin, NODE_A, "edgefd.io")["items"]
                 if s["metadata"]["name"] == OURS
             ]
             assert p.writes() == writes, p.stderr()
             assert now["spec"]["pool"]["generation"] == ours["spec"]["pool"]["generation"] == 1
             assert "of pool 'shared', not this node's: leaving it alone" in p.stderr()
             assert p.stderr().count("leaving it alone") == 1
-        kept = admin.list_slices(NODE_A, "edgefd.io")["items"]
+        kept = list_slices(admin, NODE_A, "edgefd.io")["items"]
         [same] = [s for s in kept if s["metadata"]["name"] == f"{NODE_A}-shared"]
         assert same["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
         assert json.dumps(same["spec"], sort_keys=True) == json.dumps(

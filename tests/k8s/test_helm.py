@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s.test_kustomize import OVERLAYS, keyed, present
+from tests.k8s.test_kustomize import keyed, overlay_dirs
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
     K8S,
@@ -148,7 +148,6 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         None,
     ),
 }
-NEEDS_DRA = {name for name, (args, _) in VALUE_SETS.items() if "devicePlugin.api=dra" in args}
 
 # Helm's conventional labels: they say which release and chart version made an object
 # (`helm ls`, dashboards, `kubectl get -l app.kubernetes.io/instance=...`); no selector or
@@ -185,8 +184,6 @@ def chart_objects() -> list[dict[str, Any]]:
 
 
 def value_set(name: str) -> list[str]:
-    if name in NEEDS_DRA and not present(("dra",)):
-        pytest.skip("k8s/overlays/dra not there yet")
     return VALUE_SETS[name][0]
 
 
@@ -240,7 +237,7 @@ def test_option_is_its_component(name: str) -> None:
 
     args = value_set(name)
     components = VALUE_SETS[name][1] or ()
-    kustomized = render([K8S], [OVERLAYS / c for c in components])
+    kustomized = render([K8S], overlay_dirs(components))
     assert normalise(template(*args)) == normalise(kustomized)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from edgefd.feature_sink.namespaces import SINK_POLICY, sink_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 
@@ -807,13 +809,13 @@ def test_admission_policy_label_rule_matches_the_tools_policy(key: str) -> None:
     """The API server's ceiling is exactly what a producer may emit at all (no namespace
     Kubernetes reserves, none missing); the sink's default, and any policy its
     --allow-namespace can make, stays within it."""
-    from edgefd.core.labels import DEFAULT_POLICY, PRODUCER_POLICY, NamespacePolicy
+    from edgefd.core.labels import PRODUCER_POLICY
 
     assert policy_forbids_label(key) == (PRODUCER_POLICY.check(key) is not None)
-    widest = NamespacePolicy.from_lists(
+    widest = sink_policy(
         allowed=["nvidia.com", "notkubernetes.io", "evil.com", "profile.node.kubernetes.io"]
     )
-    for policy in (DEFAULT_POLICY, widest):
+    for policy in (SINK_POLICY, widest):
         if policy.check(key) is None:
             assert not policy_forbids_label(key)
 
@@ -826,7 +828,7 @@ def test_admission_policy_refuses_unqualified_labels() -> None:
 
 
 def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
-    from edgefd.devplugin.config import parse_config
+    from edgefd.inventory.resources import parse_config
 
     docs = load_manifests()
     spec = pod_spec(daemonset(docs, DEVPLUGIN_DS))

@@ -22,7 +22,7 @@ from edgefd.kube.errors import (
     HttpStatus,
     classify,
 )
-from tests.peers.processes import free_port
+from tests.helpers import free_port
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,14 @@ tests/feature_sink/test_watch.py."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from typing import Any
 
-from edgefd.kube.errors import ApiGone, ApiUnreachable
+from edgefd.kube.errors import ApiGone, ApiRefused, ApiUnreachable
 from edgefd.kube.listwatch import ListWatch, name_selector, newer
 from edgefd.kube.retry import Retry
+from tests.helpers import wait_until
 
 
 def obj(name: str, rv: int) -> dict[str, Any]:
@@ -135,3 +137,118 @@ def test_failures_back_off_and_say_the_copy_may_be_stale():
 def test_resource_versions_compare_as_numbers():
     assert newer("10", "9") and not newer("9", "10") and not newer("9", "9")
     assert newer("x", "9")  # opaque: taken as newer
+
+
+# -- a watch that stays open, as the server's does for minutes: what relist() must cut short
+
+
+class OpenWatch:
+    def __init__(self) -> None:
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        while (ev := self.events.get()) is not None:
+            yield ev
+
+    def close(self) -> None:
+        self.closed = True
+        self.events.put(None)
+
+
+class OpenClient:
+    """Lists from a script (the last answer repeats); every watch stays open until closed.
+    `hold` keeps the first watch from being opened until it is set."""
+
+    def __init__(self, lists: list[Any], hold: threading.Event | None = None) -> None:
+        self.lists = lists
+        self.calls: list[tuple[str, str]] = []
+        self.watches: list[OpenWatch] = []
+        self.hold = hold
+        self.opening = threading.Event()
+
+    def request(self, method: str, resource: str, path: str, what: str, **kw: Any) -> Any:
+        self.calls.append(("LIST", path))
+        step = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    def watch(self, resource: str, path: str, what: str, seconds: int, idle_timeout: Any) -> Any:
+        self.calls.append(("WATCH", path))
+        if self.hold is not None and not self.watches:
+            self.opening.set()
+            assert self.hold.wait(10)
+        w = OpenWatch()
+        self.watches.append(w)
+        return w
+
+
+def start(client: OpenClient, on_retry: Any = None) -> tuple[ListWatch, Recorder, list[str]]:
+    rec = Recorder()
+    lists: list[str] = []
+    lw = ListWatch(
+        client,  # type: ignore[arg-type]
+        "resourceslices",
+        "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn1",
+        "resourceslices of n1",
+        rec,
+        retry=Retry("watching n1", initial=0.001, cap=0.002, on_retry=on_retry),
+        on_list=lists.append,
+        jitter=lambda: 0.0,
+    )
+    return lw.start(), rec, lists
+
+
+def test_relist_closes_the_open_watch_lists_and_watches_from_that_list():
+    client = OpenClient(
+        [
+            {"metadata": {"resourceVersion": "5"}, "items": [obj("n1-a", 5)]},
+            {"metadata": {"resourceVersion": "8"}, "items": [obj("n1-a", 8)]},
+        ]
+    )
+    lw, rec, lists = start(client)
+    try:
+        wait_until(lambda: lw.up)
+        lw.relist("conflict")  # the owner's write was refused as stale
+        wait_until(lambda: len(client.watches) == 2 and lw.up)
+    finally:
+        lw.stop()
+    assert client.watches[0].closed
+    assert [c[0] for c in client.calls] == ["LIST", "WATCH", "LIST", "WATCH"]
+    assert "resourceVersion=8" in client.calls[3][1]
+    assert lists == ["start", "conflict"]
+    # a watch closed for the list asked for is no failure: nothing lost, nothing retried
+    assert rec.seen == [("listed", ("start", ["n1-a"])), ("listed", ("conflict", ["n1-a"]))]
+    assert not lw.retry.failing
+
+
+def test_relist_while_the_watch_is_being_opened_is_not_lost():
+    hold = threading.Event()
+    client = OpenClient([{"metadata": {"resourceVersion": "5"}, "items": []}], hold)
+    lw, _, lists = start(client)
+    try:
+        assert client.opening.wait(10)
+        lw.relist()  # no watch to close yet: the one being opened must not run for minutes
+        hold.set()
+        wait_until(lambda: len(client.watches) == 2)
+    finally:
+        lw.stop()
+    assert client.watches[0].closed
+    assert lists == ["start", "asked"]
+
+
+def test_a_list_that_succeeds_ends_a_failing_streak_at_once():
+    # a 403 on list until the rights arrive: said once, and over as soon as a list succeeds,
+    # not when the watch opened after it ends (minutes later)
+    refused = ApiRefused("list resourceslices of n1: API server refused with 403 (forbidden)")
+    client = OpenClient([refused, refused, {"metadata": {"resourceVersion": "5"}, "items": []}])
+    retried: list[str] = []
+    lw, rec, lists = start(client, retried.append)
+    try:
+        wait_until(lambda: lw.up)
+        assert not lw.retry.failing and lw.retry.last_reason is None
+    finally:
+        lw.stop()
+    assert retried == ["refused", "refused"]
+    assert ("lost", None) in rec.seen and lists == ["error"]

@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import free_ports
+
 from .pki import PKI
 from .processes import (
-    free_ports,
     harness_bin_dir,
     harness_binary,
     kill,

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from .processes import free_port, harness_binary, kill, spawn, tail
+from tests.helpers import free_port
+
+from .processes import harness_binary, kill, spawn, tail
 
 NFD_WORKER = "nfd-worker"
 NFD_MASTER = "nfd-master"

@@ -1,5 +1,6 @@
 """Processes of the real peers: where the harness binaries are, starting them so that they die
-with the test run, stopping them, and loopback ports.
+with the test run, stopping them, and waiting for a stopped one's port to be free again (the
+ports themselves come from tests.helpers, as for every suite).
 
 The binaries are built from the official Go modules by ``scripts/build-harness`` into
 ``.cache/harness/bin`` (``EDGEFD_HARNESS_BIN`` overrides). When one is missing the fixtures skip,
@@ -117,24 +118,6 @@ def _kill_all() -> None:
         procs = list(_live_procs)
     for p in procs:
         kill(p, grace=3.0)
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback TCP ports that were free a moment ago (bind to port 0)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 def tail(path: Path, n: int = 40) -> str:

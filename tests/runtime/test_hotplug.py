@@ -156,17 +156,23 @@ UMOCKDEV_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    not shutil.which("umockdev-wrapper") or not Path("/usr/bin/python3").exists(),
-    reason="umockdev (Debian: umockdev gir1.2-umockdev-1.0 python3-gi) not installed",
-)
+# scripts/bootstrap installs these (scripts/lib/packages, pkgs_hotplug): never skip on their absence
+UMOCKDEV = "umockdev (Debian: umockdev gir1.2-umockdev-1.0 python3-gi; run scripts/bootstrap)"
+
+
 def test_pyudev_monitor_under_umockdev() -> None:
+    if not shutil.which("umockdev-wrapper") or not Path("/usr/bin/python3").exists():
+        pytest.fail(f"{UMOCKDEV} not installed", pytrace=False)
     check = subprocess.run(
         ["/usr/bin/python3", "-c", "import gi; gi.require_version('UMockdev', '1.0')"],
         capture_output=True,
+        text=True,
     )
     if check.returncode != 0:
-        pytest.skip("gir1.2-umockdev-1.0 / python3-gi not importable by /usr/bin/python3")
+        pytest.fail(
+            f"UMockdev not importable by /usr/bin/python3: {check.stderr.strip()} ({UMOCKDEV})",
+            pytrace=False,
+        )
     res = subprocess.run(
         ["umockdev-wrapper", "/usr/bin/python3", "-c", UMOCKDEV_HELPER, sys.executable,
          UMOCKDEV_CHILD, str(REPO)],

@@ -5,7 +5,6 @@ fails, with the reason, a start that fails."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -15,12 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from edgefd.runtime.metrics import HealthServer, Metrics
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port
 
 
 def probe(*args: str) -> tuple[subprocess.Popen[str], float]:

@@ -8,7 +8,6 @@ is what the kernel does; on a fixture tree the watcher sees it through inotify.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TPU = "edgefd.io/edgetpu"
@@ -39,12 +39,6 @@ CORAL_RUNTIME = {
     "manufacturer": "Google Inc.",
     "interfaces": [{"class": "ff", "subclass": "ff", "protocol": "ff"}],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class NodeHistory:

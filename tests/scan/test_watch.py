@@ -25,8 +25,8 @@ from edgefd.core.publish import Publisher
 from edgefd.scan.session import Producer, ScanSession
 from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
-from tests.helpers import wait_until
-from tests.scan.live import CORAL_RUNTIME, free_port
+from tests.helpers import free_port, wait_until
+from tests.scan.live import CORAL_RUNTIME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_ready_only_once_every_file_was_written(tmp_path: Path) -> None:
         Producer(s, None, [], Publisher(tmp_path, s.producer, False))  # type: ignore[arg-type]
         for s in (USB, PCI)
     ]
-    session = ScanSession(HostRoot.of(tmp_path), producers, None, (), watching=True)
+    session = ScanSession(HostRoot.of(tmp_path), producers, None, ())
     ok, why = session.ready()
     assert not ok and why == "not written yet: usb-scan, pci-scan"
     producers[0].publisher.publish({})

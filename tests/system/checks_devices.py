@@ -325,7 +325,7 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     if not (same and status["state"].get("running")):
         problems.append(f"the running workload was disturbed: {status}")
     devices = run.offer.resources[w["resource"]]
-    want = {w["id"]: current_node(run, run.offer.by_id(w["id"]))}
+    want = {w["id"]: run.offer.by_id(w["id"]).node_now(run.node.host.root)}
     problems += device_problems(probe(run, w["container"], devices), want)
     run.figures.update(figures)
     return {
@@ -335,12 +335,6 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
         "free_device": free,
         "new_pod_device": new_pod,
     }
-
-
-def current_node(run: Run, device: Device) -> DevNode:
-    """The device's node now: a re-plug gives a USB device a new one."""
-    moved = run.facts.get("moved", {})
-    return moved.get(device.location, device.node)
 
 
 def check_replug_logged(run: Run) -> dict[str, Any]:
@@ -381,7 +375,6 @@ def check_replug(run: Run) -> dict[str, Any]:
         problems.append(f"the plugin's link {link.name} points to {target}, want {new.path}")
 
     p = restart_and_probe(run, w["pod"], w["container"], run.offer.resources[resource], old, new)
-    run.facts.setdefault("moved", {})[device.location] = new
     if p["env"] != w["id"]:
         problems.append(f"the device ID changed: {w['id']} -> {p['env']}")
     problems += device_problems(p, {w["id"]: new})

@@ -296,7 +296,6 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # from our DRAResourceHealth
     gone = wait_claim_ready(run, claim, "False")
     new = run.node.host.plug(device.bus, device.location)
-    run.facts.setdefault("moved", {})[name] = new  # its node from now on
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
     t_back = time.monotonic() - t1
@@ -318,7 +317,6 @@ def check_hotplug(run: Run) -> dict[str, Any]:
 
     wait_for("CDI spec names the device's node", spec_follows, timeout=10, interval=0.05)
     p = restart_and_probe(run, w["pod"], w["container"], [device], old, new)
-    run.facts.setdefault("moved", {})[device.location] = new  # where later checks find it
     problems += device_problems(p, {i: new for i in nodes_of([device])})
     figures = {
         "dra_unplug_to_slice_s": round(t_taint, 3),

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .checks_devices import device_problems, nodes_of, probe
+from .checks_devices import device_problems, probe
 from .checks_dra import cdi_dir, claim_workload
 from .context import Run
-from .hosttree import usb_node
 from .kube import wait_for
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
@@ -57,9 +56,8 @@ def check_extended_resource(run: Run) -> dict[str, Any]:
     if device.resource != resource:
         problems.append(f"{name}: got {device.dra_name} of {device.resource}, not {resource}")
     p = probe(run, c["id"], [device])
-    # its node as the tree has it now: checks 6 and 6k re-plugged and re-enumerated it
-    now = usb_node(run.node.host.root, device.location) if device.bus == "usb" else None
-    want = {i: now or n for i, n in nodes_of([device]).items()}
+    # its node now: checks 6 and 6k re-plugged and re-enumerated it
+    want = dict.fromkeys(device.kubelet_ids, device.node_now(run.node.host.root))
     problems += [f"{name}: {x}" for x in device_problems(p, want)]
     spec = cdi_dir(run) / f"edgefd.io-claim_{claim['metadata']['uid']}.json"
     if not spec.exists():

@@ -211,8 +211,7 @@ def reenumerate(
 def power_cycle(run: Run, device: Device, ids: tuple[str, str]) -> None:
     """Put the device back as the tree had it (a Coral in its boot state again, as after a
     power cycle), so the checks after this one find the labels they expect."""
-    r = reenumerate(run, device, ids)
-    run.facts.setdefault("moved", {})[device.location] = r["new"]
+    reenumerate(run, device, ids)
 
     def labelled() -> bool:
         labels = run.get_node()["metadata"].get("labels") or {}

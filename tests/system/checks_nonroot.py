@@ -52,10 +52,9 @@ def nonroot(pod: dict[str, Any]) -> dict[str, Any]:
 def paths_of(run: Run, device: Device, name: str) -> list[str]:
     """The paths the container should open: the handed-out node and the /dev/bus/usb one (where
     the device is now, after check 6's re-plug)."""
-    node = run.facts.get("moved", {}).get(device.location, device.node)
     paths = [device.container_paths[0] if device.bus == "pci" else f"/dev/edgefd/{name}"]
     if device.usb_bus_mount:
-        paths.append(node.path)
+        paths.append(device.node_now(run.node.host.root).path)
     return paths
 
 

@@ -13,7 +13,6 @@ the node as it expects.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import time
 import urllib.error
@@ -22,8 +21,6 @@ from typing import Any
 from . import checks_dra
 from .checks_devices import device_problems, probe, workload
 from .context import NAMESPACE, Run, metric, plugin_metrics
-from .expect import Device
-from .hosttree import DevNode, usb_node
 from .kube import wait_for
 from .session import Session
 
@@ -89,24 +86,15 @@ def _started(run: Run, **labels: str) -> float | None:
     return t.timestamp() + float(f"0.{frac or 0}")
 
 
-def _node_now(run: Run, d: Device) -> DevNode:
-    """The device's node now, as the tree has it: checks 6, 6k and 7d re-plugged and
-    re-enumerated it (a USB device has a new one each time)."""
-    if d.bus == "usb":
-        with contextlib.suppress(LookupError):
-            return usb_node(run.node.host.root, d.location)
-    return d.node
-
-
 def _device_check(run: Run, pod: str, resource: str) -> tuple[dict[str, Any], list[str]]:
     """Probe the pod's running container: exactly one device of ``resource``, its node now."""
     c = run.running_container(pod)
     if _dra(run):
         devices = [checks_dra.allocated(run, pod)]
-        want = {d.dra_name: _node_now(run, d) for d in devices}
+        want = {d.dra_name: d.node_now(run.node.host.root) for d in devices}
     else:
         devices = run.offer.resources[resource]
-        want = {i: _node_now(run, d) for d in devices for i in d.kubelet_ids}
+        want = {i: d.node_now(run.node.host.root) for d in devices for i in d.kubelet_ids}
     p = probe(run, c["id"], devices)
     return p, [f"{pod}: {x}" for x in device_problems(p, want)]
 

@@ -10,13 +10,14 @@ the checks then verify that the running system does what the tools say for this 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .hosttree import DevNode, device_nodes
+from .hosttree import DevNode, device_nodes, usb_node
 
 PRODUCERS = ("dt-labeller", "usb-scan", "pci-scan")
 USB_BUS_DIR = "/dev/bus/usb"
@@ -52,7 +53,7 @@ class Device:
     kubelet_ids: tuple[str, ...]  # one per replica; what the kubelet allocates
     bus: str  # usb | pci
     location: str  # the USB port path or PCI address: where a re-plug happens
-    node: DevNode  # its device node on the host (the tree's uevent)
+    node: DevNode  # its device node on the host when the plugin offered it (see node_now)
     host_paths: tuple[str, ...]  # what the kubelet gives the runtime (the plugin's links)
     container_paths: tuple[str, ...]  # where a container that gets it sees it
     env: str  # the variable naming the allocated IDs in the container
@@ -68,6 +69,18 @@ class Device:
     @property
     def device_class(self) -> str:
         return f"{self.kind}.edgefd.io"
+
+    def node_now(self, host_tree: Path) -> DevNode:
+        """Its device node as the host tree has it now. The checks re-plug devices (6, 7d) and
+        re-enumerate them (6k), and a USB device comes back with a new node each time, so
+        ``node`` goes stale; the tree is kept in step with the node's /dev (hosttree.py), so it
+        is the one answer, whichever checks ran before. A PCI function comes back at its address
+        with its driver's same node. A USB device unplugged at this moment has no node in the
+        tree; it is given its node as offered (no check asks while one is out)."""
+        if self.bus == "usb":
+            with contextlib.suppress(LookupError):
+                return usb_node(host_tree, self.location)
+        return self.node
 
 
 @dataclass(frozen=True)

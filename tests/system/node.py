@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import free_ports
 from tests.peers.apiserver import KubeAPIServer
-from tests.peers.processes import free_ports, kill, spawn, tail
+from tests.peers.processes import kill, spawn, tail
 
 from .cgroups import CgroupRoot
 from .hosttree import DevNode, SampleHost

@@ -235,6 +235,24 @@ def test_expectations_come_from_the_tree(tmp_path: Path, node: str, want: dict, 
     )
 
 
+def test_a_devices_node_now_is_the_trees(tmp_path: Path) -> None:
+    """The checks that come after a re-plug expect a device's node from the tree, not from the
+    offer made before it: a USB device comes back with a new one, a PCI function keeps its."""
+    tree = build_host("rpi4-coral", tmp_path / "usb")
+    (coral,) = plugin_offer(tree, "n").resources["edgefd.io/coral-usb"]
+    assert coral.node_now(tree) == coral.node
+    hb = HostBuilder(tree)
+    desc = hb.describe_usb(coral.location)
+    hb.remove_usb(coral.location)
+    assert coral.node_now(tree) == coral.node  # out: no node in the tree, the one offered
+    hb.add_usb({**desc, "devnum": int(desc["devnum"]) + 10})
+    now = coral.node_now(tree)
+    assert now == usb_node(tree, coral.location) and now.minor == coral.node.minor + 10
+    pcie = build_host("x86-coral-pcie", tmp_path / "pci")
+    (apex,) = plugin_offer(pcie, "n").resources["edgefd.io/coral-pcie"]
+    assert apex.bus == "pci" and apex.node_now(pcie) == apex.node
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of device nodes needs root")
 def test_a_snapshot_with_device_nodes_is_copied_without_reading_them(tmp_path: Path) -> None:
     src = build_host("rpi4-two-corals", tmp_path / "src")

@@ -44,14 +44,6 @@ class DevNode(Record):
     path: str
     dev: str | None = None
 
-    @property
-    def numbers(self) -> tuple[int, int] | None:
-        """(major, minor), or None when the number is not known."""
-        if self.dev is None:
-            return None
-        major, _, minor = self.dev.partition(":")
-        return int(major), int(minor)
-
     def __str__(self) -> str:
         return f"{self.path} ({self.dev})" if self.dev else self.path
 

@@ -289,10 +289,6 @@ class AttrDir:
     def link_name(self, name: str, warnings: Warnings | None) -> str | None:
         return _link_name(self.prefix + name, warnings, self.fd, name)
 
-    def uevent(self, name: str, warnings: Warnings | None) -> dict[str, str] | None:
-        text = self.text(name, warnings)
-        return None if text is None else parse_uevent(text)
-
     def devname(self, name: str, warnings: Warnings | None) -> str | None:
         """The /dev path the DEVNAME of a uevent file names, or None (none, or outside /dev)."""
         text = self.text(name, warnings)

@@ -44,7 +44,7 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--no-capabilities",
             is_flag=True,
-            help="Only NFD-compatible labels: no edgefd.io capability labels.",
+            help="Only NFD-compatible labels: no capability labels of edgefd's own.",
         ),
         click.option(
             "--explain",

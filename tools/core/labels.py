@@ -121,12 +121,6 @@ def _in_domain(ns: str, domain: str) -> bool:
     return ns == domain or ns.endswith("." + domain)
 
 
-# The namespaces edgefd's own producers write (usb-scan and pci-scan: node-feature-discovery's
-# and edgefd.io; dt-labeller: k8s-dt-node-labeller's), each with its subdomains, as nfd-master
-# allowed its own up to v0.12. The sink writes these and nothing else unless the operator
-# widens it (--allow-namespace, as nfd-master's -extra-label-ns): a label in anyone else's
-# namespace is then never the sink's to write, so a forged ownership claim on it is inert.
-EDGEFD_NAMESPACES = ("feature.node.kubernetes.io", "edgefd.io", "beta.devicetree.org")
 # Kubernetes' own namespaces (labels there steer the control plane), except the two that
 # node-feature-discovery writes; no option opens them. node-role and node-restriction are
 # named on their own so that the reason says they are never writable.
@@ -155,7 +149,7 @@ def reserved_reason(ns: str) -> str | None:
 class NamespacePolicy(Record):
     """Which label namespaces may be written: `allowed` (each with its subdomains; None: any
     namespace Kubernetes leaves open), minus `denied`, and never a reserved one or a key
-    without a namespace.
+    without a namespace. (The sink's own, edgefd's namespaces: feature_sink/namespaces.py.)
 
     A key without a namespace is refused because no producer can make the sink write one (the
     sink qualifies unprefixed feature-file keys, as NFD does): a claim on `team` or `zone` in
@@ -163,12 +157,14 @@ class NamespacePolicy(Record):
     allowances so an operator can carve a namespace out of one they otherwise trust.
     """
 
-    allowed: tuple[str, ...] | None = EDGEFD_NAMESPACES
+    allowed: tuple[str, ...] | None = None
     denied: tuple[str, ...] = ()
 
     @classmethod
-    def from_lists(cls, allowed: Iterable[str] = (), denied: Iterable[str] = ()) -> NamespacePolicy:
-        """edgefd's namespaces plus `allowed`, minus `denied` (the sink's --allow-namespace and
+    def from_lists(
+        cls, base: tuple[str, ...], allowed: Iterable[str] = (), denied: Iterable[str] = ()
+    ) -> NamespacePolicy:
+        """`base` plus `allowed`, minus `denied` (the sink's namespaces, --allow-namespace and
         --deny-namespace). Raises ValueError, naming the entry, for one that is not a DNS
         subdomain, or an allowance of a namespace Kubernetes reserves (the admission policy
         would refuse every patch carrying such a label, and with it every other label)."""
@@ -177,7 +173,7 @@ class NamespacePolicy(Record):
             reason = reserved_reason(ns)
             if reason:
                 raise ValueError(f"--allow-namespace {ns}: {reason}")
-        allow = EDGEFD_NAMESPACES + tuple(ns for ns in extra if ns not in EDGEFD_NAMESPACES)
+        allow = base + tuple(ns for ns in extra if ns not in base)
         return cls(allowed=allow, denied=_namespaces(denied, "--deny-namespace"))
 
     def check(self, key: str) -> str | None:
@@ -218,14 +214,12 @@ def _namespaces(entries: Iterable[str], option: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-# The sink's default: edgefd's own namespaces only.
-DEFAULT_POLICY = NamespacePolicy()
 # What a producer may emit at all: any namespace Kubernetes leaves open (a dt-labeller
 # --prefix of your own domain, for NFD or for a sink started with --allow-namespace).
-PRODUCER_POLICY = NamespacePolicy(allowed=None)
+PRODUCER_POLICY = NamespacePolicy()
 
 
-def check_label(key: str, value: str, policy: NamespacePolicy = DEFAULT_POLICY) -> str | None:
+def check_label(key: str, value: str, policy: NamespacePolicy = PRODUCER_POLICY) -> str | None:
     """Return why the label `key=value` may not be applied, else None."""
     return check_key(key) or check_value(value) or policy.check(key)
 
@@ -250,21 +244,6 @@ class Rejected(Record):
     def detail(self) -> str:
         where = f"{self.source}: " if self.source else ""
         return f"{where}label {self.key!r}={self.value!r} refused: {self.reason}"
-
-
-def partition_labels(
-    labels: dict[str, str], policy: NamespacePolicy = DEFAULT_POLICY, source: str = ""
-) -> tuple[dict[str, str], list[Rejected]]:
-    """Split labels into the valid ones and the refused ones (with reasons)."""
-    good: dict[str, str] = {}
-    bad: list[Rejected] = []
-    for key, value in labels.items():
-        reason = check_label(key, value, policy)
-        if reason:
-            bad.append(Rejected(key, value, reason, source))
-        else:
-            good[key] = value
-    return good, bad
 
 
 R = TypeVar("R")

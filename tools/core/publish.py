@@ -104,13 +104,13 @@ class Publisher:
         self.producer = producer
         self.dry_run = dry_run
         self.echo = echo
-        self._last: bytes | None = None
+        self._published: bytes | None = None
         self.wrote = False  # the last new version changed the file (not already there)
 
     @property
     def published(self) -> bool:
         """Whether a version has gone out completely (written, or printed)."""
-        return self._last is not None
+        return self._published is not None
 
     def render(self, labels: Mapping[str, str]) -> bytes:
         return render(labels, self.producer)
@@ -119,7 +119,7 @@ class Publisher:
         """Write (or print) the file if its bytes are new; True when they were. OutputError
         when it cannot be written (the next publish tries again)."""
         data = self.render(labels)
-        if data == self._last:
+        if data == self._published:
             return False
         if self.dry_run:
             if self.echo:
@@ -129,5 +129,5 @@ class Publisher:
                 self.wrote = write_atomic(self.path, data)
             except OSError as e:
                 raise OutputError(f"cannot write {self.path}: {e.strerror or e}") from None
-        self._last = data
+        self._published = data
         return True

@@ -99,9 +99,6 @@ class Fields:
 
     # -- accessors
 
-    def has(self, key: str) -> bool:
-        return self.obj.get(key) is not None
-
     def str(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
         v = self.obj.get(key)
         if v is None:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from .cgroupv2 import Unrestricted
-from .rules import DevNode
+from .rules import DeviceNumber
 
 UNRESTRICTED = "a *:* rwm"
 
@@ -31,7 +31,7 @@ def exceptions(cgroup: str) -> list[str]:
         return [line.strip() for line in f if line.strip()]
 
 
-def plan(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[Write]:
+def plan(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> list[Write]:
     """The writes of one grant, revocations first (never two nodes open at once)."""
     listed = exceptions(cgroup)
     if UNRESTRICTED in listed:

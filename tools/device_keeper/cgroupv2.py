@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from edgefd.core.errors import EdgefdError
 
 from . import bpf, program
-from .rules import DevNode, Rule, merge
+from .rules import DeviceNumber, Rule, merge
 
 ATTEMPTS = 5
 
@@ -81,7 +81,9 @@ def _read(cgroup_fd: int) -> tuple[int, list[tuple[int, int]]]:
     return flags, fds
 
 
-def _patch(fd: int, prog_id: int, allow: dict[DevNode, str], revoke: set[DevNode]) -> Patch:
+def _patch(
+    fd: int, prog_id: int, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]
+) -> Patch:
     info = bpf.prog_info(fd)
     if info.type != bpf.PROG_TYPE_CGROUP_DEVICE:
         raise GrantRefused(f"program {prog_id} is not a device program (type {info.type})")
@@ -101,7 +103,7 @@ def _patch(fd: int, prog_id: int, allow: dict[DevNode, str], revoke: set[DevNode
     return Patch(prog_id, info.name, parts is not None, before, merge(before, allow, revoke), body)
 
 
-def plan(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[Patch]:
+def plan(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> list[Patch]:
     """What a grant would load, program by program; changes nothing (the dry run)."""
     with _fd(cgroup, os.O_RDONLY | os.O_DIRECTORY) as cfd:
         _, progs = _read(cfd)
@@ -112,7 +114,7 @@ def plan(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[P
                 os.close(fd)
 
 
-def apply(cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode]) -> list[Patch]:
+def apply(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> list[Patch]:
     """Replace every device program of `cgroup` by its patched copy. An empty list: no
     program is attached (the cgroup itself restricts nothing; GrantRefused says so)."""
     with _fd(cgroup, os.O_RDONLY | os.O_DIRECTORY) as cfd:

@@ -127,6 +127,15 @@ def grant_cmd(
     is_flag=True,
     help="Keep reading --events as it grows (and wait for it to appear), until SIGTERM.",
 )
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar="EDGEFD_DEVPLUGIN_CONFIG",
+    help="devplugin's resources YAML (the same ConfigMap), so that the devices followed and "
+    "their names are devplugin's; reloaded when it changes (default: one resource per "
+    "catalogue accelerator, as devplugin without --config).",
+)
 @host_root_option
 @click.option(
     "--kubelet-dir",
@@ -146,7 +155,7 @@ def grant_cmd(
     envvar="NODE_NAME",
     default="",
     help="This node's name: the pool of its DRA devices (default $NODE_NAME; unset: any pool "
-    "of edgefd.io's driver).",
+    "of edgefd's DRA driver).",
 )
 @watch_options
 @listen_option(":8083")
@@ -157,6 +166,7 @@ def grant_cmd(
 def serve_cmd(
     events: str | None,
     follow: bool,
+    config_path: str | None,
     host_root: str,
     kubelet_dir: str,
     cri_socket: str,
@@ -170,17 +180,22 @@ def serve_cmd(
 ) -> int:
     """Grant each re-enumerated device to exactly the running containers holding it."""
     import os
-    import sys
 
     from edgefd.core.output import write_stdout
-    from edgefd.runtime.signals import Signals
+    from edgefd.core.service import WatchSettings
+    from edgefd.core.version import startup_line
+    from edgefd.inventory.resources import load_config
+    from edgefd.runtime.runner import Lifeline, Reload, run
 
     from .containers import Runtime
-    from .events import follow as follow_file
-    from .events import moves
     from .metrics import KeeperMetrics
     from .podresources import PodResources
     from .service import Keeper
+
+    if follow and events is None:
+        from edgefd.core.errors import UsageError
+
+        raise UsageError("--follow follows an --events file")
 
     def host(path: str) -> str:
         return os.path.join(host_root, path.lstrip("/"))
@@ -195,55 +210,61 @@ def serve_cmd(
         dry_run=dry_run,
     )
 
-    def json_line(doc: dict[str, Any]) -> None:
-        import json
-
-        write_stdout(json.dumps(doc, sort_keys=True).encode() + b"\n")
-
     def report(move: Any, done: list[Any]) -> None:
         if output == "json":  # one line a move: a stream to follow, not one document
-            json_line(
-                {
-                    "device": move.device.name,
-                    "old": str(move.old) if move.old is not None else None,
-                    "new": str(move.new),
-                    "seen": move.seen or None,
-                    "containers": [d.as_json() for d in done],
-                }
-            )
+            import json
 
-    from edgefd.core import log as logs
+            doc = {
+                "device": move.device.name,
+                "old": str(move.old) if move.old is not None else None,
+                "new": str(move.new),
+                "seen": move.seen or None,
+                "containers": [d.as_json() for d in done],
+            }
+            write_stdout(json.dumps(doc, sort_keys=True).encode() + b"\n")
 
-    logs.serving()  # a service's log is its output: every grant and revoke at info
-    if follow and events is None:
-        from edgefd.core.errors import UsageError
+    shown: dict[str, object] = {"host-root": host_root, "events": events or "off"}
+    reload = None
+    if events is None:
+        config = load_config(config_path)
+        shown["config"] = config.source
+        reload = Reload(lambda: load_config(config_path), config_path)
+    shown["listen"] = "off" if listen is None else f"{listen[0]}:{listen[1]}"
 
-        raise UsageError("--follow follows an --events file")
-    with Signals() as signals:
-        from edgefd.runtime.health import serve
+    def build(lifeline: Lifeline) -> list[Any]:
+        from .events import EventsFeed
+        from .watch import Following, keeper_inventory
 
         if events is None:
-            from .watch import watch_inventory
+            settings = WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval)
+            inventory = keeper_inventory(host_root, config, settings, metrics)
+            return [Following(inventory, keeper, report, lifeline, node_name)]
+        return [EventsFeed(_lines(events, follow, lifeline), keeper, report, lifeline)]
 
-            ready = watch_inventory(host_root, node_name, poll_interval, rescan_interval, metrics)
-            server = serve(listen, metrics.m, ready.healthz, ready.readyz)
-            try:
-                ready.run(keeper, report, signals)
-            finally:
-                if server is not None:
-                    server.stop()
-            return 0
-        server = serve(listen, metrics.m, None, None)
-        try:
-            if follow:
-                stopped = lambda: signals.stop_requested  # noqa: E731
-                keeper.run(moves(follow_file(events, stopped, signals.wait)), report)
-            elif events == "-":
-                keeper.run(moves(sys.stdin), report)
-            else:
-                with open(events, encoding="utf-8") as f:
-                    keeper.run(moves(f), report)
-        finally:
-            if server is not None:
-                server.stop()
-    return 0
+    mode = "dry-run" if dry_run else "events" if events is not None else "follow devices"
+    return run(
+        build,
+        startup_line=startup_line(mode, shown),
+        listen=listen,
+        metrics=metrics.m,
+        reload=reload,
+    )
+
+
+def _lines(events: str, follow: bool, lifeline: Any) -> Any:
+    """The event lines: a file followed as it grows, stdin, or a file read once."""
+    import sys
+
+    if follow:
+        from .events import follow as follow_file
+
+        return follow_file(events, lambda: lifeline.stopping, lifeline.wait)
+    if events == "-":
+        return sys.stdin
+    f = open(events, encoding="utf-8")  # noqa: SIM115 - here, so a missing file is said at once
+
+    def read() -> Any:
+        with f:
+            yield from f
+
+    return read()

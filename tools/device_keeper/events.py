@@ -14,7 +14,8 @@ source gives); `dra`: (driver, pool, device), pool "" for any pool of the driver
 it is not `/dev/edgefd/<name>` (a device's second node: `/dev/edgefd/<name>.1`).
 
 A bad line is logged with its number and skipped; the stream goes on. With `--follow` the
-file is read as it grows (a file the inventory appends to, in the pod).
+file is read as it grows (a file the inventory appends to, in the pod). `EventsFeed` is the
+runner's component for `serve --events`: done when the lines end.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from edgefd.core.errors import EdgefdError
+from edgefd.inventory.naming import CONTAINER_DIR
+from edgefd.runtime.runner import Lifeline
 
 from .holders import DeviceRef
 from .rules import parse_node
-from .service import CONTAINER_DIR, Move
+from .service import Keeper, Move, Report, Worker
 
 log = logging.getLogger("device-keeper")
 POLL = 0.05  # seconds between looks at a followed file that has no new line
@@ -114,3 +117,25 @@ def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]
         wait(POLL)
     if f is not None:
         f.close()
+
+
+class EventsFeed(Worker):
+    """Moves from JSON lines; done at the end of the lines."""
+
+    def __init__(
+        self, lines: Iterable[str], keeper: Keeper, report: Report, lifeline: Lifeline
+    ) -> None:
+        super().__init__(keeper, report, lifeline, "events")
+        self.lines = lines
+
+    def start(self) -> None:  # type: ignore[override]
+        super().start(moves(self.lines))
+
+    def prepare(self) -> None:
+        """Nothing ahead of time (see _Worker.prepare)."""
+
+    def finished(self) -> None:
+        self.lifeline.done()
+
+    def stop(self) -> None:
+        self.join(5)  # a blocked read of stdin is left to the process's end (daemon thread)

@@ -18,7 +18,7 @@ from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError
 
 from . import cgroupv1, cgroupv2
 from .cgroupv2 import GrantRefused
-from .rules import DevNode, disjoint
+from .rules import DeviceNumber, disjoint
 
 
 class SystemdManaged(GrantRefused):
@@ -32,11 +32,11 @@ class GrantFailed(EdgefdError):
 
 
 @dataclass
-class Outcome:
+class GrantOutcome:
     cgroup: str
     version: str  # "v1" / "v2"
-    allow: dict[DevNode, str]
-    revoke: set[DevNode]
+    allow: dict[DeviceNumber, str]
+    revoke: set[DeviceNumber]
     applied: bool
     writes: list[cgroupv1.Write] = field(default_factory=list)
     patches: list[cgroupv2.Patch] = field(default_factory=list)
@@ -91,8 +91,8 @@ def version(cgroup: str) -> str:
 
 
 def grant(
-    cgroup: str, allow: dict[DevNode, str], revoke: set[DevNode], dry_run: bool = False
-) -> Outcome:
+    cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber], dry_run: bool = False
+) -> GrantOutcome:
     """Allow `allow`, revoke `revoke` on one cgroup (or, dry, say what that would do)."""
     disjoint(allow, revoke)
     ver = version(cgroup)
@@ -101,7 +101,7 @@ def grant(
             f"{cgroup}: a systemd scope (systemd cgroup driver); a daemon-reload would undo "
             "the grant, so none is made"
         )
-    out = Outcome(cgroup, ver, dict(allow), set(revoke), applied=not dry_run)
+    out = GrantOutcome(cgroup, ver, dict(allow), set(revoke), applied=not dry_run)
     try:
         if ver == "v1":
             out.writes = cgroupv1.plan(cgroup, allow, revoke)

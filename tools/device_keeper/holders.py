@@ -7,27 +7,25 @@ node inside a container is no proof: a container may mknod `/dev/edgefd/<name>` 
 allows `c *:* m`) and must not be handed a device for it.
 
 A `DeviceRef` says how one physical device appears in those APIs; source.py builds it from
-the device inventory (its name: the device-plugin ID under any resource, and the DRA device
-name in the node's pool).
+the device inventory (its name: the device-plugin ID under any resource, a shared device's
+replica IDs included, and the DRA device name in the node's pool).
 Pure functions: the gRPC calls are in podresources.py, the containers in containers.py.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-# devplugin's shared devices (`replicas: N`) are advertised as `<id>-r<n>`
-_REPLICA = re.compile(r"^(?P<id>.+)-r\d+$")
+from edgefd.inventory.naming import names_device
 
 
 @dataclass(frozen=True)
 class DeviceRef:
     """One device as the APIs name it."""
 
-    name: str  # the inventory name, also the container path /dev/edgefd/<name>
+    name: str  # the inventory name (its container path: naming.container_path)
     plugin: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (resource, ID)
     dra: frozenset[tuple[str, str, str]] = field(
         default_factory=frozenset
@@ -49,10 +47,10 @@ class Holder:
 
 
 def _plugin_match(ref: DeviceRef, resource: str, device_id: str) -> bool:
-    if (resource, device_id) in ref.plugin or device_id in ref.ids:
-        return True
-    m = _REPLICA.match(device_id)
-    return m is not None and ((resource, m.group("id")) in ref.plugin or m.group("id") in ref.ids)
+    """`device_id` under `resource` is `ref`: itself or a replica of it (`replicas: N`)."""
+    return any(r == resource and names_device(device_id, i) for r, i in ref.plugin) or any(
+        names_device(device_id, i) for i in ref.ids
+    )
 
 
 def _dra_match(ref: DeviceRef, driver: str, pool: str, device: str) -> bool:

@@ -3,6 +3,7 @@ registry it is handed (one /metrics per process)."""
 
 from __future__ import annotations
 
+from edgefd.inventory.naming import CONTAINER_DIR
 from edgefd.runtime.metrics import Metrics
 
 
@@ -25,7 +26,7 @@ class KeeperMetrics:
         )
         self.nodes = m.counter(
             "edgefd_device_keeper_node_replacements_total",
-            "Container paths (/dev/edgefd/<name>) made to name the new node, by result",
+            f"Container paths ({CONTAINER_DIR}/<name>) made to name the new node, by result",
             ["result"],
         )
         self.refused = m.counter(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from edgefd.core.errors import EdgefdError
 
-from .rules import DevNode
+from .rules import DeviceNumber
 
 SYS_OPENAT2 = 437  # the same number on every architecture (new syscalls are unified)
 RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_IN_ROOT = 0x02, 0x04, 0x10
@@ -43,8 +43,8 @@ class NodeNotReplaced(EdgefdError):
 class Replaced:
     pid: int
     path: str
-    old: DevNode | None  # what the path named before (None: it did not exist)
-    new: DevNode
+    old: DeviceNumber | None  # what the path named before (None: it did not exist)
+    new: DeviceNumber
 
     @property
     def changed(self) -> bool:
@@ -71,11 +71,11 @@ def _fd(fd: int) -> Iterator[int]:
         os.close(fd)
 
 
-def _node_of(st: os.stat_result) -> DevNode | None:
+def _node_of(st: os.stat_result) -> DeviceNumber | None:
     if stat.S_ISCHR(st.st_mode):
-        return DevNode("c", os.major(st.st_rdev), os.minor(st.st_rdev))
+        return DeviceNumber("c", os.major(st.st_rdev), os.minor(st.st_rdev))
     if stat.S_ISBLK(st.st_mode):
-        return DevNode("b", os.major(st.st_rdev), os.minor(st.st_rdev))
+        return DeviceNumber("b", os.major(st.st_rdev), os.minor(st.st_rdev))
     return None
 
 
@@ -101,7 +101,7 @@ def _parent(pid: int, path: str, proc: str) -> Iterator[tuple[int, str]]:
 
 
 def replace(
-    pid: int, path: str, new: DevNode, old: DevNode | None, proc: str = "/proc"
+    pid: int, path: str, new: DeviceNumber, old: DeviceNumber | None, proc: str = "/proc"
 ) -> Replaced:
     """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
     names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
@@ -109,7 +109,7 @@ def replace(
         return _swap(dfd, pid, path, name, new, old)
 
 
-def current(pid: int, path: str, proc: str = "/proc") -> DevNode | None:
+def current(pid: int, path: str, proc: str = "/proc") -> DeviceNumber | None:
     """The node `path` names in the container of `pid` (None: missing, or not a node)."""
     with _parent(pid, path, proc) as (dfd, name):
         try:
@@ -118,7 +118,9 @@ def current(pid: int, path: str, proc: str = "/proc") -> DevNode | None:
             return None
 
 
-def _swap(dfd: int, pid: int, path: str, name: str, new: DevNode, old: DevNode | None) -> Replaced:
+def _swap(
+    dfd: int, pid: int, path: str, name: str, new: DeviceNumber, old: DeviceNumber | None
+) -> Replaced:
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:

@@ -33,7 +33,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .rules import ACCESS_BITS, TYPE_BITS, DevNode, Rule, access_mask, access_text
+from .rules import ACCESS_BITS, TYPE_BITS, DeviceNumber, Rule, access_mask, access_text
 
 NAME = "edgefd_keeper"  # the kernel's program name (at most 15 characters)
 MAGIC = 0x6564_6B70  # "edkp": the first instruction's immediate, marks our preamble
@@ -169,7 +169,7 @@ def split(insns: Sequence[Insn]) -> tuple[tuple[Rule, ...], list[Insn]] | None:
         kind = next((t for t, bit in TYPE_BITS.items() if bit == m[0].imm), None)
         if kind is None:
             return None
-        node = DevNode(kind, m[1].imm, m[2].imm)
+        node = DeviceNumber(kind, m[1].imm, m[2].imm)
         t = take(2)
         if t == [Insn(ALU64 | MOV | K, 0, imm=0), Insn(JMP | EXIT)]:
             rules.append(Rule(node, None))

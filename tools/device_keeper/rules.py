@@ -30,7 +30,7 @@ def access_text(mask: int) -> str:
 
 
 @dataclass(frozen=True, order=True)
-class DevNode:
+class DeviceNumber:
     """A device number with its type: what a device cgroup rule names."""
 
     type: str  # "c" or "b"
@@ -62,7 +62,7 @@ class DevNode:
 class Rule:
     """Allow `access` on `node`, or (access None) deny every access to it."""
 
-    node: DevNode
+    node: DeviceNumber
     access: str | None
 
     @property
@@ -82,7 +82,7 @@ class Rule:
         }
 
 
-def parse_node(text: str, default_access: str = DEFAULT_ACCESS) -> tuple[DevNode, str]:
+def parse_node(text: str, default_access: str = DEFAULT_ACCESS) -> tuple[DeviceNumber, str]:
     """`c:189:5` or `c:189:5:rwm` -> (node, access); UsageError says what is wrong."""
     m = _NODE.match(text.strip())
     if not m:
@@ -94,13 +94,13 @@ def parse_node(text: str, default_access: str = DEFAULT_ACCESS) -> tuple[DevNode
     if len(set(access)) != len(access):
         raise UsageError(f"{text!r}: access letters repeat")
     try:
-        node = DevNode(m.group(1), int(m.group(2)), int(m.group(3)))
+        node = DeviceNumber(m.group(1), int(m.group(2)), int(m.group(3)))
     except ValueError as e:
         raise UsageError(f"{text!r}: {e}") from None
     return node, "".join(a for a in "rwm" if a in access)
 
 
-def disjoint(allow: dict[DevNode, str], revoke: set[DevNode]) -> None:
+def disjoint(allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> None:
     both = set(allow) & revoke
     if both:
         shown = ", ".join(str(n) for n in sorted(both))
@@ -108,7 +108,7 @@ def disjoint(allow: dict[DevNode, str], revoke: set[DevNode]) -> None:
 
 
 def merge(
-    existing: tuple[Rule, ...], allow: dict[DevNode, str], revoke: set[DevNode]
+    existing: tuple[Rule, ...], allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]
 ) -> tuple[Rule, ...]:
     """The rule list after one grant: each node has one rule, the newest wins (a minor the
     kernel hands back to the same device is allowed again; a revoked one stays denied)."""

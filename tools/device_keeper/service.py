@@ -1,6 +1,7 @@
 """The service: for each "device X moved from node A to node B" event, every running container
-the kubelet gave X to (either API) is allowed B and denied A, and its /dev/edgefd/<name> is
-made to name B. Nothing else is touched: a container that does not hold X never gains B.
+the kubelet gave X to (either API) is allowed B and denied A, and its container path for X
+(edgefd.inventory.naming) is made to name B. Nothing else is touched: a container that does
+not hold X never gains B.
 
 Events come from an injected source (any iterable of `Move`): the device inventory's
 re-enumerations (source.py, the default), or a JSON-lines stream for operators and tests
@@ -11,12 +12,15 @@ re-enumeration is rare and the answer must be current.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
+from edgefd.inventory.naming import container_path
+from edgefd.runtime.runner import Lifeline
 
 from . import nodes
 from .cgroupv2 import GrantRefused, Unrestricted
@@ -24,10 +28,9 @@ from .containers import Container
 from .grant import SystemdManaged, grant
 from .holders import DeviceRef, Holder, holders
 from .metrics import KeeperMetrics
-from .rules import DEFAULT_ACCESS, DevNode
+from .rules import DEFAULT_ACCESS, DeviceNumber
 
 log = logging.getLogger("device-keeper")
-CONTAINER_DIR = "/dev/edgefd"
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,17 @@ class Move:
     that node is its `old`; a holder whose path names `new` is left alone."""
 
     device: DeviceRef
-    old: DevNode | None
-    new: DevNode
+    old: DeviceNumber | None
+    new: DeviceNumber
     access: str = DEFAULT_ACCESS
-    path: str = ""  # the container's path for this node; default /dev/edgefd/<name>
+    path: str = ""  # the container's path for this node; default the device's first
     seen: float = 0.0  # wall clock of the scan that saw the new node (0: not known)
 
     @property
     def container_path(self) -> str:
         """Where the runtime put the node in the container (a device's second node, if it
         has one, is `<name>.1`: the event says so)."""
-        return self.path or f"{CONTAINER_DIR}/{self.device.name}"
+        return self.path or container_path(self.device.name)
 
 
 @dataclass
@@ -230,3 +233,44 @@ class Keeper:
                     "%s: granted %.0f ms after the scan that saw it", move.device.name, took * 1e3
                 )
             report(move, done)
+
+
+Report = Callable[[Move, list[Done]], None]
+
+
+class Worker:
+    """The thread that hands moves to the service; its death ends the process."""
+
+    def __init__(self, keeper: Keeper, report: Report, lifeline: Lifeline, name: str) -> None:
+        self.keeper = keeper
+        self.report = report
+        self.lifeline = lifeline
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._moves: Iterable[Move] = ()
+
+    def start(self, moves: Iterable[Move]) -> None:
+        self._moves = moves
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.prepare()
+        try:
+            self.keeper.run(self._moves, self.report)
+        except BaseException as e:  # a bug: the process must not run on without its worker
+            log.critical("the grant worker died: %s", e, exc_info=True)
+            self.lifeline.fail(e)
+            return
+        self.finished()
+
+    def prepare(self) -> None:
+        """Before the first move: the gRPC stubs, for a worker that follows devices (about a
+        quarter of a second on a small machine, which the first grant would otherwise wait;
+        a feed of a few moves by hand pays it when a move comes, and its memory only then)."""
+        from .api import cri_pb2_grpc, podresources_pb2_grpc  # noqa: F401
+
+    def finished(self) -> None:
+        """The source ended: for a feed, the work is done."""
+
+    def join(self, timeout: float) -> None:
+        if self.thread.is_alive():
+            self.thread.join(timeout)

@@ -1,93 +1,92 @@
-"""`serve` without `--events`: the keeper's own device inventory, built the way devplugin
-builds its own (both buses, the accelerator catalogue) on the same read-only host view, and
-the moves it sees handed to the service.
-
-The keeper needs no resource configuration: a device's name is the catalogue model and the
-place, whatever resource a configuration files it under, and it is also the device-plugin
-ID and the DRA device name (holders.py matches those). It keeps no state file: a move is
-"nodes now" against "nodes when last seen", both in this process; the first scan grants
-nothing.
+"""`serve`'s own source of moves, `Following`, a component of the runner (edgefd.runtime.runner)
+beside the `--events` feed (events.py): the keeper's own device inventory, built as devplugin
+builds its own (both buses, the accelerator catalogue, and the same resources configuration,
+the same ConfigMap, reloaded when it changes) on the same read-only host view, so the keeper
+follows exactly the devices devplugin serves, named as devplugin names them: a device named by
+its serial or selected by a resource's own IDs is followed like any other. It keeps no state
+file: a move is what the inventory's Diff says moved, in this process; the first scan is a
+catch-up (source.py). Like the feed, it hands its moves to the service on a worker thread of
+its own (service.Worker), so a slow kubelet never holds up a scan; a worker that dies ends the
+process through its lifeline, with its error.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
-from typing import Any
 
 from edgefd.bus import pci, usb
 from edgefd.bus.catalogue import load_catalogue
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
 from edgefd.inventory.inventory import DEFAULT_HOLD, Inventory
+from edgefd.inventory.resources import Config
+from edgefd.runtime.runner import Lifeline
 
 from .metrics import KeeperMetrics
-from .service import Keeper
+from .service import Keeper, Report, Worker
 from .source import InventorySource, MoveTracker
 
 log = logging.getLogger("device-keeper")
 
 
-class Watching:
-    """The inventory, the source it feeds, and the probes of both."""
+class Following:
+    """The keeper's inventory, the moves it sees, the worker granting them, their probes."""
 
-    def __init__(self, inventory: Inventory, source: InventorySource) -> None:
+    def __init__(
+        self,
+        inventory: Inventory,
+        keeper: Keeper,
+        report: Report,
+        lifeline: Lifeline,
+        node_name: str = "",
+    ) -> None:
         self.inventory = inventory
-        self.source = source
+        self.source = InventorySource(MoveTracker(node_name))
+        inventory.subscribe(self.source.on_snapshot, name="device-keeper moves")
+        self.worker = Worker(keeper, report, lifeline, "grants")
 
-    def healthz(self) -> tuple[bool, str]:
-        fresh = self.inventory.freshness
-        return fresh.check() if fresh is not None else (True, "starting")
+    def start(self) -> None:
+        self.worker.start(self.source)
+        self.inventory.start()
 
-    def readyz(self) -> tuple[bool, str]:
-        if self.inventory.snapshot is None:
+    def stop(self) -> None:
+        """Stop the inventory, then let the move under way finish (its calls have timeouts)."""
+        self.inventory.stop()
+        self.source.stop()
+        self.worker.join(30)
+
+    def alive(self) -> tuple[bool, str]:
+        return self.inventory.alive()
+
+    def ready(self) -> tuple[bool, str]:
+        snap = self.inventory.snapshot
+        if snap is None:
             return False, self.inventory.last_error or "no scan yet"
-        n = sum(1 for d in self.inventory.snapshot.devices if d.present)
+        n = sum(1 for d in snap.devices if d.present and d.resources)
         return True, f"following {n} device(s) ({self.inventory.mode})"
 
-    def run(self, keeper: Keeper, report: Callable[..., None], signals: Any) -> None:
-        """Grant moves on a worker thread until SIGTERM; then stop the inventory and let the
-        move under way finish (its calls have timeouts)."""
-        worker = threading.Thread(
-            target=_grants, args=(keeper, self.source, report), name="grants", daemon=True
-        )
-        worker.start()
-        self.inventory.start()
-        try:
-            while not signals.stop_requested and worker.is_alive():
-                signals.wait(1.0)
-        finally:
-            self.inventory.stop()
-            self.source.stop()
-            worker.join(timeout=30)
+    def reconfigure(self, config: Config) -> None:
+        """devplugin's configuration changed: the same devices as devplugin from now on."""
+        self.inventory.configure(selectors=config.selectors, forget_after=config.memory)
+        self.inventory.refresh()
 
 
-def _grants(keeper: Keeper, source: InventorySource, report: Callable[..., None]) -> None:
-    """The worker: the gRPC stubs are loaded before the first move, not during it (about a
-    quarter of a second on a small machine, which the first grant would otherwise wait)."""
-    from .api import cri_pb2_grpc, podresources_pb2_grpc  # noqa: F401
-
-    keeper.run(source, report)
-
-
-def watch_inventory(
+def keeper_inventory(
     host_root: str,
-    node_name: str,
-    poll_interval: float,
-    rescan_interval: float,
+    config: Config,
+    settings: WatchSettings,
     metrics: KeeperMetrics,
     use_uevents: bool | None = None,
-) -> Watching:
-    inventory = Inventory(
+) -> Inventory:
+    """The inventory devplugin would build on this host with `config`."""
+    return Inventory(
         HostRoot.of(host_root),
         (usb.READER, pci.READER),
         catalogue=load_catalogue(),
+        selectors=config.selectors,
         hold=DEFAULT_HOLD,
-        settings=WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval),
+        forget_after=config.memory,
+        settings=settings,
         metrics=metrics.m,
         use_uevents=use_uevents,
     )
-    source = InventorySource(MoveTracker(node_name))
-    inventory.subscribe(source.on_snapshot, name="device-keeper moves")
-    return Watching(inventory, source)

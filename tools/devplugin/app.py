@@ -1,11 +1,14 @@
 """The devplugin process put together: one inventory, and beside it, as its subscribers, the
 device links, the device plugin's CDI specs and the front-ends (`--api device-plugin`: the
-v1beta1 one; `dra`: the DRA one; `both`: both, on the one inventory). Plus what every
-long-running edgefd process has: the probes and metrics server, and reloads.
+v1beta1 one; `dra`: the DRA one; `both`: both, on the one inventory), as one component of the
+runner (edgefd.runtime.runner), which owns the signals, the probes server and reloads.
 
 Subscription order is the order things must happen in after a scan: the links first (an
 Allocate answered after the device list changed names a link that is already current), then
-the CDI specs, then the front-ends.
+the CDI specs, then the front-ends. The inventory starts first (every subscriber gets the
+first snapshot before anything is served) and stops last; on a reload the front-ends take the
+new configuration first and the inventory then rescans with its selectors, so the front-ends'
+next snapshot is the new configuration's.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from edgefd.bus import pci, usb
@@ -20,11 +24,10 @@ from edgefd.bus.catalogue import load_catalogue
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WATCH_DEFAULTS, Listen, WatchSettings
 from edgefd.inventory.inventory import DEFAULT_HOLD, Inventory
+from edgefd.inventory.resources import Config
 from edgefd.inventory.snapshot import Snapshot
-from edgefd.runtime.health import serve
-from edgefd.runtime.metrics import HealthServer, Metrics
+from edgefd.runtime.metrics import Metrics
 
-from .config import Config
 from .links import LinkKeeper, LinkLayout
 
 log = logging.getLogger(__name__)
@@ -57,16 +60,24 @@ class Options:
 
 def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None) -> Inventory:
     """The inventory of the device plugin's host: both buses, the catalogue, the resources'
-    selectors, the memory of absent devices (kept beside the links)."""
+    selectors, the memory of absent devices (kept beside the links; an earlier release's
+    files taken over first)."""
+    import time
+
+    from .known import take_over
+
+    catalogue = load_catalogue()
+    state_file = opts.layout.state_file
+    state_path = Path(state_file) if state_file else None
+    take_over(opts.links_dir, state_path, catalogue, time.time())
     return Inventory(
         opts.host,
         (usb.READER, pci.READER),
-        catalogue=load_catalogue(),
+        catalogue=catalogue,
         selectors=config.selectors,
         hold=DEFAULT_HOLD,
         forget_after=config.memory,
-        state_file=opts.layout.state_file,
-        migrate_from=opts.links_dir,
+        state_file=state_file,
         settings=opts.settings,
         metrics=metrics,
         use_uevents=opts.use_uevents,
@@ -101,13 +112,12 @@ class App:
         self,
         opts: Options,
         config: Config,
-        load_config: Callable[[], Config] | None = None,
         dra: DraFactory | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.opts = opts
         self.config = config
-        self._load_config = load_config
-        self.metrics = Metrics()
+        self.metrics = metrics if metrics is not None else Metrics()
         self.inventory = make_inventory(opts, config, self.metrics)
         self.links = LinkKeeper(opts.layout)
         self.inventory.subscribe(self._tell_devices, name="device log")
@@ -136,7 +146,6 @@ class App:
             self.frontends.append(self.dra)
         for fe in self.frontends:
             fe.attach(self.inventory)
-        self.health: HealthServer | None = None
 
     def _by_resource(self, snap: Snapshot) -> list[tuple[Any, Any]]:
         return [(res, snap.of_resource(res.name)) for res in self.config.resources]
@@ -166,12 +175,12 @@ class App:
         self.inventory.start()
         for fe in self.frontends:
             fe.start()
-        self.health = serve(
-            self.opts.listen, self.metrics, self.inventory.freshness.check, self._readyz
-        )
         return self
 
-    def _readyz(self) -> tuple[bool, str]:
+    def alive(self) -> tuple[bool, str]:
+        return self.inventory.alive()
+
+    def ready(self) -> tuple[bool, str]:
         empty = self.config.serves_nothing()  # valid, but a plugin serving nothing is not ready
         if empty:
             return False, empty
@@ -183,28 +192,17 @@ class App:
             details.append(detail)
         return True, "; ".join(details)
 
-    def reload(self) -> None:
-        """Re-read the configuration: new selectors for the inventory, resources started,
-        stopped or restarted as they changed (unchanged ones stay registered)."""
-        if self._load_config is None:
-            return
-        try:
-            new = self._load_config()
-        except Exception as e:
-            log.error("configuration reload failed, keeping the old one: %s", e)
-            return
+    def reconfigure(self, new: Config) -> None:
+        """A new configuration: resources started, stopped or restarted as they changed
+        (unchanged ones stay registered), then a scan with the new selectors."""
         self.config = new
-        self.inventory.configure(selectors=new.selectors, forget_after=new.memory)
         for fe in self.frontends:
             fe.reconfigure(new)
+        self.inventory.configure(selectors=new.selectors, forget_after=new.memory)
         self.inventory.refresh()
-        if self.v1 is not None:
-            self.v1.start_pending()
         log.info("configuration reloaded: %d resource(s)", len(new.resources))
 
     def stop(self) -> None:
         for fe in reversed(self.frontends):
             fe.stop()
         self.inventory.stop()
-        if self.health is not None:
-            self.health.stop()

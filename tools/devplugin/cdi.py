@@ -32,19 +32,19 @@ from typing import Any
 from edgefd.core.errors import OutputError
 from edgefd.core.publish import write_atomic
 from edgefd.inventory.device import Device
+from edgefd.inventory.naming import DOMAIN, qualified
+from edgefd.inventory.resources import Resource
 
-from .config import Resource
-from .container import USB_DEV_DIR, bus_mount, container_path
+from .container import USB_DEV_DIR
 from .container import env as container_env
 from .links import LinkLayout
 
 log = logging.getLogger(__name__)
 
 CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7
-VENDOR = "edgefd.io"
+VENDOR = DOMAIN  # the CDI vendor
 DEFAULT_VENDOR = VENDOR  # the device plugin's CDI names without --cdi-prefix
-CLAIM_KIND = f"{VENDOR}/claim"
-DEFAULT_DIR = "/var/run/cdi"
+CLAIM_KIND = qualified("claim")
 CLAIM_SPEC_INFIX = "claim_"
 MAX_SPEC_BYTES = 4 << 20  # what is read back of a spec file (its kind); nothing of ours is near
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -70,9 +70,9 @@ def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, 
     nodes = []
     for n, node in enumerate(dev.devnodes):
         host = node if dev.healthy else links.link(res.name, dev.name, n) or node
-        path = container_path(dev, res, n, node)
+        path = res.container_path(dev, n, node)
         nodes.append({"path": path, "hostPath": host, "permissions": "rw"})
-    usb_mount = bus_mount(dev, res) and bool(nodes)
+    usb_mount = res.bus_mount(dev) and bool(nodes)
     mounts = [_bind(USB_DEV_DIR, USB_DEV_DIR, True)] if usb_mount else []
     mounts += [_bind(m.host_path, m.container_path, m.read_only) for m in res.mounts]
     edits: dict[str, Any] = {"deviceNodes": nodes}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import click
@@ -26,10 +25,12 @@ from edgefd.cli import (
     watch_options,
 )
 from edgefd.core.errors import UsageError
+from edgefd.inventory.naming import DOMAIN
 
 if TYPE_CHECKING:
+    from edgefd.inventory.resources import Config
+
     from .app import App, DraFactory, Options
-    from .config import Config
 
 TOOL = "devplugin"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -38,42 +39,6 @@ DEFAULT_CDI_DIR = "/var/run/cdi"
 LINKS_SUBDIR = "edgefd-links"
 API_MODES = ("device-plugin", "dra", "both")
 log = logging.getLogger(TOOL)
-
-
-def _serve(make_app: Callable[[], App], first_line: str, config_path: str | None) -> int:
-    """Build and start the App, then run until SIGTERM/SIGINT; a change of the configuration
-    file (a ConfigMap update) or SIGHUP reloads the configuration, on this thread. A stop
-    signal at any point of start-up ends it at once (Signals.starting): whatever had started
-    is stopped, exit 0."""
-    from edgefd.core import log as logs
-    from edgefd.runtime.configfile import ConfigFileWatch
-    from edgefd.runtime.signals import Signals, StopDuringStartup
-
-    logs.serving()  # a service's log is its output: every state change at info
-    log.info("%s", first_line)  # before anything that logs (the API client, the first scan)
-    with Signals(reload=True) as signals:
-        app: App | None = None
-        watch = None
-        try:
-            with signals.starting():
-                app = make_app()
-                if config_path is not None:
-                    watch = ConfigFileWatch(config_path, signals.request_reload).start()
-                app.start()
-            while not signals.stop_requested:
-                signals.wait()
-                if signals.take_reload():
-                    log.info("reloading the configuration")
-                    app.reload()
-            log.info("stopping")
-        except StopDuringStartup as e:
-            log.info("%s during start-up: stopping", e)
-        finally:
-            if watch is not None:
-                watch.stop()
-            if app is not None:
-                app.stop()
-    return 0
 
 
 @command(TOOL)
@@ -103,7 +68,7 @@ def _serve(make_app: Callable[[], App], first_line: str, config_path: str | None
     default=None,
     type=click.Path(file_okay=False),
     help="Device plugin: write CDI specs for the devices here (e.g. /var/run/cdi) and answer "
-    "Allocate with their CDI names (prefix: --cdi-prefix, default edgefd.io).",
+    f"Allocate with their CDI names (prefix: --cdi-prefix, default {DOMAIN}).",
 )
 @click.option(
     "--api",
@@ -119,7 +84,7 @@ def _serve(make_app: Callable[[], App], first_line: str, config_path: str | None
     default=DEFAULT_KUBELET_DIR,
     show_default=True,
     type=click.Path(file_okay=False),
-    help="DRA: the kubelet's directory (plugins_registry/, plugins/edgefd.io/).",
+    help=f"DRA: the kubelet's directory (plugins_registry/, plugins/{DOMAIN}/).",
 )
 @click.option(
     "--cdi-dir",
@@ -189,9 +154,9 @@ def main(
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")
     from edgefd.core.hostroot import HostRoot
     from edgefd.core.service import WatchSettings
+    from edgefd.inventory.resources import load_config
 
     from .app import App, Options
-    from .config import load_config
 
     config = load_config(config_path)
     opts = Options(
@@ -207,20 +172,30 @@ def main(
     if dry_run:
         return _dry_run(config, opts, output, node_name)
 
-    def make_app() -> App:
+    from edgefd.core.version import startup_line
+    from edgefd.runtime.metrics import Metrics
+    from edgefd.runtime.runner import Reload, run
+
+    from .app import shown
+
+    metrics = Metrics()
+
+    def build(_lifeline: object) -> list[App]:
         dra_factory = None
         if dra:
             assert node_name
             dra_factory = _dra_frontend(
                 DraSettings(node_name, kubelet_dir, cdi_dir, evict_after), kubeconfig, api_timeout
             )
-        return App(opts, config, lambda: load_config(config_path), dra_factory)
+        return [App(opts, config, dra_factory, metrics)]
 
-    from edgefd.core.version import startup_line
-
-    from .app import shown
-
-    return _serve(make_app, startup_line(opts.api, shown(opts, config)), config_path)
+    return run(
+        build,
+        startup_line=startup_line(opts.api, shown(opts, config)),
+        listen=listen,
+        metrics=metrics,
+        reload=Reload(lambda: load_config(config_path), config_path),
+    )
 
 
 def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:

@@ -1,12 +1,13 @@
-"""What a container gets for a device, whichever API hands it out: where the device's nodes
-appear inside it, the read-only view of the host's USB bus, and the environment. The device
-plugin's Allocate answer (v1beta1/allocate.py) and the CDI specs (cdi.py) both say this.
+"""What a container gets for a device, whichever API hands it out, beyond its nodes (their
+paths are the resource's: edgefd.inventory.resources): the read-only view of the host's USB
+bus and the environment. The device plugin's Allocate answer (v1beta1/allocate.py) and the CDI
+specs (cdi.py) both say this.
 
 USB accelerators: libusb finds a device by walking sysfs and opening `/dev/bus/usb/BBB/DDD`
 by its current name, so the container gets a read-only bind of the host's `/dev/bus/usb` (a
-live view in which the current name always exists) and the granted node goes to
-`/dev/edgefd/<name>` (creating it inside the bind mount would mknod on the host). PCI and
-bare /dev devices keep their node's own name (`/dev/apex_0`, what libedgetpu opens).
+live view in which the current name always exists) and the granted node goes to the device's
+container path (naming.container_path; creating it inside the bind mount would mknod on the
+host). PCI and bare /dev devices keep their node's own name.
 """
 
 from __future__ import annotations
@@ -14,23 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from edgefd.inventory.device import Device
-
-from .config import Resource
+from edgefd.inventory.resources import Resource
 
 USB_DEV_DIR = "/dev/bus/usb"
-CONTAINER_ALIAS_DIR = "/dev/edgefd"
-
-
-def bus_mount(dev: Device, res: Resource) -> bool:
-    """Whether the container needs the host's /dev/bus/usb for this device."""
-    return dev.bus == "usb" and res.usb_bus_mount
-
-
-def container_path(dev: Device, res: Resource, index: int, node: str) -> str:
-    """Where the device's `index`-th node (`node` on the host) appears in the container."""
-    if bus_mount(dev, res):
-        return f"{CONTAINER_ALIAS_DIR}/{dev.name}" + ("" if index == 0 else f".{index}")
-    return node
 
 
 def env(devices: Iterable[tuple[Device, Resource]]) -> dict[str, str]:

@@ -30,6 +30,8 @@ from edgefd.cli import (
 )
 from edgefd.core.errors import UsageError
 
+from .namespaces import SINK_NAMESPACES
+
 TOOL = "feature-sink"
 log = logging.getLogger("edgefd.feature_sink")
 
@@ -100,8 +102,8 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     "--allow-namespace",
     multiple=True,
     help="Also write labels in this namespace (and its subdomains); by default only "
-    "feature.node.kubernetes.io, edgefd.io and beta.devicetree.org. Never a Kubernetes one "
-    "(kubernetes.io, k8s.io). Repeatable.",
+    f"{', '.join(SINK_NAMESPACES)}. Never a Kubernetes one (kubernetes.io, k8s.io). "
+    "Repeatable.",
 )
 @click.option(
     "--deny-namespace",
@@ -264,9 +266,8 @@ def main(
     ever changed or removed. Invalid or denied labels are refused and reported (log, metric,
     Event). Runs until SIGTERM (exit 0, labels kept), or once with --once / --dry-run.
     """
-    from edgefd.core.labels import NamespacePolicy
-
     from . import service
+    from .namespaces import sink_policy
 
     if features_stream is not None and features_stream != "-":
         raise click.BadParameter("only '-' (stdin) is supported", param_hint="--features")
@@ -295,7 +296,7 @@ def main(
                 "like every producer's file had gone)"
             )
     try:
-        policy = NamespacePolicy.from_lists(allow_namespace, deny_namespace)
+        policy = sink_policy(allow_namespace, deny_namespace)
     except ValueError as e:
         raise UsageError(str(e)) from None
     settings = service.Settings(

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from edgefd.core.errors import EdgefdError
 from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_files, shown
-from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy, Rejected, check_label, qualify
+from edgefd.core.labels import NamespacePolicy, Rejected, check_label, qualify
+
+from .namespaces import SINK_POLICY
 
 STDIN_PRODUCER = "stdin"
 # the files of the host's own features.d (--host-features-dir) are producers of their own
@@ -79,7 +81,7 @@ class Desired:
 
 def build_desired(
     files: Iterable[ParsedFile],
-    policy: NamespacePolicy = DEFAULT_POLICY,
+    policy: NamespacePolicy = SINK_POLICY,
     authoritative: bool = True,
 ) -> Desired:
     """Merge parsed files with NFD's rules, then validate every label that won.
@@ -153,7 +155,7 @@ def _not_host(pf: ParsedFile) -> ParsedFile:
 
 def read_directory(
     directory: Path,
-    policy: NamespacePolicy = DEFAULT_POLICY,
+    policy: NamespacePolicy = SINK_POLICY,
     now: datetime | None = None,
     settle: float = 0.0,
     host: Path | None = None,
@@ -195,7 +197,7 @@ def read_directory(
 
 
 def read_stream(
-    data: bytes, policy: NamespacePolicy = DEFAULT_POLICY, now: datetime | None = None
+    data: bytes, policy: NamespacePolicy = SINK_POLICY, now: datetime | None = None
 ) -> Desired:
     """A features stream (`usb-scan --dry-run | feature-sink --features -`) is one producer.
 

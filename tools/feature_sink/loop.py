@@ -1,8 +1,9 @@
 """The sink's loop: sync on a change, when its object drifts, on a timer and after failures;
-back off; stop cleanly.
+back off; stop cleanly. A component of the runner (edgefd.runtime.runner): its own thread,
+its probes, no signals of its own.
 
 One thread decides: it sleeps until the next deadline (retry, safety resync, grace expiry) or
-until it is woken (a signal; the features.d watcher saying something changed, the burst
+until it is woken (a stop; the features.d watcher saying something changed, the burst
 already coalesced; the object's watch saying someone else changed its labels). Nothing can run
 two syncs at once and every wake-up is accounted for, which is what keeps the write count
 bounded under a burst.
@@ -17,6 +18,7 @@ client's rate limit (edgefd.kube.ratelimit) is the hard bound.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +28,6 @@ from edgefd.core.backoff import Backoff
 from edgefd.core.errors import EdgefdError
 from edgefd.kube.errors import failure_kind
 from edgefd.kube.retry import Retry
-from edgefd.runtime.signals import Signals
 
 from .desired import Desired, FeaturesDirGone
 from .metrics import SinkMetrics
@@ -47,6 +48,8 @@ FIGHT_REPAIRS = 3
 class LoopConfig:
     resync_interval: float = 3600.0
     max_backoff: float = 30.0
+    wedged_after: float = 60.0  # /healthz: a sync running longer, or a loop this long idle
+    ready_max_age: float = 7260.0  # /readyz: the last successful sync no older than this
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -74,15 +77,20 @@ class SinkLoop:
         syncer: Syncer,
         metrics: SinkMetrics,
         config: LoopConfig,
-        signals: Signals,
         clock: Callable[[], float] = time.monotonic,
+        on_crash: Callable[[BaseException], None] | None = None,
     ) -> None:
+        """`on_crash`: where a bug in the loop goes (the runner's lifeline: the process ends
+        with it); None lets it propagate out of `run`."""
         self.read_desired = read_desired
         self.syncer = syncer
         self.metrics = metrics
         self.config = config
-        self.signals = signals
         self.clock = clock
+        self.on_crash = on_crash
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
         self.retry = Retry(
             "sync",
             initial=0.2,
@@ -191,21 +199,47 @@ class SinkLoop:
     def changed(self, _names: frozenset[str] = frozenset()) -> None:
         """Something in features.d changed (called on the watcher's thread, debounced)."""
         self._changed = True
-        self.signals.wake()
+        self._wake.set()
 
     def drifted(self) -> None:
         """The object changed under the sink (called on its watch's thread)."""
         if not self._drift:
             self._drift_seen = self.clock()
         self._drift = True
-        self.signals.wake()
+        self._wake.set()
+
+    # -- as a component of the runner
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="sink-loop", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self.run()
+        except BaseException as e:
+            if self.on_crash is None:
+                raise
+            log.critical("the sync loop died: %s", e, exc_info=True)
+            self.on_crash(e)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the sync under way (its requests have timeouts); labels are kept."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _wait(self, timeout: float) -> None:
+        self._wake.wait(timeout)
+        self._wake.clear()
 
     def run(self) -> None:
-        """Loop until a stop is requested. The first sync happens immediately."""
+        """Loop until `stop()`. The first sync happens immediately."""
         cfg = self.config
         next_sync = self.clock()  # the scheduled sync (start, retry, resync, expiry)
         why = "start"
-        while not self.signals.stop_requested:
+        while not self._stopping.is_set():
             now = self.clock()
             self.heartbeat = now
             # While syncs fail, a change does not bring the retry forward (that would hammer
@@ -235,12 +269,13 @@ class SinkLoop:
             if self._drift and not self.retry.failing:
                 wake_at = min(wake_at, self._repair_at)
             # at most 1 s, to keep the heartbeat fresh for /healthz
-            self.signals.wait(min(1.0, max(0.0, wake_at - now)))
+            self._wait(min(1.0, max(0.0, wake_at - now)))
         log.info("stopped")
 
-    def healthy(self, wedged_after: float) -> tuple[bool, str]:
+    def alive(self, wedged_after: float | None = None) -> tuple[bool, str]:
         """Alive and not stuck: the loop came round recently (a sync counts as progress
         only while it is within its request timeouts)."""
+        wedged_after = self.config.wedged_after if wedged_after is None else wedged_after
         now = self.clock()
         if self.syncing_since is not None and now - self.syncing_since > wedged_after:
             return False, f"a sync has been running for {now - self.syncing_since:.0f}s"
@@ -248,7 +283,8 @@ class SinkLoop:
             return False, f"loop has not run for {now - self.heartbeat:.0f}s"
         return True, "ok"
 
-    def ready(self, max_age: float) -> tuple[bool, str]:
+    def ready(self, max_age: float | None = None) -> tuple[bool, str]:
+        max_age = self.config.ready_max_age if max_age is None else max_age
         if self.last_success is None:
             return False, f"no successful sync yet ({self.last_error or 'starting'})"
         age = self.clock() - self.last_success

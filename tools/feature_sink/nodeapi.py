@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edgefd.core.errors import EdgefdError
+from edgefd.inventory.naming import qualified
 from edgefd.kube import client as kube
 from edgefd.kube.client import quote
 from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiRefused, ApiUnreachable
@@ -113,7 +114,7 @@ class NodeAPI(kube.Client):
             "message": message[:1024],
             "type": "Warning",
             "source": {"component": component, "host": node.name},
-            "reportingComponent": f"edgefd.io/{component}",
+            "reportingComponent": qualified(component),
             "reportingInstance": node.name,
             "firstTimestamp": now,
             "lastTimestamp": now,

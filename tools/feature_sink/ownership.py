@@ -47,12 +47,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edgefd.core.labels import NamespacePolicy, check_key
+from edgefd.inventory.naming import qualified
 
 from .desired import Desired, check_producer_name
 
 log = logging.getLogger(__name__)
 
-ANNOTATION = "edgefd.io/owned-labels"
+ANNOTATION = qualified("owned-labels")
 FORMAT_VERSION = 1
 # The API's limit for all of an object's annotations together: a larger value was never
 # written by the API server, let alone by the sink; not worth parsing.
@@ -231,13 +232,6 @@ def vet(own: Ownership, policy: NamespacePolicy) -> tuple[Ownership, tuple[Dropp
     return Ownership(kept, missing), tuple(dropped)
 
 
-def published_size(labels: dict[str, str], own: Ownership) -> int:
-    """Bytes the sink publishes on an object: its labels' keys and values and the annotation."""
-    owned = own.keys
-    size = sum(len(k) + len(v) for k, v in labels.items() if k in owned)
-    return size + len(encode(own) or "")
-
-
 def _all(items: Iterable[frozenset[str]]) -> frozenset[str]:
     out: set[str] = set()
     for keys in items:
@@ -256,7 +250,7 @@ class Conflict:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Target:
     """The labels the node should end with, and the ownership to record alongside them.
 
     `labels` is the complete target label map (unowned labels included, unchanged), so a
@@ -276,7 +270,7 @@ def reconcile(
     desired: Desired,
     now: datetime,
     grace: timedelta,
-) -> Outcome:
+) -> Target:
     """Decide the node's target labels. Pure: same inputs, same answer."""
     target = dict(node_labels)
     new_producers: dict[str, set[str]] = {}
@@ -342,7 +336,7 @@ def reconcile(
         {p: frozenset(k) for p, k in new_producers.items() if k},
         missing,
     )
-    return Outcome(
+    return Target(
         labels=target,
         ownership=ownership,
         conflicts=tuple(sorted(conflicts, key=lambda c: c.key)),

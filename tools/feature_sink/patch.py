@@ -46,7 +46,7 @@ class NodeView:
 
 
 @dataclass(frozen=True)
-class Change:
+class LabelChange:
     """One label change, for logs and the text dry-run."""
 
     op: str  # "add" | "replace" | "remove"
@@ -62,19 +62,19 @@ class Change:
         return f"remove  {self.key} (was {self.old})"
 
 
-def label_changes(current: dict[str, str], target: dict[str, str]) -> list[Change]:
+def label_changes(current: dict[str, str], target: dict[str, str]) -> list[LabelChange]:
     """Sorted changes turning `current` into `target`."""
-    changes: list[Change] = []
+    changes: list[LabelChange] = []
     for key in sorted(set(current) | set(target)):
         old, new = current.get(key), target.get(key)
         if old == new:
             continue
         if new is None:
-            changes.append(Change("remove", key, old=old))
+            changes.append(LabelChange("remove", key, old=old))
         elif old is None:
-            changes.append(Change("add", key, value=new))
+            changes.append(LabelChange("add", key, value=new))
         else:
-            changes.append(Change("replace", key, value=new, old=old))
+            changes.append(LabelChange("replace", key, value=new, old=old))
     return changes
 
 

@@ -42,7 +42,7 @@ from .metrics import SinkMetrics
 from .nodeapi import NFD_GROUP, NFD_PLURAL, NFD_VERSION
 from .nodefeature import MANAGED_BY, MANAGED_BY_LABEL
 from .ownership import ANNOTATION
-from .patch import Change
+from .patch import LabelChange
 from .report import Reporter, desired_problems
 from .service import Settings, connect, make_syncer
 from .sync import OwnershipUntrusted, Syncer
@@ -73,7 +73,7 @@ class Pruned:
 
     node: str
     what: str
-    changes: list[Change] = field(default_factory=list)
+    changes: list[LabelChange] = field(default_factory=list)
     writes: bool = False  # labels or the annotation go (or would go)
     exists: bool = True
 

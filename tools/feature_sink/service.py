@@ -19,13 +19,14 @@ from typing import Any
 from edgefd.cli import Listen
 from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
-from edgefd.core.labels import EDGEFD_NAMESPACES, NamespacePolicy
+from edgefd.core.labels import NamespacePolicy
 from edgefd.core.output import emit_json
 from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 from .budget import DEFAULT_BUDGET
 from .desired import Desired, read_directory, read_stream
 from .metrics import SinkMetrics
+from .namespaces import SINK_NAMESPACES
 from .report import Reporter, desired_problems
 from .sync import OwnershipUntrusted, Plan, Rules, Syncer
 
@@ -82,8 +83,8 @@ class Settings:
         allowed = self.policy.allowed
         if allowed is None:
             out["allow"] = "any"
-        elif allowed != EDGEFD_NAMESPACES:
-            out["allow"] = ",".join(ns for ns in allowed if ns not in EDGEFD_NAMESPACES)
+        elif allowed != SINK_NAMESPACES:
+            out["allow"] = ",".join(ns for ns in allowed if ns not in SINK_NAMESPACES)
         if self.policy.denied:
             out["deny"] = ",".join(self.policy.denied)
         for name, seconds in (
@@ -149,8 +150,8 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
 
 
 def watch_object(settings: Settings, syncer: Syncer, api: Any, loop: Any, metrics: SinkMetrics):
-    """Keep the syncer's object current through one watch that wakes `loop` on drift; the
-    started ListWatch (stop it), or None with `--no-watch`."""
+    """Keep the syncer's object current through one watch that wakes `loop` on drift: the
+    ListWatch (a component: start it, stop it), or None with `--no-watch`."""
     if not settings.watch:
         return None
     from edgefd.kube.listwatch import ListWatch
@@ -193,7 +194,7 @@ def watch_object(settings: Settings, syncer: Syncer, api: Any, loop: Any, metric
             f"watching {syncer.what}", initial=0.2, cap=settings.max_backoff, on_retry=retried
         ),
         on_list=lambda reason: metrics.object_lists.labels(reason=reason).inc(),
-    ).start()
+    )
 
 
 SETTLE_ROUNDS = 3
@@ -273,64 +274,79 @@ def _print_plan(plan: Plan, output: str) -> None:
 
 
 def serve(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT (exit 0; labels are kept)."""
-    from edgefd.core import log as logs
+    """Run until SIGTERM/SIGINT (exit 0; labels are kept): the features.d watcher, the watch
+    of the object and the sync loop, as components of the runner."""
     from edgefd.core.version import startup_line
-    from edgefd.runtime.health import serve as serve_probes
-    from edgefd.runtime.signals import Signals
+    from edgefd.runtime.runner import Lifeline, run
     from edgefd.runtime.watch import Watcher
 
     from .loop import LoopConfig, SinkLoop
 
-    logs.serving()  # a service's log is its output: state changes at info
-    log.info("%s", startup_line(settings.mode, settings.shown()))
-    read_desired = desired_source(settings)
     metrics = SinkMetrics()
-    api = connect(settings, metrics)
-    syncer = make_syncer(settings, api, metrics)
-    signals = Signals().install()
-    config = LoopConfig(settings.resync_interval, settings.max_backoff)
-    loop = SinkLoop(read_desired, syncer, metrics, config, signals)
-    object_watch = None
-    watcher = None
-    if settings.features_dir is not None:
-        watcher = Watcher(
-            loop.changed,
-            [settings.features_dir],
-            poll_interval=settings.poll_interval,
-            debounce=settings.debounce,
-            max_delay=settings.max_latency,
-            use_inotify=settings.use_inotify,
-            name="features-watch",
-        ).start()
-        metrics.m.watch_mode("feature-sink", watcher.mode)
-    server = None
-    try:
-        wedged_after = max(60.0, 12 * settings.api_timeout)
-        ready_max_age = settings.ready_max_age or 2 * settings.resync_interval + 60
-        server = serve_probes(
-            settings.listen,
-            metrics.m,
-            lambda: loop.healthy(wedged_after),
-            lambda: loop.ready(ready_max_age),
+
+    def build(lifeline: Lifeline) -> list[Any]:
+        read_desired = desired_source(settings)
+        api = connect(settings, metrics)
+        syncer = make_syncer(settings, api, metrics)
+        config = LoopConfig(
+            settings.resync_interval,
+            settings.max_backoff,
+            wedged_after=max(60.0, 12 * settings.api_timeout),
+            ready_max_age=settings.ready_max_age or 2 * settings.resync_interval + 60,
         )
+        loop = SinkLoop(read_desired, syncer, metrics, config, on_crash=lifeline.fail)
+        parts: list[Any] = []
+        watcher = None
+        if settings.features_dir is not None:
+            watcher = Watcher(
+                loop.changed,
+                [settings.features_dir],
+                poll_interval=settings.poll_interval,
+                debounce=settings.debounce,
+                max_delay=settings.max_latency,
+                use_inotify=settings.use_inotify,
+                name="features-watch",
+            )
+            parts.append(watcher)
         object_watch = watch_object(settings, syncer, api, loop, metrics)
+        if object_watch is not None:
+            parts.append(object_watch)
+        started = _Started(settings, syncer.what, metrics, watcher, object_watch is not None)
+        return [*parts, loop, started]
+
+    return run(
+        build,
+        startup_line=startup_line(settings.mode, settings.shown()),
+        listen=settings.listen,
+        metrics=metrics.m,
+    )
+
+
+class _Started:
+    """Says, once everything runs, what the sink follows and how (the log and the metric)."""
+
+    def __init__(
+        self, settings: Settings, what: str, metrics: SinkMetrics, watcher: Any, watched: bool
+    ) -> None:
+        self.settings = settings
+        self.what = what
+        self.metrics = metrics
+        self.watcher = watcher
+        self.watched = watched
+
+    def start(self) -> None:
+        s = self.settings
+        if self.watcher is not None:
+            self.metrics.m.watch_mode("feature-sink", self.watcher.mode)
         log.info(
             "started: %s (%s), %s, watch %s, at most %g API requests/s (burst %d)",
-            syncer.what,
-            "watched" if object_watch else "read at each sync",
-            f"features dir {settings.features_dir}" if watcher else "features from stdin",
-            watcher.mode if watcher else "none",
-            settings.api_qps,
-            settings.api_burst,
+            self.what,
+            "watched" if self.watched else "read at each sync",
+            f"features dir {s.features_dir}" if self.watcher else "features from stdin",
+            self.watcher.mode if self.watcher else "none",
+            s.api_qps,
+            s.api_burst,
         )
-        loop.run()
-    finally:
-        if object_watch is not None:
-            object_watch.stop()
-        if server is not None:
-            server.stop()
-        if watcher is not None:
-            watcher.stop()
-        signals.close()
-    return 0
+
+    def stop(self) -> None:
+        """Nothing to stop."""

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .desired import Desired
-    from .ownership import Outcome, Ownership
-    from .patch import Change
+    from .ownership import Ownership, Target
+    from .patch import LabelChange
 
 log = logging.getLogger("edgefd.feature_sink")
 
@@ -30,7 +30,11 @@ def _when(t: datetime) -> str:
 
 
 def why(
-    c: Change, before: Ownership, after: Ownership, desired: Desired, applied: dict[str, str] | None
+    c: LabelChange,
+    before: Ownership,
+    after: Ownership,
+    desired: Desired,
+    applied: dict[str, str] | None,
 ) -> str:
     """Who asked for one change, and why, in a few words."""
     if c.op == "remove":
@@ -47,7 +51,7 @@ def why(
     return f"from {producer}"
 
 
-def summary(changes: list[Change], owned: int) -> str:
+def summary(changes: list[LabelChange], owned: int) -> str:
     counts = {op: sum(1 for c in changes if c.op == op) for op in ("add", "replace", "remove")}
     return (
         f"{counts['add']} label(s) added, {counts['replace']} changed, {counts['remove']} "
@@ -56,7 +60,11 @@ def summary(changes: list[Change], owned: int) -> str:
 
 
 def producer_news(
-    changes: list[Change], before: Ownership, after: Ownership, desired: Desired, grace: timedelta
+    changes: list[LabelChange],
+    before: Ownership,
+    after: Ownership,
+    desired: Desired,
+    grace: timedelta,
 ) -> list[str]:
     """Producers whose file vanished (their labels kept for the removal grace) or came back,
     and labels found already set that the sink now owns: annotation-only news."""
@@ -80,9 +88,9 @@ def producer_news(
 
 def tell(
     what: str,
-    changes: list[Change],
+    changes: list[LabelChange],
     before: Ownership,
-    outcome: Outcome,
+    outcome: Target,
     desired: Desired,
     applied: dict[str, str] | None,
     grace: timedelta,
@@ -103,6 +111,6 @@ def tell(
         log.log(level, "%s: %s (%s)", what, c, why(c, before, after, desired, applied))
 
 
-def applied_labels(outcome: Outcome) -> dict[str, str]:
+def applied_labels(outcome: Target) -> dict[str, str]:
     """The owned labels as a sync left them: what `why` compares the next sync against."""
     return {k: outcome.labels[k] for k in outcome.ownership.keys if k in outcome.labels}

@@ -15,24 +15,25 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from edgefd.core.errors import EdgefdError
-from edgefd.core.labels import DEFAULT_POLICY, NamespacePolicy
+from edgefd.core.labels import NamespacePolicy
 
 from . import story
 from .budget import DEFAULT_BUDGET, fit
 from .desired import Desired
 from .metrics import SinkMetrics
+from .namespaces import SINK_POLICY
 from .nodeapi import ApiConflict, ApiNotFound, NodeAPI, node_view
 from .ownership import (
     ANNOTATION,
     MalformedOwnership,
-    Outcome,
     Ownership,
+    Target,
     decode,
     encode,
     reconcile,
     vet,
 )
-from .patch import Change, NodeView, build_patch, label_changes
+from .patch import LabelChange, NodeView, build_patch, label_changes
 from .report import (
     Problem,
     Reporter,
@@ -57,7 +58,7 @@ class Rules:
     """What bounds the sink's decisions, the same for every sync and both targets."""
 
     grace: timedelta
-    policy: NamespacePolicy = DEFAULT_POLICY
+    policy: NamespacePolicy = SINK_POLICY
     budget: int = DEFAULT_BUDGET
 
 
@@ -68,8 +69,8 @@ class Plan:
     `blocked` says why nothing at all may be written (an untrusted ownership annotation);
     `owned` is what the sink owned before (the annotation as read and vetted), for the log."""
 
-    outcome: Outcome
-    changes: list[Change]
+    outcome: Target
+    changes: list[LabelChange]
     write: Any  # Node: the JSON Patch ops ([] = nothing); NodeFeature: the object, or None
     problems: tuple[Problem, ...] = ()
     blocked: str | None = None
@@ -84,7 +85,7 @@ class Plan:
 class Decision:
     """The part of planning both targets share: trust, budget, reconcile."""
 
-    outcome: Outcome
+    outcome: Target
     annotation: str | None
     problems: tuple[Problem, ...]
     blocked: str | None = None
@@ -104,7 +105,7 @@ def decide(
         claimed = decode(raw)
     except MalformedOwnership as e:
         problem = untrusted_problem(where, str(e))
-        return Decision(Outcome(dict(labels), Ownership()), raw, (problem,), problem.message)
+        return Decision(Target(dict(labels), Ownership()), raw, (problem,), problem.message)
     owned, dropped = vet(claimed, rules.policy)
     fitted, over = fit(desired, owned, labels, rules.budget)
     outcome = reconcile(labels, owned, fitted, now, rules.grace)
@@ -145,7 +146,7 @@ class SyncResult:
     """What one successful sync did; `next_expiry` tells the loop when to look again."""
 
     wrote: bool
-    changes: list[Change] = field(default_factory=list)
+    changes: list[LabelChange] = field(default_factory=list)
     owned: int = 0
     next_expiry: datetime | None = None
 

@@ -4,14 +4,16 @@ It owns the hot-plug watcher (one per process), the scans (one of every bus per 
 all subscribers), the one catalogue match and the selectors, presence (the hold and the
 memory, presence.py, persisted in one state file) and the facts; after every scan it hands
 each subscriber the same immutable Snapshot, with the Diff to the one before. The scanners'
-labels, the device plugin, DRA, the device links and CDI specs are subscribers; none of them
-scans, matches or remembers on its own.
+labels, the device plugin, DRA, the device links, CDI specs and device-keeper are subscribers;
+none of them scans, matches or remembers on its own (not even since when a device is missing,
+or where it was: presence.py).
 
 Threads: `refresh()` runs on the watcher's thread (a change, a periodic rescan, a hold that
-expires) or on any thread that calls it (start, a reload); a lock makes scans one at a time,
-so subscribers are called one snapshot at a time, in subscription order, on the thread that
-scanned, and must not call `refresh()` themselves. A subscriber that raises is logged and the
-others still get the snapshot.
+expires, a time a subscriber asked for with `wake_at`) or on any thread that calls it (start,
+a reload); a lock makes scans one at a time, so subscribers are called one snapshot at a
+time, in subscription order, on the thread that scanned, and must not call `refresh()`
+themselves (they may call `wake_at`). A subscriber that raises is logged and the others still
+get the snapshot.
 """
 
 from __future__ import annotations
@@ -67,7 +69,6 @@ class Inventory:
         hold: float = DEFAULT_HOLD,
         forget_after: float | None = None,
         state_file: str | Path | None = None,
-        migrate_from: str | Path | None = None,
         settings: WatchSettings = WATCH_DEFAULTS,
         metrics: Metrics | None = None,
         use_uevents: bool | None = None,
@@ -75,9 +76,7 @@ class Inventory:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """`forget_after`: seconds an absent device is remembered (None: for ever).
-        `state_file`: where remembered devices are kept across restarts (None: nowhere);
-        `migrate_from`: the device plugin's old links directory, read once when there is no
-        state file yet."""
+        `state_file`: where remembered devices are kept across restarts (None: nowhere)."""
         self.host = host
         self.readers = tuple(readers)
         self.catalogue = catalogue
@@ -94,16 +93,16 @@ class Inventory:
         self.last_error = ""
         self.scans = 0  # scans run, failed ones included
         self._clock, self._mono = clock, monotonic
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a subscriber may ask for a wake-up (wake_at)
         self._subscribers: list[_Subscriber] = []
         self._presence = Presence(hold, forget_after)
         self._snapshot: Snapshot | None = None
         self._watcher: Any = None
         self._saved: Any = None
         self._save_error = ""
-        self._old_files: list[Path] = []
+        self._wakes: dict[str, float] = {}  # subscriber -> wall clock it wants a scan at
         if self.state_file is not None:
-            self._restore(migrate_from)
+            self._restore()
 
     # -- subscribers
 
@@ -186,11 +185,11 @@ class Inventory:
                 log.warning("the host can be read again")
                 self.last_error = ""
             snap = self._update(scans)
+            self._wakes = {who: at for who, at in self._wakes.items() if at > snap.time}
             self._save()
             for sub in list(self._subscribers):
                 self._call(sub, snap)
-            if self._watcher is not None:
-                self._watcher.wake_at(self._presence.next_expiry(self._mono()))
+            self._arm_wake()
             return snap
 
     def _failed(self, e: HostUnreadable) -> None:
@@ -230,6 +229,7 @@ class Inventory:
             devices=devices,
             scans=scans,
             held=self._presence.held(mono),
+            held_names=self._presence.held_names(mono),
             diff=diff(before, {d.name: d for d in devices}) if devices or before else Diff(),
             warnings=tuple(w for r in scans.values() for w in r.warnings),
         )
@@ -248,16 +248,12 @@ class Inventory:
 
     # -- the state file
 
-    def _restore(self, migrate_from: str | Path | None) -> None:
+    def _restore(self) -> None:
         from . import state
 
         assert self.state_file is not None
         now = self._clock()
-        if not self.state_file.exists() and not self.state_file.is_symlink() and migrate_from:
-            devices, self._old_files = state.migrate_known(Path(migrate_from), self.catalogue, now)
-        else:
-            devices = state.load(self.state_file, now)
-        self._presence.restore(devices, now, self._mono())
+        self._presence.restore(state.load(self.state_file, now), now, self._mono())
 
     def _save(self, force: bool = False) -> None:
         """Write the remembered devices when who, where or whether present changed (not on
@@ -278,9 +274,33 @@ class Inventory:
             self._save_error = str(e)
             return
         self._saved, self._save_error = body, ""
-        for old in self._old_files:
-            old.unlink(missing_ok=True)
-        self._old_files = []
+
+    # -- scans at a time: a state that changes by itself
+
+    def wake_at(self, who: str, at: float | None) -> None:
+        """Scan again at wall-clock time `at` (None: no longer), for `who` (one request each,
+        replacing its last): a subscriber whose view of a snapshot changes with time alone,
+        like an eviction deadline, gets a snapshot then. Beside the hold's own expiry, on the
+        one watcher: no timer of its own anywhere."""
+        with self._lock:
+            if at is None:
+                self._wakes.pop(who, None)
+            else:
+                self._wakes[who] = at
+            self._arm_wake()
+
+    def _arm_wake(self) -> None:
+        """Under the lock: the watcher wakes at the earliest of the hold's expiry and the
+        subscribers' requests (monotonic)."""
+        if self._watcher is None:
+            return
+        mono = self._mono()
+        times = [self._presence.next_expiry(mono)]
+        if self._wakes:
+            now = self._clock()
+            times += [mono + max(0.0, at - now) for at in self._wakes.values()]
+        due = [t for t in times if t is not None]
+        self._watcher.wake_at(min(due) if due else None)
 
     # -- hot-plug
 
@@ -314,6 +334,10 @@ class Inventory:
         log.info("hot-plug: %s", self.mode)
         self.refresh()
         return self
+
+    def alive(self) -> tuple[bool, str]:
+        """/healthz: the watcher's rescans keep coming (see runtime.health.Freshness)."""
+        return self.freshness.check() if self.freshness is not None else (True, "starting")
 
     def stop(self) -> None:
         if self._watcher is not None:

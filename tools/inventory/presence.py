@@ -13,12 +13,21 @@ absent, with why, so that pods holding it keep naming a known device and get it 
 returns; it is forgotten `forget_after` seconds after it was last seen (None: never). Devices
 remembered by an earlier run (the state file) come back absent.
 
+**Since when** (eviction's, health's and device-keeper's view). An absent device says since when
+it is missing (`Device.missing_since`, wall clock): the first scan of this process that did not
+see it, or, for one already absent when an earlier run saved it, the time that run found it
+missing (kept in the state file, so a restart keeps an eviction deadline but never starts one
+early for a device that was there when the last run stopped). It keeps the nodes it had when
+last seen, so a device present again with other nodes is told by the snapshots' Diff as moved
+(`Change.moved`): nobody downstream keeps a memory of its own.
+
 Identity: a device's name (its model and place, or serial: naming.py); a record nothing
 selects (a hub, a NIC) is known by its place alone. Times: both the hold and the memory count
 in monotonic time (`mono`), so a wall clock that steps (a Pi without an RTC, a bad NTP step,
-either way) never keeps a device for ever nor drops one early; `wall` (last-seen times) only
-places a device remembered by an earlier run: it has been away since `now - last_seen`, never
-less than nothing (a last-seen time in the future counts as now).
+either way) never keeps a device for ever nor drops one early; `wall` (last-seen and
+missing-since times) only places a device in time for the APIs and for a later run: one
+remembered from an earlier run has been away since `now - last_seen`, never less than nothing
+(a last-seen time in the future counts as now).
 """
 
 from __future__ import annotations
@@ -32,15 +41,21 @@ RESTORED = float("-inf")  # missing since before this process started: never hel
 
 
 class _Entry:
-    __slots__ = ("device", "missing_since", "record", "seen_at")
+    __slots__ = ("device", "gone_at", "missing_since", "record", "seen_at")
 
     def __init__(
-        self, record: Any, device: Device | None, seen_at: float, missing: float | None = None
+        self,
+        record: Any,
+        device: Device | None,
+        seen_at: float,
+        gone_at: float | None = None,
+        missing_since: float | None = None,
     ) -> None:
         self.record = record  # the bus record as last seen (None: known from the state file)
         self.device = device  # the device as last seen, present (None: a plain record)
         self.seen_at = seen_at  # monotonic: the last scan that saw it
-        self.missing_since = missing  # monotonic; None while present
+        self.gone_at = gone_at  # monotonic: the first scan without it; None while present
+        self.missing_since = missing_since  # wall clock of the same; None while present
 
 
 def record_identity(record: Any) -> str:
@@ -57,16 +72,19 @@ class Presence:
         self._entries: dict[str, _Entry] = {}
 
     def restore(self, devices: Iterable[Device], wall: float, mono: float) -> None:
-        """Devices an earlier run knew; absent until a scan sees them."""
+        """Devices an earlier run knew; absent until a scan sees them. One that was absent
+        then keeps since when; for one that was present, the absence starts when a scan of
+        this process finds it missing."""
         for d in devices:
             if d.name not in self._entries:
                 away = max(0.0, wall - d.last_seen)  # a time in the future: seen now
-                dev = d._replace(present=True, reason="")
-                self._entries[d.name] = _Entry(None, dev, mono - away, RESTORED)
+                dev = d._replace(present=True, reason="", missing_since=None)
+                entry = _Entry(None, dev, mono - away, RESTORED, d.missing_since)
+                self._entries[d.name] = entry
 
     def update(self, seen: Iterable[tuple[Any, Device | None]], wall: float, mono: float) -> None:
-        """One scan: (record, the device it is or None) for everything present now. (`wall`
-        is the devices' last-seen time, already in them: only `mono` counts here.)"""
+        """One scan at `wall` / `mono`: (record, the device it is or None) for everything
+        present now."""
         now: dict[str, _Entry] = {}
         for record, dev in seen:
             ident = dev.name if dev is not None else record_identity(record)
@@ -74,18 +92,16 @@ class Presence:
         for ident, e in list(self._entries.items()):
             if ident in now:
                 continue
+            if e.gone_at is None:
+                e.gone_at = mono
             if e.missing_since is None:
-                e.missing_since = mono
+                e.missing_since = wall
             if not (self._held(e, mono) or self._remembered(e, mono)):
                 del self._entries[ident]
         self._entries.update(now)
 
     def _held(self, e: _Entry, mono: float) -> bool:
-        return (
-            e.record is not None
-            and e.missing_since is not None
-            and mono - e.missing_since < self.hold
-        )
+        return e.record is not None and e.gone_at is not None and mono - e.gone_at < self.hold
 
     def _remembered(self, e: _Entry, mono: float) -> bool:
         if e.device is None:
@@ -98,34 +114,41 @@ class Presence:
         """Records that vanished less than `hold` ago, per bus, as last seen."""
         out: dict[str, list[Any]] = {}
         for e in self._entries.values():
-            if e.missing_since is not None and self._held(e, mono):
+            if self._held(e, mono):
                 out.setdefault(e.record.key.bus, []).append(e.record)
         return {bus: tuple(recs) for bus, recs in out.items()}
+
+    def held_names(self, mono: float) -> frozenset[str]:
+        """The devices among the held records, by name: they still count as there."""
+        return frozenset(
+            e.device.name for e in self._entries.values() if e.device and self._held(e, mono)
+        )
 
     def next_expiry(self, mono: float) -> float | None:
         """When the earliest hold ends (monotonic), or None: the view changes by itself then."""
         ends = [
-            e.missing_since + self.hold
+            e.gone_at + self.hold
             for e in self._entries.values()
-            if e.missing_since is not None and self._held(e, mono)
+            if e.gone_at is not None and self._held(e, mono)
         ]
         return min(ends) if ends else None
 
     # -- the memory (devices)
 
     def devices(self, mono: float) -> list[Device]:
-        """Every device present or remembered, sorted by name; the absent ones say why."""
+        """Every device present or remembered, sorted by name; the absent ones say why and
+        since when."""
         out = []
         for name in sorted(self._entries):
             e = self._entries[name]
             if e.device is None:
                 continue
-            if e.missing_since is None:
+            if e.gone_at is None:
                 out.append(e.device)
-            elif e.missing_since == RESTORED:
+                continue
+            if e.gone_at == RESTORED:
                 why = f"not seen since the start (last at {e.device.key.where})"
-                out.append(e.device._replace(present=False, reason=why))
             else:
                 why = absence(e.device, self._held(e, mono))
-                out.append(e.device._replace(present=False, reason=why))
+            out.append(e.device._replace(present=False, reason=why, missing_since=e.missing_since))
         return out

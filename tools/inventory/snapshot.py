@@ -12,8 +12,9 @@ from edgefd.core.record import Record
 
 from .device import Device
 
-# what a change is made of; `last_seen` moves on every scan and is not a change
-COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen"))
+# what a change is made of; `last_seen` moves on every scan and is not a change, and
+# `missing_since` changes only with `present`
+COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen", "missing_since"))
 
 
 class Change(Record):
@@ -31,11 +32,14 @@ class Change(Record):
         return "removed" if self.after is None else "changed"
 
     @property
-    def new_node(self) -> bool:
-        """The same device, present before and after, with other device nodes (a re-plug
-        between two scans, a re-enumeration): what was granted by number is stale."""
+    def moved(self) -> bool:
+        """The same device present again with other device nodes than it last had (a re-plug,
+        a re-enumeration, within one scan or across an absence: an absent device keeps the
+        nodes it was last seen with): what was granted by number is stale."""
         b, a = self.before, self.after
-        return b is not None and a is not None and b.present and a.present and b.nodes != a.nodes
+        return (
+            b is not None and a is not None and a.present and bool(b.nodes) and b.nodes != a.nodes
+        )
 
     def describe(self) -> str:
         """One line for a person: what happened to the device."""
@@ -102,9 +106,10 @@ class Snapshot(Record):
 
     `devices`: every device present or remembered, sorted by name (the device plugin's,
     DRA's and every later consumer's view). `scans`: every record of every bus, as read, and
-    `held`: records that vanished less than the hold ago, per bus (the labels' view, see
-    `label_scans`). `diff`: the device changes since the snapshot before (may be empty: a
-    rescan that found nothing new still makes a snapshot)."""
+    `held`: records that vanished less than the hold ago, per bus, and `held_names` the
+    devices among them (the labels' view, see `label_scans` and `label_devices`). `diff`: the
+    device changes since the snapshot before (may be empty: a rescan that found nothing new
+    still makes a snapshot)."""
 
     seq: int  # 1, 2, ... per snapshot of one inventory
     time: float  # wall clock of the scan
@@ -113,6 +118,7 @@ class Snapshot(Record):
     held: Mapping[str, tuple[Any, ...]]
     diff: Diff
     warnings: tuple[str, ...] = ()
+    held_names: frozenset[str] = frozenset()
 
     def device(self, name: str) -> Device | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -132,6 +138,11 @@ class Snapshot(Record):
                 res = ScanResult(tuple(devs), res.warnings, res.bus_present)
             out[bus] = res
         return out
+
+    def label_devices(self) -> tuple[Device, ...]:
+        """The devices that count for labels: present, or away less than the hold (a Coral
+        loading its firmware still counts, once)."""
+        return tuple(d for d in self.devices if d.present or d.name in self.held_names)
 
     @property
     def held_count(self) -> int:

@@ -9,14 +9,13 @@ last-seen time, not before 1970; one in the future counts as now). What is wrong
 with one warning; nothing here raises. Written atomically (temp file, fsync, rename),
 replacing whatever was there.
 
-Migration: the device plugin kept `<links-dir>/<resource>/.known.json` per resource before;
-when there is no state file yet, those are read once, named the new way, and removed once
-the state file is written.
+An absent device is saved with since when it is missing (presence.py): a restart keeps an
+eviction deadline. A present one is saved without: its absence, if it is not there after the
+restart, starts then.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
@@ -24,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.key import DeviceKey, DevNode, dev_number
 from edgefd.bus.sysfs import dev_path
 from edgefd.core.log import get_logger
@@ -40,8 +38,6 @@ VERSION = 1
 MAX_BYTES = 4 << 20
 FUTURE_SLACK = 86400.0  # a clock set back by a day must not drop the memory
 MAX_TEXT = 256
-KNOWN_FILE = ".known.json"  # the device plugin's per-resource file before the state file
-BUSES = ("usb", "pci", "dev")
 STATES = ("", "boot", "runtime")
 PLACES = {  # what the kernel names a USB port path and a PCI address
     "usb": re.compile(r"usb[0-9]{1,3}|[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}"),
@@ -73,15 +69,19 @@ def _opt_text(v: Any) -> str | None:
     return None if v is None else _text(v, 64)
 
 
-def _time(v: Any, now: float) -> float:
+def _time(v: Any, now: float, what: str = "last_seen") -> float:
     """A last-seen time; one further in the future than FUTURE_SLACK (a clock that was wrong
     when it was written, or is wrong now: a Pi without an RTC) counts as now. The memory
     counts in monotonic time from there (presence.py), so no time keeps a device for ever."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise ValueError(f"last_seen {v!r} is not a time")
+        raise ValueError(f"{what} {v!r} is not a time")
     if v < 0:
-        raise ValueError(f"last_seen {v!r} is out of range")
+        raise ValueError(f"{what} {v!r} is out of range")
     return float(v) if v <= now + FUTURE_SLACK else now
+
+
+def _opt_time(v: Any, now: float) -> float | None:
+    return None if v is None else _time(v, now, "missing_since")
 
 
 def _node(v: Any) -> DevNode:
@@ -138,6 +138,7 @@ def device_from_json(obj: Any, now: float) -> Device:
             present=False,
             last_seen=_time(obj.get("last_seen"), now),
             by_serial=by_serial,
+            missing_since=_opt_time(obj.get("missing_since"), now),
         )
     except KeyError as e:
         raise ValueError(f"no {e.args[0]}") from None
@@ -158,10 +159,11 @@ def device_to_json(d: Device) -> dict[str, Any]:
         "resources": list(d.resources),
         "by_serial": d.by_serial,
         "last_seen": d.last_seen,
-    }
+    } | ({} if d.missing_since is None else {"missing_since": d.missing_since})
 
 
-def _checked(path: Path, entries: Iterable[Any], now: float) -> list[Device]:
+def checked(path: Path, entries: Iterable[Any], now: float) -> list[Device]:
+    """The entries that are valid devices (one per name), with one warning for the rest."""
     devices: dict[str, Device] = {}
     dropped: list[str] = []
     future: list[str] = []
@@ -203,7 +205,7 @@ def load(path: Path, now: float) -> list[Device]:
     if why is not None:
         log.warning("%s: %s; starting with no remembered devices", path, why)
         return []
-    return [] if doc is None else _checked(path, doc["devices"], now)
+    return [] if doc is None else checked(path, doc["devices"], now)
 
 
 def save(path: Path, devices: Sequence[Device]) -> None:
@@ -211,68 +213,3 @@ def save(path: Path, devices: Sequence[Device]) -> None:
     OSError when it cannot be written."""
     body = {"version": VERSION, "devices": [device_to_json(d) for d in devices]}
     write_atomic(path, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode(), own=True)
-
-
-# -- migration from the device plugin's per-resource `.known.json`
-
-
-def _from_known(obj: Any, resource: str, catalogue: Catalogue | None) -> dict[str, Any]:
-    """An old entry in the new shape (checked like any other by device_from_json)."""
-    if not isinstance(obj, dict):
-        return {}
-    bus, place, ids = obj.get("bus"), obj.get("location"), str(obj.get("ids", ""))
-    vendor, _, product = ids.partition(":")
-    acc = None
-    if catalogue is not None and bus == "usb":
-        acc = (catalogue.match_usb(vendor, product) or (None,))[0]
-    elif catalogue is not None and bus == "pci":
-        acc = catalogue.match_pci(vendor, product, "")
-    short = resource.rpartition("/")[2]
-    model = acc.id if acc is not None else short
-    old_id = str(obj.get("id", ""))
-    serial = old_id.removeprefix("usb-sn-") if old_id.startswith("usb-sn-") else None
-    key = DeviceKey(str(bus), str(place))
-    return {
-        "name": device_name(model, key, serial) if bus in BUSES and place else None,
-        "bus": bus,
-        "place": place,
-        "model": model,
-        "kind": acc.kind if acc is not None else short,
-        "state": obj.get("state", ""),
-        "ids": ids,
-        "nodes": [[n, None] for n in obj.get("devnodes", ()) if isinstance(n, str)],
-        "numa_node": obj.get("numa_node"),
-        "facts": {"serial": serial} if serial else {},
-        "resources": [resource],
-        "by_serial": serial is not None,
-        "last_seen": obj.get("last_seen"),
-    }
-
-
-def migrate_known(
-    links_dir: Path, catalogue: Catalogue | None, now: float
-) -> tuple[list[Device], list[Path]]:
-    """Devices of every `<links-dir>/<resource>/.known.json`, and those files."""
-    entries: list[dict[str, Any]] = []
-    files = []
-    with contextlib.suppress(OSError):
-        for rdir in sorted(links_dir.iterdir()):
-            path = rdir / KNOWN_FILE
-            doc, why = read_json(path)
-            if doc is None and why is None:
-                continue
-            files.append(path)
-            # the directory is the resource name with its one '/' as '_'
-            resource = rdir.name.replace("_", "/", 1)
-            found = doc.get("devices") if isinstance(doc, dict) else None
-            for obj in found if isinstance(found, list) else ():
-                entries.append(_from_known(obj, resource, catalogue))
-    devices: dict[str, Device] = {}
-    for d in _checked(links_dir / KNOWN_FILE, entries, now):
-        old = devices.get(d.name)
-        if old is not None:  # one device in two resources: one entry, both resources
-            d = old._replace(resources=old.resources + d.resources)
-        devices[d.name] = d
-    if devices:
-        log.info("%d device(s) taken over from %d %s file(s)", len(devices), len(files), KNOWN_FILE)
-    return list(devices.values()), files

@@ -15,6 +15,12 @@ The handler hears `listed(objects, reason)` after every list (all objects, by na
 `event(type, object)` for each ADDED/MODIFIED/DELETED, `lost()` when the watch failed (the
 copy may be stale until `listed` or the next event), and, if it has one, `bookmark()` at each
 bookmark (the watch is alive and current).
+
+A list that succeeds ends a failing streak of the retry at once (a 403 that the API server
+no longer gives is said to be over then, not when the next watch ends minutes later). The
+owner can ask for a list itself (`relist`): a write it made was refused as stale, so its copy
+is wrong in a way no event will repair; the open watch is closed and the loop lists, then
+watches from that list.
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ def name_selector(name: str) -> str:
 
 class ListWatch:
     """One list-then-watch loop on its own thread (start/stop), for `path` (a collection URL
-    with its selector query). `on_list(reason)` counts lists ("start", "gone", "error")."""
+    with its selector query). `on_list(reason)` counts lists ("start", "gone", "error", or the
+    reason given to `relist`)."""
 
     def __init__(
         self,
@@ -96,6 +103,7 @@ class ListWatch:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._watch: Watch | None = None
+        self._asked: str | None = None  # a list the owner asked for (relist), not made yet
         self._thread: threading.Thread | None = None
 
     # -- lifecycle
@@ -114,9 +122,23 @@ class ListWatch:
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout)
 
+    def relist(self, reason: str = "asked") -> None:
+        """List again as soon as the loop can (after a failure: once its backoff is over), and
+        watch from that list; `reason` is what `on_list` and the handler hear."""
+        with self._lock:
+            self._asked = reason
+            watch = self._watch
+        if watch is not None:
+            watch.close()  # the loop then finds the request, not a failed watch
+
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
+
+    def _take_asked(self) -> str | None:
+        with self._lock:
+            asked, self._asked = self._asked, None
+        return asked
 
     # -- the loop
 
@@ -124,10 +146,18 @@ class ListWatch:
         reason: str | None = "start"  # why the next round lists first; None: resume the watch
         while not self._stop.is_set():
             try:
+                asked = self._take_asked()
+                if reason is None:
+                    reason = asked
                 if reason is not None:
                     self._list(reason)
                     reason = None
-                if self._watch_once():
+                    self.retry.succeeded()
+                ended_well = self._watch_once()
+                with self._lock:
+                    if self._asked is not None:
+                        continue  # closed for the list the owner asked for: no failure
+                if ended_well:
                     self.retry.succeeded()
                 else:  # ended at once, empty (a proxy cutting it?): do not spin
                     raise ApiUnreachable(f"watch {self.what}: the server ended it at once")
@@ -178,8 +208,9 @@ class ListWatch:
         )
         with self._lock:
             self._watch = watch
+            asked = self._asked is not None  # relist() came while it was being opened
         try:
-            if self._stop.is_set():
+            if self._stop.is_set() or asked:
                 return True
             self.up = True
             for ev in watch:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgefd.cli.scanner import make_command
+from edgefd.inventory.naming import DOMAIN
 
 
 def _run(**options: Any) -> int:
@@ -25,7 +26,7 @@ def _run(**options: Any) -> int:
 main = make_command(
     "pci-scan",
     _run,
-    """Write NFD's `pci-*` labels plus edgefd.io accelerator capability labels.
+    f"""Write NFD's `pci-*` labels plus {DOMAIN} accelerator capability labels.
 
     With default settings the feature.node.kubernetes.io/pci-* labels (including
     .sriov.capable) are exactly those of node-feature-discovery's PCI source for the same

@@ -1,3 +1,4 @@
-"""What long-running processes share: one watcher (inotify, uevents, polling, debounce), one
-stop/reload signal helper, Prometheus metrics and the health endpoint. Imports no click and no
-tool."""
+"""What long-running processes share: the one runner (`runner`: components, signals, probes,
+reloads, the stop order), one watcher (inotify, uevents, polling, debounce), the signal helper
+the runner uses, a mounted configuration file's watch, Prometheus metrics and the health
+endpoint. Imports no click and no tool."""

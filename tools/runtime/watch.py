@@ -12,7 +12,7 @@ rescan). How changes are seen, per directory:
   pyudev's netlink monitor. They reach sockets in any network namespace owned by the initial
   user namespace, so a pod without hostNetwork gets them too (not with `hostUsers: false`);
   the listing is still polled, slowly, as a safety net;
-* **polling** a cheap listing snapshot every `poll_interval`: where inotify or netlink cannot
+* **polling** a cheap listing every `poll_interval`: where inotify or netlink cannot
   be had, and while a directory does not exist yet (it is watched once it appears).
 
 Bursts (a producer's delete-and-rewrite, a hub with four devices, a Coral re-enumerating) are
@@ -63,31 +63,31 @@ class Debouncer:
     quiet: float = 0.1
     max_latency: float = 0.5
     _first: float | None = field(default=None, repr=False)
-    _last: float | None = field(default=None, repr=False)
+    _latest: float | None = field(default=None, repr=False)
 
     def event(self, now: float) -> None:
         if self._first is None:
             self._first = now
-        self._last = now
+        self._latest = now
 
     @property
     def pending(self) -> bool:
         return self._first is not None
 
     def deadline(self) -> float | None:
-        if self._first is None or self._last is None:
+        if self._first is None or self._latest is None:
             return None
-        return min(self._last + self.quiet, self._first + self.max_latency)
+        return min(self._latest + self.quiet, self._first + self.max_latency)
 
     def due(self, now: float) -> bool:
         d = self.deadline()
         return d is not None and now >= d
 
     def reset(self) -> None:
-        self._first = self._last = None
+        self._first = self._latest = None
 
 
-Snapshot = dict[str, tuple[int, ...]]
+Listing = dict[str, tuple[int, ...]]  # a directory's entry names, each with a cheap identity
 
 
 class _Dir:
@@ -97,16 +97,16 @@ class _Dir:
         self.path = path
         self.sysfs = sysfs
         self.wd: int | None = None  # inotify watch descriptor
-        self.snapshot: Snapshot | None = None
+        self.listing: Listing | None = None
 
-    def take_snapshot(self) -> Snapshot | None:
+    def take_listing(self) -> Listing | None:
         """Names with a cheap identity; None when the directory cannot be listed. On sysfs only
         the inode number from readdir (no stat): a re-enumerated device gets a new entry."""
         try:
             with os.scandir(self.path) as it:
                 if self.sysfs:
                     return {e.name: (e.inode(),) for e in it}
-                out: Snapshot = {}
+                out: Listing = {}
                 for e in it:
                     try:
                         st = e.stat(follow_symlinks=False)
@@ -118,7 +118,7 @@ class _Dir:
             return None
 
 
-def _diff(old: Snapshot | None, new: Snapshot | None) -> set[str] | None:
+def _diff(old: Listing | None, new: Listing | None) -> set[str] | None:
     """Changed names; an empty name means "the directory itself appeared or vanished"."""
     if old == new:
         return None
@@ -192,7 +192,7 @@ class Watcher:
             self._monitor = self._open_monitor()
         for d in self._dirs:
             self._arm(d)
-            d.snapshot = d.take_snapshot()
+            d.listing = d.take_listing()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         log.debug("%s: watching %s (%s)", self.name, [str(d.path) for d in self._dirs], self.mode)
@@ -325,9 +325,9 @@ class Watcher:
                 if now >= next_poll[id(d)]:
                     next_poll[id(d)] = now + self._poll_every(d)
                     self._arm(d)  # a directory that appeared gets its inotify watch now
-                    snap = d.take_snapshot()
-                    changed = _diff(d.snapshot, snap)
-                    d.snapshot = snap
+                    now_listed = d.take_listing()
+                    changed = _diff(d.listing, now_listed)
+                    d.listing = now_listed
                     if changed:
                         self._note(changed, now)
             if wake_at is not None and now >= wake_at:
@@ -362,7 +362,7 @@ class Watcher:
                     # removed or replaced: poll until it exists again, then watch it anew
                     log.info("%s: %s went away; polling for it", self.name, d.path)
                     d.wd = None
-                    d.snapshot = d.take_snapshot()
+                    d.listing = d.take_listing()
                     names.add("")
                 elif ev.name:
                     names.add(ev.name)

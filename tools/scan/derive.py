@@ -1,11 +1,13 @@
 """One scan of a host, as a bus scanner sees it: NFD's labels for its own bus, edgefd's
 capability labels over every bus it is given, each label checked before it can be written.
 
-Capability labels (`edgefd.io/<kind>.present`, `.count`) count an accelerator kind across all
+Capability labels (`<domain>/<kind>.present`, `.count`) count an accelerator kind across all
 the buses passed in (a Coral on USB plus one on PCIe is `edgetpu.count=2`), so both scanners
 write the same capability values, which the features.d merge accepts without conflict, and
-either scanner alone is still correct. The buses come in as arguments (`BusReader`s); this
-module never imports a bus, or a tool, by name.
+either scanner alone is still correct. They count the inventory's devices (its one catalogue
+match, a device within its re-enumeration hold included, so a Coral loading its firmware
+still counts once), never the records matched again here. The buses come in as arguments
+(`BusReader`s); this module never imports a bus, or a tool, by name.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from edgefd.bus.catalogue import AccelMatch, Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.core.labels import DEFAULT_NAMESPACE, Derivation, Rejected, check_label
 from edgefd.core.record import Record
+from edgefd.inventory.device import Device
+from edgefd.inventory.naming import qualified
 
 from .config import BusRules, SourceConfig
 
 D = TypeVar("D")
-CAPABILITY_DOMAIN = "edgefd.io"
 NFD_PREFIX = DEFAULT_NAMESPACE + "/"
 
 
@@ -43,15 +46,30 @@ class BusSpec(Record, Generic[D]):
     inventory: Callable[[D, AccelMatch | None], dict[str, Any]]
 
 
+def capability_count_label(kind: str) -> str:
+    return qualified(f"{kind}.count")
+
+
 def capability_labels(matches: Iterable[AccelMatch]) -> dict[str, str]:
-    """`edgefd.io/<kind>.present=true` and `.count=N` per kind, whatever the bus."""
+    """`<domain>/<kind>.present=true` and `.count=N` per kind, whatever the bus."""
     counts: dict[str, int] = {}
     for m in matches:
         counts[m.accelerator.kind] = counts.get(m.accelerator.kind, 0) + 1
     out = {}
     for kind, n in counts.items():
-        out[f"{CAPABILITY_DOMAIN}/{kind}.present"] = "true"
-        out[f"{CAPABILITY_DOMAIN}/{kind}.count"] = str(n)
+        out[qualified(f"{kind}.present")] = "true"
+        out[capability_count_label(kind)] = str(n)
+    return out
+
+
+def accelerators(devices: Iterable[Device], catalogue: Catalogue) -> list[AccelMatch]:
+    """The catalogue accelerators among the inventory's devices, as the inventory matched
+    them (a device's model is its catalogue id): looked up, not matched again."""
+    out = []
+    for d in devices:
+        acc = catalogue.by_id(d.model)
+        if acc is not None and acc.kind == d.kind:
+            out.append(AccelMatch(d.key, acc, d.state))
     return out
 
 
@@ -75,31 +93,30 @@ class Evaluation(Record):
     warnings: list[str]
 
 
-def _matches(devices: Iterable[Any], catalogue: Catalogue) -> list[AccelMatch]:
-    return [m for m in map(catalogue.match, devices) if m is not None]
-
-
 def evaluate(
     spec: BusSpec[Any],
     scans: Mapping[str, ScanResult[Any]],
+    devices: Sequence[Device],
     config: SourceConfig,
     catalogue: Catalogue | None,
     capability_buses: Sequence[BusReader[Any]] = (),
     config_warnings: Sequence[str] = (),
 ) -> Evaluation:
-    """NFD labels for `spec`'s bus and capability labels over `capability_buses`, from scans
-    already made (`scans` holds every bus named); every label checked. Pure."""
+    """NFD labels for `spec`'s bus from its records (`scans` holds every bus named), and
+    capability labels over `capability_buses` from the inventory's `devices` (those that
+    count: present, or within the hold); every label checked. Pure."""
     own = scans[spec.reader.bus]
     warnings = list(config_warnings) + list(own.warnings)
     der = spec.derive(own.devices, config)
     own_matches: dict[str, AccelMatch] = {}
     others: list[AccelMatch] = []
     if catalogue is not None:
-        own_matches = {m.device: m for m in _matches(own.devices, catalogue)}
-        for reader in capability_buses:
-            if reader.bus != spec.reader.bus:
-                # the other bus's problems belong to its own scanner's report
-                others.extend(_matches(scans[reader.bus].devices, catalogue))
+        buses = {r.bus for r in capability_buses} | {spec.reader.bus}
+        for m in accelerators((d for d in devices if d.bus in buses), catalogue):
+            if m.bus == spec.reader.bus:
+                own_matches[m.device] = m
+            else:  # the other bus's problems belong to its own scanner's report
+                others.append(m)
     caps = capability_labels([*own_matches.values(), *others])
     labels: dict[str, str] = {}
     rejected: list[Rejected] = []

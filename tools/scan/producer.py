@@ -15,11 +15,12 @@ again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from edgefd.bus.enumerate import BusReader
-from edgefd.core.errors import EdgefdError, UsageError
+from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
 from edgefd.core.publish import Publisher
@@ -28,7 +29,7 @@ from edgefd.core.service import Listen, WatchSettings
 
 from .config import resolve_config, split_list
 from .derive import BusSpec
-from .session import Producer, ScanMetrics, ScanSession
+from .session import Producer, ScanMetrics, ScanSession, WatchContext
 
 log = get_logger(__name__)
 
@@ -140,34 +141,18 @@ def run_producer(
         from edgefd.bus.catalogue import load_catalogue
 
         catalogue = load_catalogue(labelling.catalogue_path)
-    session = ScanSession(
-        host,
-        producers,
-        catalogue,
-        capability_buses,
-        output=outputs.output,
+    make_session = partial(
+        ScanSession, host, producers, catalogue, capability_buses, output=outputs.output,
         explain=outputs.explain,
-        watching=watching is not None,
-    )
+    )  # fmt: skip
     if watching is None:
-        session.on_snapshot(Inventory(host, readers, catalogue=catalogue, hold=0.0).scan())
+        make_session().on_snapshot(Inventory(host, readers, catalogue=catalogue, hold=0.0).scan())
         return 0
     m = None
     if watching.listen is not None:
         from edgefd.runtime.metrics import Metrics
 
         m = Metrics()
-        session.metrics = ScanMetrics(m)
-    # the hold is the only memory a scanner needs: a device is forgotten when it ends
-    inventory = Inventory(
-        host,
-        readers,
-        catalogue=catalogue,
-        hold=watching.hold,
-        forget_after=watching.hold,
-        settings=watching.settings,
-        metrics=m,
-    )
     shown = {
         "producers": ",".join(p.spec.producer for p in producers),
         "host-root": host.root,
@@ -177,68 +162,38 @@ def run_producer(
         "rescan": f"{watching.settings.rescan_interval:g}s",
         "listen": _listen_text(watching.listen),
     }
+    from edgefd.core.version import startup_line
+    from edgefd.runtime.runner import Lifeline, Reload, run
+
+    def build(lifeline: Lifeline) -> list[Any]:
+        # the hold is the only memory a scanner needs: a device is forgotten when it ends
+        inventory = Inventory(
+            host,
+            readers,
+            catalogue=catalogue,
+            hold=watching.hold,
+            forget_after=watching.hold,
+            settings=watching.settings,
+            metrics=m,
+        )
+        watch = WatchContext(
+            inventory, lifeline, ScanMetrics(m) if m is not None else None, labelling.config_path
+        )
+        session = make_session(watch=watch)
+        inventory.subscribe(session.on_snapshot, name="feature files")
+        return [inventory, session]  # watch, then the first scan
+
     reload = None
     if labelling.config_path is not None:
-        path = labelling.config_path
-
-        def reload() -> None:
-            """--config changed (a ConfigMap update): the labels follow, no restart."""
-            try:
-                session.producers = tuple(configured(specs, labelling, publishers))
-            except EdgefdError as e:
-                log.error("%s; keeping the configuration in use", e)
-                return
-            log.info("configuration reloaded from %s", path)
-            inventory.refresh()
-
-    return _watch(session, inventory, watching.listen, m, shown, (labelling.config_path, reload))
+        reload = Reload(lambda: configured(specs, labelling, publishers), labelling.config_path)
+    return run(
+        build,
+        startup_line=startup_line("watch", shown),
+        listen=watching.listen,
+        metrics=m,
+        reload=reload,
+    )
 
 
 def _listen_text(listen: Listen) -> str:
     return "off" if listen is None else f"{listen[0] or '0.0.0.0'}:{listen[1]}"
-
-
-def _watch(
-    session: ScanSession,
-    inventory: Any,
-    listen: Listen,
-    metrics: Any,
-    shown: dict[str, object],
-    config: tuple[Path | None, Any] = (None, None),
-) -> int:
-    """Publish now, then after every snapshot, until SIGTERM/SIGINT."""
-    from edgefd.core import log as logs
-    from edgefd.core.version import startup_line
-    from edgefd.runtime.health import serve
-    from edgefd.runtime.signals import Signals
-
-    logs.serving()  # a watching scanner's log is its story: every change at info
-    log.info("%s", startup_line("watch", shown))
-    signals = Signals().install()
-    server = None
-    config_watch = None
-    if config[0] is not None:
-        from edgefd.runtime.configfile import ConfigFileWatch
-
-        config_watch = ConfigFileWatch(config[0], config[1]).start()
-    session.watch_info = inventory.describe
-    session.on_failure = signals.wake
-    try:
-        inventory.subscribe(session.on_snapshot, name="feature files")
-        inventory.start()  # watch, then the first scan
-        if metrics is not None:
-            server = serve(listen, metrics, inventory.freshness.check, session.ready)
-        log.info("watching %s (hot-plug: %s)", inventory.host.root, inventory.mode)
-        while not signals.stop_requested and session.failure is None:
-            signals.wait(1.0)
-        log.info("stopping")
-    finally:
-        if config_watch is not None:
-            config_watch.stop()
-        inventory.stop()
-        signals.close()
-        if server is not None:
-            server.stop()
-    if session.failure is not None:
-        raise session.failure
-    return 0

@@ -11,7 +11,7 @@ from edgefd.bus.enumerate import rehost
 from edgefd.core.escape import printable
 from edgefd.core.hostroot import HostRoot
 
-from .derive import CAPABILITY_DOMAIN, Evaluation, describe_match
+from .derive import Evaluation, capability_count_label, describe_match
 
 
 def explain_text(ev: Evaluation, host: HostRoot) -> str:
@@ -36,7 +36,7 @@ def explain_text(ev: Evaluation, host: HostRoot) -> str:
         if m is not None:
             out.append(
                 f"  catalogue: {describe_match(m)} -> counts toward "
-                f"{CAPABILITY_DOMAIN}/{m.accelerator.kind}.count (whatever the class whitelist)"
+                f"{capability_count_label(m.accelerator.kind)} (whatever the class whitelist)"
             )
         out.append("")
     out.append("capabilities (all buses):")
@@ -48,8 +48,9 @@ def explain_text(ev: Evaluation, host: HostRoot) -> str:
         who = ", ".join(
             f"{m.bus} {m.device} {describe_match(m)}" for m in allm if m.accelerator.kind == kind
         )
-        n = ev.capabilities[f"{CAPABILITY_DOMAIN}/{kind}.count"]
-        out.append(f"  {CAPABILITY_DOMAIN}/{kind}.present=true, .count={n}: {who}")
+        count = capability_count_label(kind)
+        present = count.removesuffix(".count") + ".present"
+        out.append(f"  {present}=true, .count={ev.capabilities[count]}: {who}")
     if ev.warnings:
         out.append("")
         out.append("warnings:")

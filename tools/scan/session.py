@@ -3,15 +3,16 @@ producer's labels (derive.py) and goes out through its outputs: the feature file
 in a dry run), `--output json`, `--explain`. The publisher decides, once, whether a file's
 bytes changed; nothing is written or printed when they did not.
 
-With --watch the session is one subscriber among the inventory's, on its thread: a file that
-cannot be written is kept as it was and retried on the next snapshot; a bug stops the process
-rather than letting it run on with stale files. Once (without --watch), failures propagate
-to the command, which exits with their code.
+With --watch the session is a component of the runner (edgefd.runtime.runner) and one
+subscriber among the inventory's, on its thread: a file that cannot be written is kept as it
+was and retried on the next snapshot; a bug ends the process through its lifeline rather than
+letting it run on with stale files. Once (without --watch), failures propagate to the
+command, which exits with their code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgefd.bus.catalogue import Catalogue
@@ -52,6 +53,16 @@ class ScanMetrics:
         )
 
 
+class WatchContext(Record):
+    """What a watching session is given: the inventory it follows (for `--output json`'s
+    `watch`, /readyz and a rescan after a reload), where a bug ends the process, its metrics."""
+
+    inventory: Any  # edgefd.inventory.inventory.Inventory
+    lifeline: Any  # edgefd.runtime.runner.Lifeline
+    metrics: ScanMetrics | None = None
+    config_path: Any = None  # --config, for the reload's log line
+
+
 class ScanSession:
     def __init__(
         self,
@@ -62,7 +73,7 @@ class ScanSession:
         *,
         output: str = "text",
         explain: bool = False,
-        watching: bool = False,
+        watch: WatchContext | None = None,
     ) -> None:
         self.host = host
         self.producers = tuple(producers)
@@ -70,25 +81,24 @@ class ScanSession:
         self.capability_buses = tuple(capability_buses)
         self.output = output
         self.explain = explain
-        self.watching = watching
-        self.metrics: ScanMetrics | None = None
-        self.watch_info: Callable[[], dict[str, Any]] | None = None  # the inventory's describe
-        self.on_failure: Callable[[], None] = lambda: None
-        self.failure: BaseException | None = None
+        self.watch = watch
+        self.metrics = watch.metrics if watch is not None else None
         self._labels: dict[str, dict[str, str]] = {}  # as last published, per producer
         self._warnings = Warnings()
 
     def evaluate(self, snap: Snapshot) -> list[Evaluation]:
-        scans = snap.label_scans()
+        scans, devices = snap.label_scans(), snap.label_devices()
         return [
-            evaluate(p.spec, scans, p.config, self.catalogue, self.capability_buses, p.warnings)
+            evaluate(
+                p.spec, scans, devices, p.config, self.catalogue, self.capability_buses, p.warnings
+            )
             for p in self.producers
         ]
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """Publish every producer's labels from `snap`. Once: errors propagate. Watching: a
         file that cannot be written is kept and retried; a bug stops the process."""
-        if not self.watching:
+        if self.watch is None:
             self._publish(snap)
             return
         tell_devices(snap.diff)
@@ -99,8 +109,22 @@ class ScanSession:
                 self.metrics.write_failures.inc()
             log.error("%s (keeping the previous files; retrying on the next change)", e)
         except Exception as e:
-            self.failure = e
-            self.on_failure()
+            self.watch.lifeline.fail(e)
+
+    # -- as a component of the runner
+
+    def start(self) -> None:
+        """Nothing of its own to start: it publishes on the inventory's snapshots."""
+
+    def stop(self) -> None:
+        """Nothing of its own to stop (the files stay as they are)."""
+
+    def reconfigure(self, producers: Sequence[Producer]) -> None:
+        """--config changed (a ConfigMap update): the labels follow, no restart."""
+        self.producers = tuple(producers)
+        if self.watch is not None:
+            log.info("configuration reloaded from %s", self.watch.config_path)
+            self.watch.inventory.refresh()
 
     def _publish(self, snap: Snapshot) -> None:
         evaluations = self.evaluate(snap)
@@ -126,8 +150,8 @@ class ScanSession:
             from .report import inventory
 
             doc = inventory(ev, self.host)
-            if self.watch_info is not None:
-                doc["watch"] = self.watch_info()
+            if self.watch is not None:
+                doc["watch"] = self.watch.inventory.describe()
             emit_json(doc)
         pub = p.publisher
         if pub.dry_run:
@@ -143,5 +167,5 @@ class ScanSession:
         missing = [p.spec.producer for p in self.producers if not p.publisher.published]
         if missing:
             return False, f"not written yet: {', '.join(missing)}"
-        mode = self.watch_info()["mode"] if self.watch_info is not None else "once"
+        mode = self.watch.inventory.mode if self.watch is not None else "once"
         return True, f"ok ({', '.join(p.spec.producer for p in self.producers)}; {mode})"

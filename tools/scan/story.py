@@ -33,7 +33,7 @@ def device_line(c: Change) -> str:
         return f"device {c.name}: added, {c.describe().split(': ', 1)[1]}"
     b, a = c.before, c.after
     assert b is not None and a is not None
-    if b.present and a.present and b.state != a.state:
+    if a.present and b.state != a.state:  # within one scan, or back after "re-enumerating"
         return f"device {c.name}: re-enumerated ({b.state or '-'} -> {a.state or '-'})"
     return f"device {c.describe()}"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgefd.cli.scanner import make_command
+from edgefd.inventory.naming import DOMAIN
 
 
 def _run(**options: Any) -> int:
@@ -25,7 +26,7 @@ def _run(**options: Any) -> int:
 main = make_command(
     "usb-scan",
     _run,
-    """Write NFD's `usb-*` labels plus edgefd.io accelerator capability labels.
+    f"""Write NFD's `usb-*` labels plus {DOMAIN} accelerator capability labels.
 
     With default settings the feature.node.kubernetes.io/usb-* labels are exactly those of
     node-feature-discovery's USB source for the same sysfs. Output: <features-dir>/usb-scan.

@@ -3,7 +3,9 @@ beside the real-API-server suites (tests/devplugin/dra/test_realpeer.py,
 tests/k8s/test_dra_apiserver.py), which remain the tests of the API interaction itself.
 
 It keeps objects with resourceVersions, refuses a stale write with 409 as the API server
-does, streams watch events to every open watch, and can be made unreachable."""
+does, answers the list and the watch edgefd.kube.listwatch.ListWatch sends (`request`,
+`watch`, with the field selector of `slices_query` applied and a watch resumed from its
+resourceVersion), and can be made unreachable."""
 
 from __future__ import annotations
 
@@ -11,13 +13,32 @@ import copy
 import queue
 import threading
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+from edgefd.devplugin.dra import kubeapi
+from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiUnreachable
+
+SLICES = kubeapi.SLICES
+
+
+def _selected(path: str) -> tuple[dict[str, str], str]:
+    """The field selector's terms and the resourceVersion in a collection query."""
+    query = parse_qs(urlsplit(path).query)
+    terms = dict(t.split("=", 1) for s in query.get("fieldSelector", []) for t in s.split(",") if t)
+    return terms, (query.get("resourceVersion") or [""])[0]
+
+
+def _matches(obj: dict[str, Any], terms: dict[str, str]) -> bool:
+    spec = obj.get("spec") or {}
+    fields = {"spec.nodeName": spec.get("nodeName"), "spec.driver": spec.get("driver")}
+    return all(fields.get(k) == v for k, v in terms.items())
 
 
 class FakeWatch:
-    def __init__(self) -> None:
+    def __init__(self, terms: dict[str, str]) -> None:
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.terms = terms
         self.closed = False
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -39,6 +60,8 @@ class FakeSliceApi:
         self.rv = 100
         self.writes: list[tuple[str, str]] = []  # (verb, name)
         self.watches: list[FakeWatch] = []
+        self.history: list[dict[str, Any]] = []  # every event, for a watch that resumes
+        self.lists = 0
         self.down = False
         self.creates = 0  # create requests, refused ones included
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> Node object
@@ -50,8 +73,9 @@ class FakeSliceApi:
             raise ApiUnreachable("connection refused")
 
     def _emit(self, kind: str, obj: dict[str, Any]) -> None:
+        self.history.append({"type": kind, "object": copy.deepcopy(obj)})
         for w in self.watches:
-            if not w.closed:
+            if not w.closed and _matches(obj, w.terms):
                 w.events.put({"type": kind, "object": copy.deepcopy(obj)})
 
     def _stamp(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -60,20 +84,46 @@ class FakeSliceApi:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return obj
 
-    def list_slices(self, node: str, driver: str) -> dict[str, Any]:
+    slices_query = staticmethod(DraApi.slices_query)  # the very query the publisher sends
+
+    def request(
+        self,
+        method: str,
+        resource: str,
+        path: str,
+        what: str,
+        body: Any = None,
+        content_type: str | None = None,
+        verb: str | None = None,
+    ) -> Any:
+        """Only the list of a slice collection (what a ListWatch sends)."""
+        if method != "GET" or not path.startswith(f"{SLICES}?"):
+            raise NotImplementedError(f"FakeSliceApi: {method} {path}")
+        terms, _ = _selected(path)
         with self.lock:
             self._check()
-            items = [
-                copy.deepcopy(o)
-                for o in self.objects.values()
-                if o["spec"].get("nodeName") == node and o["spec"].get("driver") == driver
-            ]
+            self.lists += 1
+            items = [copy.deepcopy(o) for o in self.objects.values() if _matches(o, terms)]
             return {"metadata": {"resourceVersion": str(self.rv)}, "items": items}
 
-    def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Any:
+    def watch(
+        self,
+        resource: str,
+        path: str,
+        what: str,
+        seconds: int = 300,
+        idle_timeout: float | None = None,
+    ) -> FakeWatch:
+        """Every event after the query's resourceVersion that its selector selects, as the API
+        server's watch cache gives them."""
+        terms, rv = _selected(path)
         with self.lock:
             self._check()
-            w = FakeWatch()
+            w = FakeWatch(terms)
+            for ev in self.history:
+                later = int(ev["object"]["metadata"]["resourceVersion"]) > int(rv or 0)
+                if later and _matches(ev["object"], terms):
+                    w.events.put(copy.deepcopy(ev))
             self.watches.append(w)
             return w
 

@@ -16,11 +16,17 @@ from typing import Any
 
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.client import connect
-from tests.helpers import wait_until
-from tests.peers.processes import free_port
+from tests.helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = "edgefd.io"
+
+
+def list_slices(api: Any, node: str, driver: str) -> dict[str, Any]:
+    """`node`'s slices of `driver`, read once with `api`'s identity, by the query the
+    publisher's list-watch uses (RBAC and the admission policy see the same request)."""
+    resource, path = api.slices_query(node, driver)
+    return api.request("GET", resource, path, f"list resourceslices of {node}") or {}
 
 
 class DraPlugin:
@@ -113,7 +119,7 @@ class Api:
         self.dra = connect(kubeconfig, 10.0, client_class=DraApi)
 
     def slices(self, node: str) -> list[dict[str, Any]]:
-        return self.dra.list_slices(node, DRIVER).get("items") or []
+        return list_slices(self.dra, node, DRIVER).get("items") or []
 
     def devices(self, node: str) -> dict[str, dict[str, Any]]:
         return {d["name"]: d for s in self.slices(node) for d in s["spec"].get("devices") or ()}

@@ -15,7 +15,6 @@ import pytest
 
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.devplugin import cdi
-from edgefd.devplugin.config import MountSpec, default_config
 from edgefd.devplugin.dra.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claims import ClaimRef, PrepareError, Preparer
 from edgefd.devplugin.dra.slices import attributes
@@ -23,6 +22,7 @@ from edgefd.devplugin.dra.table import Entry
 from edgefd.devplugin.links import LinkLayout
 from edgefd.devplugin.v1beta1.allocate import container_response
 from edgefd.inventory.device import Device
+from edgefd.inventory.resources import MountSpec, default_config
 
 CORAL = default_config().by_name()["edgefd.io/coral-usb"]
 PCIE = default_config().by_name()["edgefd.io/coral-pcie"]

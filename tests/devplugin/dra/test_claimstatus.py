@@ -8,9 +8,9 @@ import copy
 import time
 from typing import Any
 
-from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra.checkpoint import PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claimstatus import ClaimStatusWriter, desired
+from edgefd.inventory.resources import default_config
 from edgefd.kube.errors import ApiUnreachable
 from tests.devplugin.dra.test_cdi import NODE, apex, coral, table
 from tests.helpers import wait_until

@@ -1,5 +1,6 @@
-"""`--evict-after`: an absent device's taint turns NoExecute after the hold plus the duration,
-from a timer (no scan happens then), stays put across rewrites, and goes when the device
+"""`--evict-after`: an absent device's taint turns NoExecute after the hold plus the duration
+counted from when the inventory found it missing (a scan the front-end asks the inventory for
+at the deadline, nothing else happening then), stays put across rewrites, and goes when the device
 returns; within the hold (a re-enumeration) it never does. The slice is what the DRA front-end
 of a running App publishes (over the stand-in slice API; the real API server's acceptance of
 the NoExecute taint is tested in tests/k8s/test_dra_apiserver.py, the eviction itself by the
@@ -17,10 +18,10 @@ import pytest
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
 from edgefd.devplugin.app import App, Options
-from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra import slices
-from edgefd.devplugin.dra.eviction import NEVER, Eviction, missing_since
+from edgefd.devplugin.dra.eviction import NEVER, Eviction
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
+from edgefd.inventory.resources import default_config
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.devplugin.dra.test_cdi import coral
 from tests.devplugin.test_one_source import short_dir  # noqa: F401
@@ -35,40 +36,35 @@ CORAL_BOOT = {
     "speed": 5000,
     "interfaces": [{"class": "fe", "subclass": "01", "protocol": "02"}],
 }
-GONE = coral(present=False, reason="unplugged from port 2-1", last_seen=1000.0)
+# last seen at 1000, found missing by the scan at 1010
+GONE = coral(
+    present=False, reason="unplugged from port 2-1", last_seen=1000.0, missing_since=1010.0
+)
 
 
 def test_deadline_is_missing_since_plus_hold_plus_the_duration() -> None:
     ev = Eviction(after=2.0, hold=3.0)
-    assert ev.deadline(GONE, 1010.0) == 1015.0  # found missing at 1010 (last seen at 1000)
-    assert ev.deadline(GONE) == 1005.0  # absent since before the start: from last_seen
-    assert not ev.due(GONE, 1014.9, 1010.0) and ev.due(GONE, 1015.0, 1010.0)
+    assert ev.deadline(GONE) == 1015.0  # from when it was found missing, not its last_seen
+    assert not ev.due(GONE, 1014.9) and ev.due(GONE, 1015.0)
     assert ev.deadline(coral()) is None  # present: never
-    assert NEVER.deadline(GONE, 1010.0) is None  # off by default
-    assert ev.next_deadline([(GONE, 1010.0), (coral(), None)], 1011.0) == 1015.0
-    assert ev.next_deadline([(GONE, 1010.0)], 1016.0) is None  # past: nothing to wait for
-
-
-def test_missing_since_is_when_a_snapshot_first_lacked_it() -> None:
-    here, gone = {"c": coral()}, {"c": GONE}
-    assert missing_since(here, gone, {}, 1010.0) == {"c": 1010.0}  # the unplug's snapshot
-    assert missing_since(gone, gone, {"c": 1010.0}, 1020.0) == {"c": 1010.0}  # kept
-    assert missing_since({}, gone, {}, 1020.0) == {"c": 1000.0}  # absent from the start
-    assert missing_since(gone, here, {"c": 1010.0}, 1030.0) == {}  # back
+    assert ev.deadline(GONE._replace(missing_since=None)) is None  # not known missing: never
+    assert NEVER.deadline(GONE) is None  # off by default
+    assert ev.next_deadline([GONE, coral()], 1011.0) == 1015.0
+    assert ev.next_deadline([GONE], 1016.0) is None  # past: nothing to wait for
 
 
 def test_the_taint_turns_noexecute_with_its_deadline_as_time() -> None:
     ev = Eviction(after=2.0, hold=3.0)
-    [before] = slices.taints(GONE, ev, 1004.0)
+    [before] = slices.taints(GONE, ev, 1014.0)
     assert before["effect"] == "NoSchedule"
-    [after] = slices.taints(GONE, ev, 1005.5, since=1000.0)
+    [after] = slices.taints(GONE, ev, 1015.5)
     assert after == {
         "key": "edgefd.io/unhealthy",
         "value": "unplugged",
         "effect": "NoExecute",
-        "timeAdded": "1970-01-01T00:16:45Z",  # the deadline, so tolerationSeconds count from it
+        "timeAdded": "1970-01-01T00:16:55Z",  # the deadline, so tolerationSeconds count from it
     }
-    assert slices.taints(GONE, ev, 1005.5, 1000.0) == slices.taints(GONE, ev, 9999.0, 1000.0)
+    assert slices.taints(GONE, ev, 1015.5) == slices.taints(GONE, ev, 9999.0)
     present_unusable = coral(reason="device node /dev/bus/usb/002/003 is missing")
     assert slices.taints(present_unusable, ev, 1e12)[0]["effect"] == "NoSchedule"
 
@@ -113,14 +109,14 @@ def test_an_unplugged_device_is_tainted_noexecute_after_hold_and_duration(
         wait_until(lambda: _effect(api, "coral-usb-2-1") == "NoExecute", timeout=hold + 3)
         took = time.time() - gone
         assert hold + 0.5 - 0.1 <= took <= hold + 0.5 + 1.0, took
-        assert fe[0]._evicting == {"coral-usb-2-1"}
+        assert fe[0].tainting.evicting == {"coral-usb-2-1"}
         gen = api.generation()
         time.sleep(0.3)
         assert api.generation() == gen  # the deadline is fixed: no rewrite while it is away
 
         HostBuilder(host).add_usb(CORAL_BOOT)
         wait_until(lambda: _effect(api, "coral-usb-2-1") is None, timeout=3)
-        assert fe[0]._evicting == set()
+        assert fe[0].tainting.evicting == set()
     finally:
         app.stop()
 

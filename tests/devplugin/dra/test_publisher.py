@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from edgefd.devplugin.dra.publisher import Publisher
+from edgefd.devplugin.dra.publisher import SlicePublisher
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.helpers import wait_until
 
@@ -30,13 +30,13 @@ def api() -> FakeSliceApi:
 
 
 @pytest.fixture
-def pub(api: FakeSliceApi) -> Iterator[Publisher]:
-    p = Publisher(api, NODE).start()
+def pub(api: FakeSliceApi) -> Iterator[SlicePublisher]:
+    p = SlicePublisher(api, NODE).start()
     yield p
     p.stop()
 
 
-def test_nothing_is_published_before_the_first_scan(api: FakeSliceApi, pub: Publisher) -> None:
+def test_nothing_is_published_before_the_first_scan(api: FakeSliceApi, pub: SlicePublisher) -> None:
     wait_until(lambda: api.watches)
     assert api.writes == [] and not pub.in_sync.is_set()
     pub.set_devices([])
@@ -45,7 +45,7 @@ def test_nothing_is_published_before_the_first_scan(api: FakeSliceApi, pub: Publ
 
 
 def test_every_change_raises_the_generation_and_nothing_else_writes(
-    api: FakeSliceApi, pub: Publisher
+    api: FakeSliceApi, pub: SlicePublisher
 ) -> None:
     pub.set_devices([dev("coral-usb-2-1")])
     wait_until(lambda: api.generation() == 1 and pub.in_sync.is_set())
@@ -57,7 +57,7 @@ def test_every_change_raises_the_generation_and_nothing_else_writes(
 
 
 def test_a_slice_deleted_by_someone_else_comes_back_newer(
-    api: FakeSliceApi, pub: Publisher
+    api: FakeSliceApi, pub: SlicePublisher
 ) -> None:
     pub.set_devices([dev("coral-usb-2-1")])
     wait_until(lambda: api.generation() == 1 and pub.in_sync.is_set())
@@ -66,8 +66,24 @@ def test_a_slice_deleted_by_someone_else_comes_back_newer(
     assert "coral-usb-2-1" in api.devices()
 
 
+def test_a_write_refused_as_stale_lists_again_then_writes(
+    api: FakeSliceApi, pub: SlicePublisher, caplog: pytest.LogCaptureFixture
+) -> None:
+    pub.set_devices([dev("coral-usb-2-1")])
+    wait_until(lambda: api.generation() == 1 and pub.in_sync.is_set())
+    lists = api.lists
+    with api.lock:  # changed without an event (as if the watch had missed it): a 409 next
+        api.rv += 1
+        api.objects["n1-edgefd.io-0"]["metadata"]["resourceVersion"] = str(api.rv)
+    pub.set_devices([dev("coral-usb-2-1", tainted=True)])
+    wait_until(lambda: api.generation() == 2 and pub.in_sync.is_set())
+    assert "failed (conflict)" in caplog.text
+    assert api.lists == lists + 1  # the list the 409 asked for, nothing more
+    assert [v for v, _ in api.writes] == ["create", "update"] and pub.last_error == ""
+
+
 def test_more_than_64_devices_are_cut_and_shrinking_deletes(
-    api: FakeSliceApi, pub: Publisher
+    api: FakeSliceApi, pub: SlicePublisher
 ) -> None:
     pub.set_devices([dev(f"d-{i:03d}") for i in range(70)])
     wait_until(lambda: len(api.objects) == 2 and pub.in_sync.is_set())
@@ -76,7 +92,7 @@ def test_more_than_64_devices_are_cut_and_shrinking_deletes(
     assert ("delete", "n1-edgefd.io-1") in api.writes and api.generation() == 2
 
 
-def test_an_outage_delays_a_change_and_loses_none(api: FakeSliceApi, pub: Publisher) -> None:
+def test_an_outage_delays_a_change_and_loses_none(api: FakeSliceApi, pub: SlicePublisher) -> None:
     pub.set_devices([dev("coral-usb-2-1")])
     wait_until(pub.in_sync.is_set)
     api.down = True
@@ -89,12 +105,12 @@ def test_an_outage_delays_a_change_and_loses_none(api: FakeSliceApi, pub: Publis
 
 
 def test_a_restart_over_unchanged_slices_writes_nothing(api: FakeSliceApi) -> None:
-    first = Publisher(api, NODE).start()
+    first = SlicePublisher(api, NODE).start()
     first.set_devices([dev("coral-usb-2-1")])
     wait_until(first.in_sync.is_set)
     first.stop()
     writes = len(api.writes)
-    second = Publisher(api, NODE).start()
+    second = SlicePublisher(api, NODE).start()
     try:
         second.set_devices([dev("coral-usb-2-1")])
         wait_until(second.in_sync.is_set)
@@ -120,7 +136,7 @@ def foreign(name: str, node: str = NODE, pool: str = "shared", gen: int = 7) -> 
 
 def test_another_pools_slice_on_this_node_is_left_alone(api: FakeSliceApi) -> None:
     api.objects["theirs"] = foreign("theirs")
-    p = Publisher(api, NODE).start()
+    p = SlicePublisher(api, NODE).start()
     try:
         p.set_devices([dev("coral-usb-2-1")])
         wait_until(p.in_sync.is_set, 5, 0.01)
@@ -141,7 +157,7 @@ def test_a_squatted_slice_name_backs_off_instead_of_spinning(
     # another node's slice under this node's slice name: invisible to this node's list, so
     # every create is a 409 that no re-read resolves
     api.objects["n1-edgefd.io-0"] = foreign("n1-edgefd.io-0", node="n2", pool="n2")
-    p = Publisher(api, NODE).start()
+    p = SlicePublisher(api, NODE).start()
     try:
         p.set_devices([dev("coral-usb-2-1")])
         wait_until(lambda: api.creates >= 1, 5, 0.01)
@@ -167,7 +183,7 @@ def _owners(api: FakeSliceApi) -> list:
 
 def test_slices_are_owned_by_their_node(api: FakeSliceApi) -> None:
     api.nodes[NODE] = _node("uid-1")
-    p = Publisher(api, NODE).start()
+    p = SlicePublisher(api, NODE).start()
     try:
         p.set_devices([dev("coral-usb-2-1")])
         wait_until(lambda: api.generation() == 1 and p.in_sync.is_set())
@@ -187,7 +203,7 @@ def test_slices_are_owned_by_their_node(api: FakeSliceApi) -> None:
 
 
 def test_without_a_readable_node_slices_are_written_and_owned_later(api: FakeSliceApi) -> None:
-    p = Publisher(api, NODE).start()
+    p = SlicePublisher(api, NODE).start()
     try:
         p.set_devices([dev("coral-usb-2-1")])
         wait_until(lambda: api.generation() == 1 and p.in_sync.is_set())
@@ -201,12 +217,12 @@ def test_without_a_readable_node_slices_are_written_and_owned_later(api: FakeSli
 
 
 def test_a_restart_adds_the_owner_to_slices_written_without_one(api: FakeSliceApi) -> None:
-    first = Publisher(api, NODE).start()
+    first = SlicePublisher(api, NODE).start()
     first.set_devices([dev("coral-usb-2-1")])
     wait_until(lambda: api.generation() == 1 and first.in_sync.is_set())
     first.stop()
     api.nodes[NODE] = _node("uid-1")
-    second = Publisher(api, NODE).start()
+    second = SlicePublisher(api, NODE).start()
     try:
         second.set_devices([dev("coral-usb-2-1")])
         wait_until(lambda: api.generation() == 2 and second.in_sync.is_set())
@@ -214,7 +230,7 @@ def test_a_restart_adds_the_owner_to_slices_written_without_one(api: FakeSliceAp
     finally:
         second.stop()
     writes = len(api.writes)
-    third = Publisher(api, NODE).start()  # owned now: the next restart writes nothing
+    third = SlicePublisher(api, NODE).start()  # owned now: the next restart writes nothing
     try:
         third.set_devices([dev("coral-usb-2-1")])
         wait_until(third.in_sync.is_set)

@@ -15,11 +15,11 @@ import pytest
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin.app import Options, make_inventory
-from edgefd.devplugin.config import default_config
 from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.dryrun import slices as dry_slices
 from edgefd.inventory import device as facts
 from edgefd.inventory.device import Device
+from edgefd.inventory.resources import default_config
 from tests.devplugin.dra.hardware import expected_devices
 from tests.fixturegen import build_host
 

@@ -26,7 +26,6 @@ from edgefd.core.errors import EdgefdError
 from edgefd.kube.errors import ApiNotFound
 from edgefd.kube.retry import Retry
 
-from ..container import container_path
 from .checkpoint import PreparedClaim
 from .health import health_of
 from .slices import DRIVER
@@ -64,7 +63,7 @@ def device_data(entry: Entry | None) -> dict[str, Any]:
     if dev.state:
         out["usbState"] = dev.state
     out["state"] = "present" if dev.healthy else ("absent" if not dev.present else "unusable")
-    paths = [container_path(dev, entry.resource, i, n) for i, n in enumerate(dev.devnodes)]
+    paths = [entry.resource.container_path(dev, i, n) for i, n in enumerate(dev.devnodes)]
     if paths:
         out["devicePaths"] = paths
     return out

@@ -7,8 +7,8 @@ from typing import Any
 
 from edgefd.core.output import emit_json
 from edgefd.inventory.inventory import Inventory
+from edgefd.inventory.resources import Config
 
-from ..config import Config
 from . import table
 from .slices import pool_slices, slice_object
 

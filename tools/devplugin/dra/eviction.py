@@ -4,21 +4,35 @@ evicted, so that their controller places them on a node with a healthy one.
 
 A device counts as gone for good once it has been missing longer than the inventory's hold
 (a Coral's or an NCS2's re-enumeration fits in it, and must never evict) plus `after`,
-measured from when it was found missing: the time of the first snapshot without it (the
-front-end keeps that), not its `last_seen`, which is the last scan that saw it and may be a
-whole rescan period older than the unplug. A device already absent when the process starts
-counts from its `last_seen` (all that is known). The deadline is fixed once the device is
-missing, so the slice says the same thing at every rewrite. The taint's `timeAdded` is the
-deadline: a workload's `tolerationSeconds` counts from when eviction began, not from the
-unplug.
+measured from when it was found missing: the inventory's `Device.missing_since` (the first
+scan without it; for a device already absent when an earlier run saved it, that run's time,
+so a restart keeps the deadline), never its `last_seen`, which is the last scan that saw it
+and may be a whole rescan period older than the unplug. The deadline is therefore fixed once
+the device is missing, so the slice says the same thing at every rewrite. The taint's
+`timeAdded` is the deadline: a workload's `tolerationSeconds` counts from when eviction
+began, not from the unplug.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from edgefd.inventory.device import Device
+
+log = logging.getLogger(__name__)
+
+
+class Entry(Protocol):
+    """A device as the slice lists it (table.Entry)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def device(self) -> Device: ...
+    def api(self, eviction: Eviction, now: float) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -26,46 +40,50 @@ class Eviction:
     after: float | None = None  # None: never (the default)
     hold: float = 0.0  # the inventory's re-enumeration hold
 
-    def deadline(self, dev: Device, missing_since: float | None = None) -> float | None:
-        """Wall-clock time the device's taint becomes NoExecute; None: it never does.
-        `missing_since`: when it was found missing (None: its last_seen)."""
-        since = missing_since if missing_since is not None else dev.last_seen
-        if self.after is None or dev.present or since <= 0:
+    def deadline(self, dev: Device) -> float | None:
+        """Wall-clock time the device's taint becomes NoExecute; None: it never does."""
+        since = dev.missing_since
+        if self.after is None or dev.present or since is None or since <= 0:
             return None
         return since + self.hold + self.after
 
-    def due(self, dev: Device, now: float, missing_since: float | None = None) -> bool:
-        at = self.deadline(dev, missing_since)
+    def due(self, dev: Device, now: float) -> bool:
+        at = self.deadline(dev)
         return at is not None and now >= at
 
-    def next_deadline(
-        self, devices: Iterable[tuple[Device, float | None]], now: float
-    ) -> float | None:
-        """The earliest deadline still to come, of (device, missing since) pairs: when the
-        slice has to change by itself."""
-        ahead = [at for d, s in devices if (at := self.deadline(d, s)) is not None and at > now]
+    def next_deadline(self, devices: Iterable[Device], now: float) -> float | None:
+        """The earliest deadline still to come: when the slice has to change by itself."""
+        ahead = [at for d in devices if (at := self.deadline(d)) is not None and at > now]
         return min(ahead, default=None)
 
 
 NEVER = Eviction()
 
 
-def missing_since(
-    before: Mapping[str, Device],
-    after: Mapping[str, Device],
-    known: Mapping[str, float],
-    now: float,
-) -> dict[str, float]:
-    """When each absent device of `after` was found missing: kept from `known`; `now` for
-    one present in `before`; its last_seen for one absent from the start."""
-    out = {}
-    for name, dev in after.items():
-        if dev.present:
-            continue
-        if name in known:
-            out[name] = known[name]
-        elif name in before and before[name].present:
-            out[name] = now
-        else:
-            out[name] = dev.last_seen
-    return out
+class Tainting:
+    """The slice's devices at a moment, under an eviction policy: each with its taints; which
+    ones have just begun to evict (said once, at warning level); and, since a deadline passing
+    changes the slice with no scan to say so, a scan asked of the inventory (`wake_at`, its one
+    timer) for the next deadline, when the slice is built again."""
+
+    def __init__(self, policy: Eviction, wake_at: Callable[[float | None], None]) -> None:
+        self.policy = policy
+        self.wake_at = wake_at
+        self.evicting: set[str] = set()
+
+    def devices(self, entries: Iterable[Entry], now: float) -> list[dict[str, Any]]:
+        entries = list(entries)
+        evicting = {e.name for e in entries if self.policy.due(e.device, now)}
+        for e in entries:
+            if e.name in evicting - self.evicting:
+                dev = e.device
+                log.warning(
+                    "%s: absent for %.0fs (%s): NoExecute taint, the pods using it are evicted",
+                    e.name,
+                    now - (dev.missing_since or now),
+                    dev.reason,
+                )
+        self.evicting = evicting
+        at = self.policy.next_deadline((e.device for e in entries), now)
+        self.wake_at(None if at is None else at + 0.01)
+        return [e.api(self.policy, now) for e in entries]

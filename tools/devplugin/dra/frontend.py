@@ -3,10 +3,15 @@ v1beta1 front-end, subscribing to the same inventory (`--api both` runs both on 
 snapshot becomes a device table (table.py) that feeds the ResourceSlice publisher and the
 kubelet plugin's preparer and health board, and the prepared claims' status.
 
+What each part does, and where: the device table of a snapshot (table.py); the slices and
+their writer (publisher.py, over the one list-watch of heldslices.py); the taints and the
+eviction deadlines (eviction.py); preparing claims (claims.py) for the kubelet plugin, which
+keeps its sockets served (kubeletplugin.py); the devices' health (health.py); the prepared
+claims' status (claimstatus.py); the metrics (metrics.py). This module only wires them.
+
 Threads: the inventory calls `on_snapshot` on its own thread; the publisher's writer and
-watcher (publisher.py); the kubelet plugin's gRPC workers (kubeletplugin.py); one Watcher of
-the two socket directories, so a socket that vanishes (a wiped directory) is served afresh at
-once.
+the list-watch (publisher.py); the kubelet plugin's gRPC workers and its socket watch
+(kubeletplugin.py); the claim-status writer (claimstatus.py).
 
 Clean shutdown deletes this node's slices only when no claim is prepared here: with prepared
 claims (a rolling update of the DaemonSet, a restart), the slices stay so that the scheduler
@@ -25,21 +30,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgefd.inventory.inventory import Inventory
+from edgefd.inventory.resources import Config
 from edgefd.inventory.snapshot import Snapshot
 from edgefd.runtime.metrics import Metrics
-from edgefd.runtime.watch import Watcher
 
-from ..config import Config
 from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
 from .claims import Preparer
 from .claimstatus import ClaimStatusWriter
-from .eviction import Eviction, missing_since
+from .eviction import Eviction, Tainting
 from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
 from .metrics import DraMetrics
-from .publisher import WATCH_SECONDS, Publisher
+from .publisher import WATCH_SECONDS, SlicePublisher
 
 log = logging.getLogger(__name__)
 
@@ -68,88 +72,43 @@ class DraFrontend:
         self.checkpoint = Checkpoint(KubeletPlugin.plugin_dir_of(opts.kubelet_dir), opts.node)
         self.checkpoint.load()
         self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, api)
-        self.publisher = Publisher(api, opts.node, self.metrics, opts.watch_seconds)
+        self.publisher = SlicePublisher(api, opts.node, self.metrics, opts.watch_seconds)
         self.health = HealthBoard(opts.node)
-        self.claim_status = ClaimStatusWriter(api, on_write=self._on_status_write)
+        self.claim_status = ClaimStatusWriter(api, on_write=self.metrics.status_written)
         self.kubelet = KubeletPlugin(
-            opts.kubelet_dir, self.preparer, self._on_call, self._on_registration, self.health
+            opts.kubelet_dir, self.preparer, self._on_call, self.metrics.registration, self.health
         )
-        self._socket_watch: Watcher | None = None
+        self.tainting = Tainting(Eviction(opts.evict_after), lambda at: None)
         self._unsubscribe: Callable[[], None] | None = None
-        self.eviction = Eviction(opts.evict_after)
         self._entries: dict[str, table.Entry] = {}
-        self._missing: dict[str, float] = {}  # absent device -> when found missing (wall)
-        self._evicting: set[str] = set()
-        self._publish_lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._stopped = False
+        self._lock = threading.Lock()
 
     def attach(self, inventory: Inventory) -> None:
-        self.eviction = Eviction(self.opts.evict_after, inventory.hold)
+        """Subscribe; the eviction deadlines count the inventory's hold, and their scans are
+        the inventory's."""
+        policy = Eviction(self.opts.evict_after, inventory.hold)
+        self.tainting = Tainting(policy, lambda at: inventory.wake_at("DRA eviction", at))
         self._unsubscribe = inventory.subscribe(self.on_snapshot, name="DRA")
 
     def on_snapshot(self, snap: Snapshot) -> None:
         entries = table.build(snap, self.config.by_name())
         self.preparer.update(entries)
         self.health.update({name: e.device for name, e in entries.items()})
-        with self._publish_lock:
-            self._missing = missing_since(
-                {n: e.device for n, e in self._entries.items()},
-                {n: e.device for n, e in entries.items()},
-                self._missing,
-                snap.time,
-            )
+        with self._lock:
             self._entries = entries
         self.claim_status.set(self.preparer.prepared_claims(), entries)
-        self._publish()
-
-    def _publish(self) -> None:
-        """The devices as they stand now, to the publisher; and a timer for the next
-        eviction deadline, when the slice changes although no scan does."""
-        with self._publish_lock:
-            now = time.time()
-            entries = list(self._entries.values())
-            since = self._missing
-            evicting = {
-                e.name for e in entries if self.eviction.due(e.device, now, since.get(e.name))
-            }
-            for name in sorted(evicting - self._evicting):
-                dev = self._entries[name].device
-                log.warning(
-                    "%s: absent for %.0fs (%s): NoExecute taint, the pods using it are evicted",
-                    name,
-                    now - since.get(name, dev.last_seen),
-                    dev.reason,
-                )
-            self._evicting = evicting
-            self.publisher.set_devices(
-                [e.api(self.eviction, now, since.get(e.name)) for e in entries]
-            )
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            at = self.eviction.next_deadline(((e.device, since.get(e.name)) for e in entries), now)
-            if at is not None and not self._stopped:
-                self._timer = threading.Timer(max(0.0, at - time.time()) + 0.01, self._publish)
-                self._timer.daemon = True
-                self._timer.start()
+        self.publisher.set_devices(self.tainting.devices(entries.values(), time.time()))
 
     def reconfigure(self, config: Config) -> None:
         """Which resources exist (the next snapshot is built with them)."""
         self.config = config
 
     def _on_call(self, op: str, ok: bool) -> None:
-        self.metrics.calls.labels(op=op, result="ok" if ok else "error").inc()
-        self.metrics.prepared.set(self.preparer.prepared)
-        with self._publish_lock:
+        """A claim prepared or unprepared: counted, and its status written."""
+        self.metrics.call(op, ok, self.preparer.prepared)
+        with self._lock:
             entries = dict(self._entries)
         self.claim_status.set(self.preparer.prepared_claims(), entries)
-
-    def _on_status_write(self, ok: bool) -> None:
-        self.metrics.claim_status_writes.labels(result="ok" if ok else "error").inc()
-
-    def _on_registration(self, ok: bool, _error: str) -> None:
-        self.metrics.registrations.labels(result="ok" if ok else "error").inc()
 
     def start(self) -> None:
         self.preparer.sweep()
@@ -157,14 +116,6 @@ class DraFrontend:
         self.publisher.start()
         self.claim_status.start()
         self.kubelet.start()
-        self._socket_watch = Watcher(
-            lambda _names: self.kubelet.check(),
-            [self.kubelet.registry_dir, self.kubelet.plugin_dir],
-            poll_interval=0.1,
-            debounce=0.0,
-            max_delay=0.0,
-            name="dra-socket-watch",
-        ).start()
 
     def ready(self) -> tuple[bool, str]:
         refused = self.publisher.watch_refused
@@ -181,12 +132,7 @@ class DraFrontend:
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
-        with self._publish_lock:
-            self._stopped = True
-            if self._timer is not None:
-                self._timer.cancel()
-        if self._socket_watch is not None:
-            self._socket_watch.stop()
+        self.tainting.wake_at(None)
         self.health.close()
         self.kubelet.stop()
         self.claim_status.stop()

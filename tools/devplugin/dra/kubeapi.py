@@ -1,7 +1,7 @@
 """The resource.k8s.io/v1 calls the DRA mode makes, on the shared client (edgefd.kube):
-ResourceSlices of this node (list, watch, create, replace, delete), reading a ResourceClaim,
-and reading its own Node (the slices' owner). Plain JSON, no typed models (see
-edgefd.kube.client)."""
+ResourceSlices of this node (the query edgefd.kube.listwatch lists and watches them by, and
+create, replace, delete), reading a ResourceClaim, and reading its own Node (the slices'
+owner). Plain JSON, no typed models (see edgefd.kube.client)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from edgefd.kube.client import Client, Watch, quote
+from edgefd.kube.client import Client, quote
 
 GROUP_VERSION = "resource.k8s.io/v1"
 SLICES = f"/apis/{GROUP_VERSION}/resourceslices"
@@ -17,24 +17,12 @@ USER_AGENT = "edgefd-devplugin"
 
 
 class DraApi(Client):
-    def _selector(self, node: str, driver: str) -> str:
-        return urlencode({"fieldSelector": f"spec.nodeName={node},spec.driver={driver}"})
-
-    def list_slices(self, node: str, driver: str) -> dict[str, Any]:
-        """This node's slices of `driver` (the list carries the resourceVersion to watch from)."""
-        return self._request_json(
-            "GET", f"{SLICES}?{self._selector(node, driver)}", f"list resourceslices of {node}"
-        )
-
-    def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Watch:
-        query = (
-            self._selector(node, driver)
-            + "&"
-            + urlencode({"resourceVersion": resource_version, "allowWatchBookmarks": "true"})
-        )
-        return self.watch(
-            "resourceslices", f"{SLICES}?{query}", f"watch resourceslices of {node}", seconds
-        )
+    @staticmethod
+    def slices_query(node: str, driver: str) -> tuple[str, str]:
+        """(resource, collection path with its selector) of this node's slices of `driver`:
+        what a ListWatch lists and watches, and RBAC and the admission policy see."""
+        selector = urlencode({"fieldSelector": f"spec.nodeName={node},spec.driver={driver}"})
+        return "resourceslices", f"{SLICES}?{selector}"
 
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
@@ -102,6 +90,3 @@ class DraApi(Client):
 
     def get_node(self, name: str) -> dict[str, Any]:
         return self.request("GET", "nodes", f"/api/v1/nodes/{quote(name)}", f"get node {name}")
-
-    def _request_json(self, method: str, path: str, what: str) -> dict[str, Any]:
-        return self.request(method, "resourceslices", path, what) or {}

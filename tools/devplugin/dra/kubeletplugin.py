@@ -6,7 +6,8 @@ The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg
 calls Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
 dials the service socket and reports back with NotifyRegistrationStatus. The kubelet finds the
 socket again by itself when it restarts; the plugin only has to keep serving, and to serve
-afresh if its socket file disappears (watched by the driver, see driver.py).
+afresh if its socket file disappears: it watches its two directories itself, and acts at once
+(no debounce).
 
 The registration socket has a name of its own per process (`<hex>`: the start time), and the
 sockets of earlier processes are removed at start. After a reboot the previous one is still on
@@ -35,6 +36,7 @@ import grpc
 
 from edgefd.core.errors import EdgefdError
 from edgefd.runtime.files import FileIdentity, file_identity
+from edgefd.runtime.watch import Watcher
 
 from .api import dra_pb2 as dra
 from .api import dra_pb2_grpc as dra_grpc
@@ -74,10 +76,8 @@ class Registration(reg_grpc.RegistrationServicer):
         self.endpoint = endpoint
         self.on_status = on_status
         self.versions = versions
-        self.info_calls = 0
 
     def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
-        self.info_calls += 1
         return reg.PluginInfo(
             type=PLUGIN_TYPE,
             name=DRIVER,
@@ -216,9 +216,9 @@ class KubeletPlugin:
         self._lock = threading.Lock()
         self._service: SocketServer | None = None
         self._registration: SocketServer | None = None
+        self._watch: Watcher | None = None
         self.registered = threading.Event()
         self.last_error = ""
-        self.registered_at = 0.0
         self.registrations = 0
 
     @staticmethod
@@ -229,7 +229,6 @@ class KubeletPlugin:
     def _status(self, ok: bool, error: str) -> None:
         if ok:
             self.registrations += 1
-            self.registered_at = time.monotonic()
             self.last_error = ""
             self.registered.set()
             log.info("registered with the kubelet (%s)", SERVICE_VERSION)
@@ -282,6 +281,14 @@ class KubeletPlugin:
         with self._lock:
             self._service = self._serve_service()
             self._registration = self._serve_registration()
+        self._watch = Watcher(
+            lambda _names: self.check(),
+            [self.registry_dir, self.plugin_dir],
+            poll_interval=0.1,
+            debounce=0.0,
+            max_delay=0.0,
+            name="dra-socket-watch",
+        ).start()
         log.info(
             "DRA kubelet plugin on %s (registration %s)",
             self.service_socket,
@@ -305,6 +312,8 @@ class KubeletPlugin:
                 self._registration = self._serve_registration()
 
     def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
         with self._lock:
             servers = [self._registration, self._service]
             self._registration = self._service = None

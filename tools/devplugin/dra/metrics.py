@@ -1,4 +1,5 @@
-"""The DRA mode's metrics, on the device plugin's registry (one /metrics per process)."""
+"""The DRA mode's metrics, on the device plugin's registry (one /metrics per process), and the
+callbacks that count what the kubelet plugin and the claim-status writer report."""
 
 from __future__ import annotations
 
@@ -44,3 +45,17 @@ class DraMetrics:
             "ResourceClaim status.devices writes, by result",
             ["result"],
         )
+
+    def status_written(self, ok: bool) -> None:
+        self.claim_status_writes.labels(result=_result(ok)).inc()
+
+    def registration(self, ok: bool, _error: str) -> None:
+        self.registrations.labels(result=_result(ok)).inc()
+
+    def call(self, op: str, ok: bool, prepared: int) -> None:
+        self.calls.labels(op=op, result=_result(ok)).inc()
+        self.prepared.set(prepared)
+
+
+def _result(ok: bool) -> str:
+    return "ok" if ok else "error"

@@ -2,32 +2,24 @@
 differ, with the pool generation raised on every change; recreated when something else
 deletes them (a starting kubelet wipes every DRA slice of its node).
 
-Two threads. The watcher lists this node's slices of our driver and watches them, so the
-publisher always knows what the API server holds without asking; the writer compares that
-with what it wants (slices.pool_slices) and writes the difference. A slice whose
-resourceVersion is the one our own write returned is known to hold what we sent, so the echo
-of our writes never causes another; anything else (an object changed or deleted by someone
-else, slices left by an earlier run) is compared by content and rewritten if it differs. A
-restart that finds its slices as it would write them writes nothing.
+Two threads, so that a write never waits for a read. The watcher is the shared ListWatch
+(edgefd.kube.listwatch, feature-sink's loop too) over this node's slices of our driver; its
+handler (heldslices.py) keeps what the API server holds and judges each event once (the echo
+of our own write, another pool's slice, a slice someone else deleted). The writer, here,
+compares that with what it wants (slices.pool_slices) and writes the difference, so a
+restart over unchanged slices writes nothing.
 
-Only this node's pool is ours: the list selects the node's slices of our driver, and a slice
-of another pool among them (another component's, an administrator's) is never rewritten or
-deleted, nor counted in the pool's generation; it is said once at info level.
+Every slice is owned by this node's Node, its UID read again after someone else deleted one
+of our slices (a Node registered again has a new UID): heldslices.py says why.
 
-Every slice is owned by this node's Node object (ownerReferences, its UID read from the API
-server): a Node that is deleted takes its slices with it. The UID is read before the first
-write and again after someone else deleted one of our slices (a Node deleted and registered
-again has a new UID, and the old owner would have the collector delete the slices once
-more); while the Node cannot be read the slices are written without an owner, and the
-owner is added once it can.
-
-Writes use the resourceVersion we last saw (409 -> list again, write again). Every failure,
-a 409 included, waits out the shared retry schedule (edgefd.kube.retry: jittered backoff,
-said at warning level once per kind, counted), so a slice name taken by someone else (a 409
-on create that no re-read resolves) is retried slowly and said, never in a loop; "the API is
-down" never loses a change, it only delays it. The watcher's failures go through the same
-schedule: a 403 on list or watch is said once, and again when it recovers, and `/readyz`
-gives it as the reason.
+Writes carry the resourceVersion last seen. A 409 means the copy is wrong in a way no event
+repairs: the writer asks the ListWatch to list again, and writes once that list arrived.
+Every failure waits out the shared retry schedule (edgefd.kube.retry: jittered backoff, said
+once per kind, counted), which the list we asked for does not cut short (a new scan or
+someone else's change does): a slice name taken by someone else (a 409 on create that no
+list resolves) is retried slowly and said, never in a loop, and an unreachable API server
+delays a change, never loses it. A 403 on list or watch is said once, and again when it
+ends; `/readyz` gives it as the reason.
 """
 
 from __future__ import annotations
@@ -39,13 +31,14 @@ from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
 from edgefd.kube.errors import ApiConflict, ApiNotFound, failure_kind
+from edgefd.kube.listwatch import ListWatch, resource_version
 from edgefd.kube.retry import Retry
 
+from .heldslices import HeldSlices
 from .metrics import DraMetrics
 from .readback import generation as _generation
 from .readback import matches as _matches
-from .readback import pool as _pool
-from .slices import DRIVER, node_owner, pool_slices, slice_object
+from .slices import DRIVER, pool_slices, slice_object
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +46,13 @@ WATCH_SECONDS = 240
 
 
 class SliceApi(Protocol):
-    def list_slices(self, node: str, driver: str) -> dict[str, Any]: ...
-    def watch_slices(self, node: str, driver: str, resource_version: str, seconds: int) -> Any: ...
+    """kubeapi.DraApi's slice calls; an edgefd.kube Client, the ListWatch reads through it."""
+
+    def slices_query(self, node: str, driver: str) -> tuple[str, str]: ...
     def create_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def replace_slice(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def delete_slice(self, name: str, resource_version: str | None = None) -> None: ...
     def get_node(self, name: str) -> dict[str, Any]: ...
-
-
-def _rv(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _newer(a: str, b: str) -> bool:
-    """Whether resourceVersion `a` is older than `b` (opaque to clients, but etcd revisions
-    in practice; anything else counts as not older)."""
-    return a.isdigit() and b.isdigit() and int(a) < int(b)
 
 
 class NameTaken(ApiConflict):
@@ -80,7 +64,7 @@ def _reason(exc: BaseException) -> str:
     return "name-taken" if isinstance(exc, NameTaken) else failure_kind(exc)
 
 
-class Publisher:
+class SlicePublisher:
     def __init__(
         self,
         api: SliceApi,
@@ -92,21 +76,15 @@ class Publisher:
         self.api = api
         self.node = node
         self.metrics = metrics
-        self.watch_seconds = watch_seconds
         self.on_published = on_published
         self._cond = threading.Condition()
         self._devices: list[dict[str, Any]] | None = None  # None: nothing scanned yet
-        self._server: dict[str, dict[str, Any]] = {}  # what the API server holds
-        self._synced = False
-        self._ours: dict[str, str] = {}  # slice name -> resourceVersion our write returned
+        self._synced = False  # the held copy comes from a list (the latest one asked for)
         self._dirty = True
+        self._kicked = False  # a new scan or someone else's change: end a backoff wait
         self._stopping = False
-        self._watch: Any = None
-        self._owner: list[dict[str, Any]] | None = None  # None: not read (yet, or again)
-        self._owner_error = ""
         self.in_sync = threading.Event()
         self.last_error = ""
-        self._foreign: set[str] = set()  # other pools' slices already said
         self._write_retry = Retry(
             f"publishing the ResourceSlices of {node}", initial=0.1, on_retry=self._retried("write")
         )
@@ -115,10 +93,18 @@ class Publisher:
         )
         self.writes = 0
         self.generation = 0
-        self._threads = [
-            threading.Thread(target=self._write_loop, name="dra-publisher", daemon=True),
-            threading.Thread(target=self._watch_loop, name="dra-slice-watch", daemon=True),
-        ]
+        self.held = HeldSlices(node, self._changed)
+        resource, path = api.slices_query(node, DRIVER)
+        self._watch = ListWatch(
+            api,  # type: ignore[arg-type]  # a DraApi: an edgefd.kube Client
+            resource,
+            path,
+            f"resourceslices of {node}",
+            self.held,
+            watch_seconds=watch_seconds,
+            retry=self._watch_retry,
+        )
+        self._writer = threading.Thread(target=self._write_loop, name="dra-publisher", daemon=True)
 
     # -- inputs
 
@@ -129,20 +115,18 @@ class Publisher:
             if devs == self._devices:
                 return
             self._devices = devs
-            self._dirty = True
+            self._dirty = self._kicked = True
             self.in_sync.clear()
             self._cond.notify_all()
 
-    def desired(self) -> list[tuple[str, dict[str, Any]]]:
-        with self._cond:
-            devs = self._devices
-        return pool_slices(self.node, devs or [])
-
     @property
     def watch_refused(self) -> str:
-        """Why the slices cannot be listed or watched, if the API server refuses (403)."""
+        """Why the slices cannot be listed or watched, if the API server refuses (403); no
+        longer once a watch is open again, even before it ends and the retry hears of it."""
         r = self._watch_retry
-        return r.last_error or "" if r.failing and r.last_reason == "refused" else ""
+        if self._watch.up or not (r.failing and r.last_reason == "refused"):
+            return ""
+        return r.last_error or ""
 
     def _retried(self, loop: str) -> Callable[[str], None]:
         def count(reason: str) -> None:
@@ -151,118 +135,45 @@ class Publisher:
 
         return count
 
+    def _changed(self, how: str) -> None:
+        """What the API server holds changed (heldslices.HeldSlices.on_change)."""
+        with self._cond:
+            if how == "listed":
+                self._synced = True
+            else:  # someone else's doing: worth acting on before a backoff is over
+                self._kicked = True
+                self.in_sync.clear()
+            self._dirty = True
+            self._cond.notify_all()
+
     # -- lifecycle
 
-    def start(self) -> Publisher:
-        for t in self._threads:
-            t.start()
+    def start(self) -> SlicePublisher:
+        self._watch.start()
+        self._writer.start()
         return self
 
     def stop(self, delete: bool = False, timeout: float = 5.0) -> None:
         """Stop both threads; with `delete`, remove this node's slices (best effort)."""
         with self._cond:
             self._stopping = True
-            watch = self._watch
             self._cond.notify_all()
-        if watch is not None:
-            watch.close()
-        for t in self._threads:
-            if t.is_alive():
-                t.join(timeout)
+        self._watch.stop(timeout)
+        if self._writer.is_alive():
+            self._writer.join(timeout)
         if delete:
             self._delete_all()
 
     def _delete_all(self) -> None:
-        with self._cond:
-            names = dict(self._server)
-        for name, obj in sorted(names.items()):
+        for name, obj in sorted(self.held.snapshot().items()):
             try:
-                self.api.delete_slice(name, _rv(obj) or None)
+                self.api.delete_slice(name, resource_version(obj) or None)
                 self._count("delete")
                 log.info("deleted ResourceSlice %s (no prepared claims)", name)
             except ApiNotFound:
                 pass
             except EdgefdError as e:
                 log.warning("could not delete ResourceSlice %s: %s", name, e)
-
-    # -- what the API server holds
-
-    def _of_our_pool(self, obj: dict[str, Any]) -> bool:
-        """Whether a slice the node's list shows is of this node's pool; another pool's is
-        said once and left alone."""
-        if _pool(obj) == self.node:
-            return True
-        name = (obj.get("metadata") or {}).get("name") or ""
-        if name not in self._foreign:
-            self._foreign.add(name)
-            log.info(
-                "ResourceSlice %s on %s is of pool %r, not this node's: leaving it alone",
-                name,
-                self.node,
-                _pool(obj),
-            )
-        return False
-
-    def _set_server(self, objs: dict[str, dict[str, Any]]) -> None:
-        objs = {n: o for n, o in objs.items() if self._of_our_pool(o)}
-        with self._cond:
-            self._server = objs
-            self._synced = True
-            self._dirty = True
-            self._cond.notify_all()
-
-    def _event(self, kind: str, obj: dict[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if not name:
-            return
-        rv = _rv(obj)
-        if kind != "DELETED" and not self._of_our_pool(obj):
-            kind = "DELETED"  # moved to another pool: no longer ours to write
-        with self._cond:
-            known = self._server.get(name)
-            if kind == "DELETED":
-                if known is not None and not _newer(rv, _rv(known)):
-                    del self._server[name]
-                    self._ours.pop(name, None)
-                    self._owner = None  # the Node may be new too: read its UID again
-                    self._dirty = True
-                    log.info("ResourceSlice %s was deleted", name)
-            elif known is None or not _newer(rv, _rv(known)):
-                self._server[name] = obj
-                if self._ours.get(name) != rv:
-                    self._dirty = True
-            if self._dirty:
-                self.in_sync.clear()
-                self._cond.notify_all()
-
-    def _watch_loop(self) -> None:
-        while not self._stopping:
-            try:
-                lst = self.api.list_slices(self.node, DRIVER)
-                objs = {o["metadata"]["name"]: o for o in lst.get("items") or ()}
-                self._set_server(objs)
-                self._watch_retry.succeeded()
-                rv = _rv(lst)
-                while not self._stopping:
-                    watch = self.api.watch_slices(self.node, DRIVER, rv, self.watch_seconds)
-                    with self._cond:
-                        self._watch = watch
-                    if self._stopping:
-                        watch.close()
-                        return
-                    for ev in watch:
-                        obj = ev.get("object") or {}
-                        rv = _rv(obj) or rv
-                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                            self._event(ev["type"], obj)
-            except ApiConflict:
-                continue  # the resourceVersion expired: list again (rate-limited by the client)
-            except EdgefdError as e:
-                if self._stopping:
-                    return
-                delay = self._watch_retry.failed(e, _reason(e))
-                with self._cond:
-                    self._cond.wait(delay)
 
     # -- writing
 
@@ -279,53 +190,30 @@ class Publisher:
             try:
                 self._reconcile()
             except EdgefdError as e:
-                if self.metrics:
-                    self.metrics.slice_write_errors.labels(kind=type(e).__name__).inc()
-                delay = self._write_retry.failed(e, _reason(e))
-                self.last_error = str(e)
-                if isinstance(e, ApiConflict):
-                    self._refresh()  # what the server holds now, before the next attempt
-                with self._cond:
-                    self._dirty = True
-                    if not self._stopping:
-                        self._cond.wait(delay)
+                self._failed(e)
                 continue
             self._write_retry.succeeded()
             self.last_error = ""
 
-    def _refresh(self) -> None:
-        try:
-            lst = self.api.list_slices(self.node, DRIVER)
-        except EdgefdError as e:
-            log.debug("listing ResourceSlices: %s", e)
-            with self._cond:
-                self._dirty = True
-            return
-        self._set_server({o["metadata"]["name"]: o for o in lst.get("items") or ()})
-
-    def owner(self) -> list[dict[str, Any]]:
-        """This node's Node as the slices' owner; [] while it cannot be read (retried at the
-        next write)."""
+    def _failed(self, e: EdgefdError) -> None:
+        if self.metrics:
+            self.metrics.slice_write_errors.labels(kind=type(e).__name__).inc()
+        delay = self._write_retry.failed(e, _reason(e))
+        self.last_error = str(e)
+        stale = isinstance(e, ApiConflict)  # write again only with what the server holds now
         with self._cond:
-            if self._owner is not None:
-                return self._owner
-        try:
-            owner = node_owner(self.api.get_node(self.node))
-        except EdgefdError as e:
-            if str(e) != self._owner_error:
-                log.warning("slices written without their Node as owner for now: %s", e)
-            self._owner_error = str(e)
-            return []
-        self._owner_error = ""
+            self._dirty, self._kicked = True, False
+            self._synced = self._synced and not stale
+        if stale:
+            self._watch.relist("conflict")
         with self._cond:
-            self._owner = owner
-        return owner
+            self._cond.wait_for(lambda: self._stopping or self._kicked, delay)
 
     def _reconcile(self) -> None:
-        desired = self.desired()
-        owner = self.owner()
         with self._cond:
-            server = dict(self._server)
+            desired = pool_slices(self.node, self._devices or [])
+        owner = self.held.owner(lambda: self.api.get_node(self.node))
+        server = self.held.snapshot()
         gen = max((_generation(o) for o in server.values()), default=0)
         wanted = {n for n, _ in desired}
         if set(server) == wanted and all(
@@ -340,7 +228,7 @@ class Publisher:
             body = slice_object(name, spec, gen, owner)
             known = server.get(name)
             if known is not None:
-                body["metadata"]["resourceVersion"] = _rv(known)
+                body["metadata"]["resourceVersion"] = resource_version(known)
                 try:
                     obj = self.api.replace_slice(body)
                     self._count("update")
@@ -349,24 +237,16 @@ class Publisher:
                     obj = self._create(body)
             else:
                 obj = self._create(body)
-            with self._cond:
-                self._ours[name] = _rv(obj)
-                if not _newer(_rv(obj), _rv(self._server.get(name) or {})):
-                    self._server[name] = obj
+            self.held.wrote(name, obj)
         for name in sorted(set(server) - wanted):
             try:
-                self.api.delete_slice(name, _rv(server[name]) or None)
+                self.api.delete_slice(name, resource_version(server[name]) or None)
                 self._count("delete")
             except ApiNotFound:
                 pass
-            with self._cond:
-                self._server.pop(name, None)
-                self._ours.pop(name, None)
+            self.held.removed(name)
         log.info(
-            "published %d ResourceSlice(s) for %s, generation %d",
-            len(desired),
-            self.node,
-            gen,
+            "published %d ResourceSlice(s) for %s, generation %d", len(desired), self.node, gen
         )
         self._published(gen)
 

@@ -30,19 +30,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from edgefd.inventory.device import Device
+from edgefd.inventory.naming import DOMAIN, qualified
 
 from .eviction import NEVER, Eviction
 
 log = logging.getLogger(__name__)
 
-DRIVER = "edgefd.io"
+DRIVER = DOMAIN  # the DRA driver, and its pool's taint key's domain
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceSlice"
-TAINT_KEY = f"{DRIVER}/unhealthy"
+TAINT_KEY = qualified("unhealthy")
 STANDARD = "resource.kubernetes.io"
 # the API's limit for a slice whose devices may carry taints (128 without)
 MAX_DEVICES_PER_SLICE = 64
-MAX_NAME = 253
+MAX_SLICE_NAME = 253
 MAX_VALUE = 64  # bytes (UTF-8) of a string or version attribute value
 MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z: RFC 3339 has four-digit years
 
@@ -128,9 +129,7 @@ def _rfc3339(ts: float) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def taints(
-    dev: Device, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
-) -> list[dict[str, Any]]:
+def taints(dev: Device, eviction: Eviction = NEVER, now: float = 0.0) -> list[dict[str, Any]]:
     """NoSchedule while the device cannot be used; NoExecute once an absent device is past
     its eviction deadline. An absent device's taint carries the time it was last seen (or
     its deadline), so rewriting the slice never moves it (and never causes a write)."""
@@ -138,7 +137,7 @@ def taints(
         return []
     if not dev.present:
         taint: dict[str, Any] = {"key": TAINT_KEY, "value": "unplugged", "effect": "NoSchedule"}
-        deadline = eviction.deadline(dev, since)
+        deadline = eviction.deadline(dev)
         if deadline is not None and now >= deadline:
             taint["effect"] = "NoExecute"
             added = _rfc3339(deadline)
@@ -156,10 +155,9 @@ def api_device(
     dev: Device,
     eviction: Eviction = NEVER,
     now: float = 0.0,
-    since: float | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "attributes": attrs}
-    t = taints(dev, eviction, now, since)
+    t = taints(dev, eviction, now)
     if t:
         out["taints"] = t
     return out
@@ -168,10 +166,10 @@ def api_device(
 def slice_name(node: str, index: int) -> str:
     """`<node>-edgefd.io-<n>`: fixed names, so a restarted plugin finds its slices again."""
     name = f"{node}-{DRIVER}-{index}"
-    if len(name) <= MAX_NAME:
+    if len(name) <= MAX_SLICE_NAME:
         return name
     tail = f"-{_digest(node)}-{DRIVER}-{index}"
-    return node[: MAX_NAME - len(tail)].rstrip("-.") + tail
+    return node[: MAX_SLICE_NAME - len(tail)].rstrip("-.") + tail
 
 
 def pool_slices(node: str, devices: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgefd.inventory.device import Device
+from edgefd.inventory.resources import Resource
 from edgefd.inventory.snapshot import Snapshot
 
-from ..config import Resource
 from .eviction import NEVER, Eviction
 from .slices import api_device, attributes
 
@@ -32,13 +32,8 @@ class Entry:
         """The ResourceSlice device name: the device's one name."""
         return self.device.name
 
-    def api(
-        self, eviction: Eviction = NEVER, now: float = 0.0, since: float | None = None
-    ) -> dict[str, Any]:
-        return api_device(self.name, self.attributes, self.device, eviction, now, since)
-
-
-Table = Mapping[str, Entry]
+    def api(self, eviction: Eviction = NEVER, now: float = 0.0) -> dict[str, Any]:
+        return api_device(self.name, self.attributes, self.device, eviction, now)
 
 
 def build(snap: Snapshot, resources: Mapping[str, Resource]) -> dict[str, Entry]:

@@ -7,7 +7,7 @@ the kubelet checkpoints the IDs a container holds and re-admits pods after a res
 reboot only if those IDs are healthy again. A device that disappears stays listed, Unhealthy,
 so that pods holding it keep a known device and get it back when it returns; it leaves the
 list when the inventory forgets it (`forget_after`). A shared device (`replicas: N`) is
-listed N times, as `<name>-r0` ... `<name>-r<N-1>`.
+listed N times, under its replica IDs (naming.replica_ids).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from edgefd.inventory.device import Device
-from edgefd.inventory.naming import MAX_NAME, fit_label
+from edgefd.inventory.naming import replica_ids
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -24,17 +24,6 @@ UNHEALTHY = "Unhealthy"
 
 def health(dev: Device) -> str:
     return HEALTHY if dev.healthy else UNHEALTHY
-
-
-def replica_ids(name: str, replicas: int) -> list[str]:
-    """The IDs the kubelet sees for one device: its name, or `<name>-r0` ... `<name>-r<n-1>`."""
-    if replicas <= 1:
-        return [name]
-    out = []
-    for k in range(replicas):
-        suffix = f"-r{k}"
-        out.append(fit_label(name, MAX_NAME - len(suffix)) + suffix)
-    return out
 
 
 @dataclass(frozen=True)

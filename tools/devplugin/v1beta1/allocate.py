@@ -18,22 +18,21 @@ The link is removed while the device is absent, so a replay then fails cleanly a
 kubelet retries, instead of granting a stranger's device node.
 
 USB accelerators also get a read-only bind Mount of the host's `/dev/bus/usb`
-(`usb_bus_mount`, on by default) and their node at `/dev/edgefd/<device name>`; why is in
-container.py. Read-only does not stop opening a device node for writing; it stops
-mknod/unlink on the host's /dev.
+(`usb_bus_mount`, on by default) and their node at their container path
+(edgefd.inventory.naming); why is in container.py. Read-only does not stop opening a device
+node for writing; it stops mknod/unlink on the host's /dev.
 
-What no runtime can do, and what that means:
+What the device plugin cannot do, and who does:
 
 - The device cgroup of a running container is fixed when it is created. A Coral that
   re-enumerates *inside* a running container (libedgetpu uploads the firmware on first use;
   the device comes back as 18d1:9302 with a new devnum, so a new minor number) is not in
   the container's allow-list: opening the new node fails with EPERM, although the bind
-  mount shows it. The plugin cannot fix this after the fact (Allocate is not called again;
-  the Device Plugin API has no device-cgroup-rule or "major:*" grant, and a DeviceSpec
-  needs an existing host node). The container must be created again: on its restart the
-  replayed response resolves the link to the runtime-state node and works. Workloads that
-  cannot tolerate one restart should load the firmware before the pod starts, or run the
-  container privileged.
+  mount shows it. Allocate is not called again and the Device Plugin API has no
+  device-cgroup-rule or "major:*" grant, so the plugin cannot follow the device there:
+  device-keeper does (it extends the running container's device cgroup and makes its
+  container path name the new node). Without it, the container's next creation (a restart)
+  replays the response, resolves the link to the node there now and works.
 - Granting the whole bus in advance is impossible with DeviceSpecs (one per existing node)
   and would expose every other USB device on the bus.
 - A bind mount (read-only or not) grants no device access: visibility only.
@@ -55,11 +54,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from edgefd.inventory.device import Device
+from edgefd.inventory.resources import Resource
 
 from ..api import deviceplugin_pb2 as pb
 from ..cdi import DEFAULT_VENDOR, cdi_name
-from ..config import Resource
-from ..container import USB_DEV_DIR, bus_mount, container_path, env
+from ..container import USB_DEV_DIR, env
 from ..links import LinkLayout
 
 log = logging.getLogger(__name__)
@@ -130,12 +129,12 @@ def _device_specs(
 ) -> None:
     usb_mount = False
     for d in devs:
-        usb_mount = usb_mount or (bus_mount(d, res) and bool(d.devnodes))
+        usb_mount = usb_mount or (res.bus_mount(d) and bool(d.devnodes))
         for n, node in enumerate(d.devnodes):
             host = links.link(res.name, d.name, n) or node
             resp.devices.append(
                 pb.DeviceSpec(
-                    container_path=container_path(d, res, n, node),
+                    container_path=res.container_path(d, n, node),
                     host_path=host,
                     permissions="rw",
                 )

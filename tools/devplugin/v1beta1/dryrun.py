@@ -13,9 +13,9 @@ from google.protobuf import json_format
 from edgefd.core.escape import printable
 from edgefd.core.output import emit_json
 from edgefd.inventory.device import Device
+from edgefd.inventory.resources import Config
 
 from ..app import Options, make_inventory
-from ..config import Config
 from ..links import LinkLayout
 from .advertised import Advertised, health
 from .allocate import container_response

@@ -20,12 +20,12 @@ import threading
 from collections.abc import Callable
 
 from edgefd.inventory.inventory import Inventory
+from edgefd.inventory.resources import Config, Resource
 from edgefd.inventory.snapshot import Snapshot
 from edgefd.runtime.files import FileIdentity, file_identity
 from edgefd.runtime.metrics import Metrics, replace_series
 from edgefd.runtime.watch import Watcher
 
-from ..config import Config, Resource
 from ..links import LinkLayout
 from .advertised import Advertised
 from .metrics import DevicePluginMetrics
@@ -64,11 +64,16 @@ class DevicePluginFrontend:
             self._pending.append(self._add(res))
 
     def _add(self, res: Resource) -> ResourcePlugin:
-        rp = ResourcePlugin(
-            ResourceState(res, self.links, self.cdi_prefix, self.cdi_written),
-            self.plugin_dir,
-            self.metrics,
-        )
+        metrics = self.metrics
+
+        def on_allocate(n: int) -> None:
+            if n < 0:
+                metrics.allocate_errors.labels(resource=res.name).inc()
+            else:
+                metrics.allocations.labels(resource=res.name).inc()
+
+        state = ResourceState(res, self.links, self.cdi_prefix, self.cdi_written, on_allocate)
+        rp = ResourcePlugin(state, self.plugin_dir, metrics)
         self.resources[res.name] = rp
         if self._snapshot is not None:
             self._publish(rp, self._snapshot)
@@ -85,7 +90,9 @@ class DevicePluginFrontend:
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """Each resource's devices to its streams (they wake only if the list changed); a
-        resource that got its first device starts serving, one that lost its last stops."""
+        resource that got its first device starts serving, one that lost its last stops, and
+        one added by a reload is served from the first snapshot under the new configuration
+        (the inventory rescans right after the front-ends are reconfigured)."""
         to_start, to_stop = [], []
         with self._lock:
             self._snapshot = snap
@@ -94,7 +101,10 @@ class DevicePluginFrontend:
                 healthy, unhealthy = self._publish(rp, snap)
                 series.append(({"resource": name, "health": "Healthy"}, healthy))
                 series.append(({"resource": name, "health": "Unhealthy"}, unhealthy))
-                if not self._serving or rp in self._pending:
+            pending = self._take_pending() if self._serving else []
+            to_start += [rp for rp in pending if self._has_devices(rp)]
+            for rp in list(self.resources.values()):
+                if not self._serving or rp in pending:
                     continue
                 if rp.started and not self._has_devices(rp):
                     to_stop.append(rp)
@@ -102,6 +112,7 @@ class DevicePluginFrontend:
                 elif not rp.started and self._has_devices(rp):
                     to_start.append(rp)
             replace_series(self.metrics.devices, series)
+        self._say_idle(pending)
         for rp in to_stop:
             log.info(
                 "%s: no device left: no longer served (the kubelet drops it)", rp.resource.name
@@ -133,21 +144,25 @@ class DevicePluginFrontend:
             max_delay=0.0,
             name="plugin-dir-watch",
         ).start()
-        self.start_pending()
-        log.info("serving %d resource(s) in %s", len(self.resources), self.plugin_dir)
-
-    def start_pending(self) -> None:
-        """Register the resources added since (a reload), once their lists are current; those
-        without a device wait for one (on_snapshot starts them)."""
         with self._lock:
             self._serving = True
-            pending, self._pending = self._pending, []
-            ready = [rp for rp in pending if self._has_devices(rp)]
+            pending = self._take_pending()
+        self._say_idle(pending)
         for rp in pending:
-            if rp not in ready:
+            if self._has_devices(rp):
+                rp.start()
+        log.info("serving %d resource(s) in %s", len(self.resources), self.plugin_dir)
+
+    def _take_pending(self) -> list[ResourcePlugin]:
+        """Under the lock: the resources not served yet (start, a reload), now to be."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    @classmethod
+    def _say_idle(cls, pending: list[ResourcePlugin]) -> None:
+        for rp in pending:
+            if not cls._has_devices(rp):
                 log.info("%s: no device: not served until one comes", rp.resource.name)
-        for rp in ready:
-            rp.start()
 
     def _on_dir_change(self, names: frozenset[str]) -> None:
         """Plugin-dir entries changed (empty: anything may have); each resource decides."""
@@ -164,8 +179,8 @@ class DevicePluginFrontend:
                 rp.notice(name)
 
     def reconfigure(self, config: Config) -> None:
-        """Stop the resources removed or changed; add the new ones, registered by
-        `start_pending` (after the inventory has scanned with the new selectors)."""
+        """Stop the resources removed or changed; add the new ones, served from the next
+        snapshot (the inventory's, with the new selectors)."""
         wanted = config.by_name()
         with self._lock:
             for name, rp in list(self.resources.items()):
@@ -196,7 +211,7 @@ class DevicePluginFrontend:
         with self._lock:
             plugins = list(self.resources.values())
         for rp in plugins:
-            rp._stopping = True
+            rp.request_stop()
         for rp in plugins:
             rp.stop()
         shutdown_servers()

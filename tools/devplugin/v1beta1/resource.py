@@ -53,15 +53,6 @@ class ResourcePlugin:
         self._thread = threading.Thread(
             target=self._run, name=f"register-{self.resource.short_name}", daemon=True
         )
-        name = self.resource.name
-
-        def on_allocate(n: int) -> None:
-            if n < 0:
-                metrics.allocate_errors.labels(resource=name).inc()
-            else:
-                metrics.allocations.labels(resource=name).inc()
-
-        state.on_allocate = on_allocate
 
     def start(self) -> ResourcePlugin:
         self.started = True
@@ -94,10 +85,6 @@ class ResourcePlugin:
                 server = self._server
                 if server is not None and not server.socket_is_ours():
                     self._kick_locked(f"{self.socket_name} was removed")
-
-    def kick(self, reason: str) -> None:
-        with self._lock:
-            self._kick_locked(reason)
 
     def _kick_locked(self, reason: str) -> None:
         log.info("%s: re-registering: %s", self.resource.name, reason)
@@ -205,12 +192,18 @@ class ResourcePlugin:
         self._trigger.wait(delay)
         self._trigger.set()
 
-    def stop(self) -> None:
-        """Stop serving and remove the socket; a Register in flight is abandoned."""
+    def request_stop(self) -> None:
+        """No new registration from now on, and a Register in flight is abandoned: the first
+        half of `stop`, so that a front-end stopping several resources tells them all before
+        it waits for any (none registers again while another takes its time to stop)."""
         self._stopping = True
         with self._lock:
             self._trigger.set()
             self._abort.set()
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket; a Register in flight is abandoned."""
+        self.request_stop()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(2)
         with self._lock:

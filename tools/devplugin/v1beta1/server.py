@@ -33,11 +33,11 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from edgefd.inventory.resources import Resource
 from edgefd.runtime.files import FileIdentity, file_identity
 
 from ..api import deviceplugin_pb2 as pb
 from ..api import deviceplugin_pb2_grpc as pb_grpc
-from ..config import Resource
 from ..links import LinkLayout
 from .advertised import Advertised
 from .allocate import UnknownDevice, container_response, preferred, resolve
@@ -121,16 +121,17 @@ class ResourceState:
         links: LinkLayout,
         cdi_prefix: str | None,
         cdi_written: Callable[[str], bool] | None = None,
+        on_allocate: Callable[[int], None] | None = None,
     ) -> None:
         self.resource = resource
         self.links = links
         self.cdi_prefix = cdi_prefix
         self.cdi_written = cdi_written  # whether a CDI name's spec is on disk (cdi.py)
+        self.on_allocate = on_allocate  # devices allocated (-1: refused), for the metrics
         self._lock = threading.Lock()
         self._adv = Advertised.build((), resource.replicas)
         self.version = 0
         self._listeners: list[Callable[[], None]] = []
-        self.on_allocate: Callable[[int], None] | None = None
 
     @property
     def advertised(self) -> Advertised:

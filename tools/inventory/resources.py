@@ -1,6 +1,9 @@
-"""The device plugin's configuration: which extended resources exist and what each one selects.
+"""The resources configuration: which resources exist, what each one selects and what a
+container gets. The device plugin serves it and device-keeper follows it: both read the same
+document (in a pod: the same ConfigMap, mounted as a file), so they agree by construction on
+which devices exist and what they are named (a resource's `id_from: serial`, its own IDs).
 
-The configuration is a YAML document (in a pod: a ConfigMap mounted as a file). Without one,
+Without a document,
 the plugin serves one resource per accelerator of the catalogue that names a `resource`, so
 the knowledge of "what is a Coral" has a single source. A resource selects devices by
 catalogue model or kind, resolved through the catalogue when the inventory matches (never a
@@ -48,7 +51,10 @@ from edgefd.bus.catalogue import (
 from edgefd.core.errors import BadInput
 from edgefd.core.labels import check_key
 from edgefd.core.schema import Fields, read_yaml
-from edgefd.inventory.select import ID_FROM, Selector
+
+from .device import Device
+from .naming import container_path as alias_path
+from .select import ID_FROM, Selector
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +114,16 @@ class Resource:
     def short_name(self) -> str:
         """The part after the domain: `coral-usb` for `edgefd.io/coral-usb`."""
         return self.name.rpartition("/")[2]
+
+    def bus_mount(self, dev: Device) -> bool:
+        """Whether a container given `dev` needs the host's /dev/bus/usb (container.py)."""
+        return dev.bus == "usb" and self.usb_bus_mount
+
+    def container_path(self, dev: Device, index: int, node: str) -> str:
+        """Where `dev`'s `index`-th node (`node` on the host) appears in a container: a USB
+        device's under /dev/edgefd (inside the bind of the host's bus it would be a node made
+        on the host), anything else under its own name (`/dev/apex_0`, what libedgetpu opens)."""
+        return alias_path(dev.name, index) if self.bus_mount(dev) else node
 
     @property
     def env_prefix(self) -> str:

@@ -1,0 +1,184 @@
+"""How every long-running edgefd tool runs: its components, and one `run` around them that owns
+what they would otherwise each hand-write (signals, the probes and metrics server, reloads,
+the order things start and stop in, and how a failure anywhere ends the process).
+
+A component is anything with `start()` (returns once it serves: its threads run) and `stop()`
+(returns once they are done), and, if it has them, `ready()` (/readyz), `alive()` (/healthz),
+each giving `(ok, why)`, and `reconfigure(config)`. A bus watcher, an inventory, a list-watch,
+a sync loop, a device-plugin front-end: each is one, and knows nothing of signals.
+
+`run` builds the components inside its signal handling (building can block: a FIFO given as a
+file, an API server that does not answer; a stop signal then ends it at once), starts them in
+order, serves the probes, and waits. SIGTERM/SIGINT stop; SIGHUP, or a change of the watched
+configuration file (a ConfigMap update), reloads: the tool's loader reads the new
+configuration (an error keeps the one in use, said once) and every component that has
+`reconfigure` gets it, in reverse order (consumers first, so that the source they follow,
+reconfigured last, hands them its next snapshot under the new configuration). Components stop
+in reverse order too. A component's own thread that dies, or whose work is done (an events
+file read to its end), says so through the `Lifeline` it was built with; the process then
+stops as on a signal and exits with that failure's code (or 0).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from edgefd.core.log import get_logger
+from edgefd.core.service import Listen
+
+if TYPE_CHECKING:  # prometheus_client only in a process that serves metrics
+    from .metrics import Check
+
+log = get_logger(__name__)
+
+
+class Component(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> object: ...
+
+
+class Lifeline:
+    """What a component's threads use to end the process: `fail(exc)` (a bug, or a failure
+    nothing can retry) or `done()` (its work is over). Also, for a loop that must notice a
+    stop request on its own, `stopping` and `wait(timeout)`."""
+
+    def __init__(self, wake: Callable[[], None] = lambda: None) -> None:
+        self._wake = wake
+        self._stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.finished = False
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self._end()
+
+    def done(self) -> None:
+        self.finished = True
+        self._end()
+
+    def _end(self) -> None:
+        self._stop.set()
+        self._wake()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float) -> None:
+        self._stop.wait(timeout)
+
+
+class Reload:
+    """How a tool's configuration is reloaded: `load()` reads it anew (raising EdgefdError on
+    a bad one), `path` is the file to watch for changes (None: SIGHUP only)."""
+
+    def __init__(self, load: Callable[[], Any], path: str | Path | None = None) -> None:
+        self.load = load
+        self.path = Path(path) if path is not None else None
+
+
+def _checks(components: Sequence[object], name: str) -> list[Check]:
+    return [getattr(c, name) for c in components if callable(getattr(c, name, None))]
+
+
+def combined(checks: Sequence[Check]) -> Check:
+    """One probe answer from several: the first that fails, else every detail joined."""
+
+    def check() -> tuple[bool, str]:
+        details = []
+        for c in checks:
+            ok, why = c()
+            if not ok:
+                return False, why
+            if why and why != "ok":
+                details.append(why)
+        return True, "; ".join(details) or "ok"
+
+    return check
+
+
+def run(
+    build: Callable[[Lifeline], Sequence[Component]],
+    *,
+    startup_line: str,
+    listen: Listen = None,
+    metrics: Any = None,
+    reload: Reload | None = None,
+) -> int:
+    """Build the components, start them, serve the probes on `listen` (with `metrics`, an
+    edgefd.runtime.metrics.Metrics), and run until a stop signal or a component's lifeline
+    ends it; then stop everything. The one place a tool's process takes the signals."""
+    from edgefd.core import log as logs
+
+    from .signals import Signals, StopDuringStartup
+
+    logs.serving()  # a service's log is its output: every state change at info
+    log.info("%s", startup_line)  # before anything that logs (an API client, a first scan)
+    with Signals(reload=reload is not None) as signals:
+        lifeline = Lifeline(signals.wake)
+        started: list[Component] = []
+        config_watch = None
+        server = None
+        try:
+            with signals.starting():
+                if reload is not None and reload.path is not None:
+                    # first: a change while the components start is a reload once they run
+                    from .configfile import ConfigFileWatch
+
+                    config_watch = ConfigFileWatch(reload.path, signals.request_reload).start()
+                components = build(lifeline)
+                for c in components:
+                    started.append(c)  # before: one interrupted while starting is stopped too
+                    c.start()
+                server = serve_probes(listen, metrics, components)
+            while not (signals.stop_requested or lifeline.stopping):
+                signals.wait()
+                if reload is not None and signals.take_reload():
+                    _reload(reload, components)
+            if not lifeline.stopping or lifeline.failure is None:
+                log.info("stopping")
+        except StopDuringStartup as e:
+            log.info("%s during start-up: stopping", e)
+        finally:
+            if config_watch is not None:
+                config_watch.stop()
+            for c in reversed(started):
+                try:
+                    c.stop()
+                except Exception:  # the others must still stop
+                    log.exception("stopping %s failed", type(c).__name__)
+            if server is not None:
+                server.stop()
+    if lifeline.failure is not None:
+        raise lifeline.failure
+    return 0
+
+
+def serve_probes(listen: Listen, metrics: Any, components: Sequence[object]) -> Any:
+    """The /healthz /readyz /metrics server of `components` (None when not listening)."""
+    if listen is None or metrics is None:
+        return None
+    from .health import serve
+
+    alive, ready = _checks(components, "alive"), _checks(components, "ready")
+    return serve(listen, metrics, combined(alive), combined(ready))
+
+
+def _reload(reload: Reload, components: Sequence[object]) -> None:
+    from edgefd.core.errors import EdgefdError
+
+    where = f" from {reload.path}" if reload.path is not None else ""
+    log.info("reloading the configuration%s", where)
+    try:
+        config = reload.load()
+    except EdgefdError as e:
+        log.error("%s; keeping the configuration in use", e)
+        return
+    for c in reversed(components):
+        reconfigure = getattr(c, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(config)
