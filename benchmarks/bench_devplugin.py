@@ -33,7 +33,7 @@ from measure import cpu_seconds, percentile, rss_kib  # noqa: E402
 from edgefd.devplugin.api import deviceplugin_pb2 as pb  # noqa: E402
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc  # noqa: E402
 from edgefd.devplugin.v1beta1.resource import socket_name  # noqa: E402
-from tests.devplugin.test_grpc import FakeKubelet  # noqa: E402
+from tests.devplugin.kubelet import FakeKubelet  # noqa: E402
 from tests.fixturegen import HostBuilder, build_host  # noqa: E402
 
 NCS2 = "edgefd.io/ncs2"
@@ -42,7 +42,7 @@ NCS2 = "edgefd.io/ncs2"
 HOLD_STREAMS = """
 import sys, time
 from pathlib import Path
-from tests.devplugin.test_grpc import OpenStreams
+from tests.devplugin.kubelet import OpenStreams
 streams = OpenStreams(Path(sys.argv[1]), int(sys.argv[2]))
 deadline = time.monotonic() + 10
 while not streams.all_got([("ncs2-1-1-1", "Healthy")]) and time.monotonic() < deadline:

@@ -15,17 +15,7 @@ from edgefd.core.hostroot import HostRoot
 from edgefd.usb_scan.cli import main as usb_scan
 from tests.fixturegen import HostBuilder
 
-CORAL_BOOT = {"vendor": "1a6e", "product": "089a", "class": "00", "interfaces": [{"class": "fe"}]}
-
-
-def two_corals(root: Path) -> Path:
-    b = HostBuilder(root)
-    b.add_usb({"port": "usb1", "vendor": "1d6b", "product": "0002", "class": "09"})
-    b.add_usb({"port": "usb2", "vendor": "1d6b", "product": "0003", "class": "09"})
-    b.add_usb({"port": "1-1", **CORAL_BOOT})
-    b.add_usb({"port": "2-1", **CORAL_BOOT})
-    (root / "sys/bus/pci/devices").mkdir(parents=True, exist_ok=True)
-    return root / "sys/bus/usb/devices"
+from .hosts import two_corals
 
 
 @pytest.mark.parametrize("alias", ["same-target", "absolute", "link-to-entry", "alias-first"])
@@ -101,33 +91,3 @@ def test_a_missing_bus_is_no_devices(tmp_path: Path) -> None:
     assert warnings == [
         "usb: /sys/bus/usb/devices does not exist (no usb bus on this host); no devices"
     ]
-
-
-def test_records_carry_their_key_node_numbers_and_facts(tmp_path: Path) -> None:
-    """What every consumer keys on (where it is) and what follows a device (its node and the
-    node's char number), read by the bus layer alone."""
-    from edgefd.bus.key import DeviceKey, DevNode
-    from tests.fixturegen import build_host
-
-    rpi = HostRoot.of(build_host("rpi4-coral", tmp_path / "rpi", devicetree=False))
-    coral = next(d for d in usb.scan(rpi).devices if d.name == "2-1")
-    assert coral.key == DeviceKey("usb", "2-1") and str(coral.key) == "usb 2-1"
-    [node] = coral.nodes
-    assert node.path == coral.devnode and node.path.startswith("/dev/bus/usb/002/")
-    devnum = int(node.path.rsplit("/", 1)[1])
-    assert node.dev == f"189:{128 + devnum - 1}"
-    assert coral.bcd_device == "0100"
-    x86 = HostRoot.of(build_host("x86-server", tmp_path / "x86", devicetree=False))
-    apex = next(d for d in pci.scan(x86).devices if d.address == "0000:02:00.0")
-    assert apex.key == DeviceKey("pci", "0000:02:00.0")
-    assert apex.nodes == (DevNode("/dev/apex_0", "120:0"),) and apex.devnodes == ("/dev/apex_0",)
-    assert apex.pcie_root == "pci0000:00"
-
-
-def test_a_garbage_dev_attribute_is_reported_and_left_out(tmp_path: Path) -> None:
-    bus = two_corals(tmp_path)
-    (Path(os.path.realpath(bus / "1-1")) / "dev").write_text("lots\n")
-    res = usb.scan(HostRoot.of(tmp_path))
-    dev = next(d for d in res.devices if d.name == "1-1")
-    assert dev.dev is None and dev.nodes[0].dev is None
-    assert any("1-1" in w and "'lots' is not major:minor" in w for w in res.warnings)

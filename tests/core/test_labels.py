@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgefd.core.labels import (
-    PRODUCER_POLICY,
+    NamespacePolicy,
     Rejected,
     check_key,
     check_label,
@@ -17,7 +17,6 @@ from edgefd.core.labels import (
     qualify,
     split_key,
 )
-from edgefd.feature_sink.namespaces import SINK_POLICY, sink_policy
 
 
 @pytest.mark.parametrize(
@@ -97,64 +96,6 @@ def test_keys() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "sink", "producer"),
-    [
-        ("feature.node.kubernetes.io/x", True, True),
-        ("sub.feature.node.kubernetes.io/x", True, True),
-        ("edgefd.io/edgetpu.present", True, True),
-        ("dra.edgefd.io/x", True, True),
-        ("beta.devicetree.org/x", True, True),
-        ("profile.node.kubernetes.io/x", False, True),  # NFD's, not edgefd's: widen for it
-        ("example.com/x", False, True),
-        ("team.example.com/owner", False, True),
-        ("notedgefd.io/x", False, True),  # a suffix match must be on a dot boundary
-        ("edgefd.io.evil.com/x", False, True),
-        ("x", False, False),  # no namespace: the sink qualifies unprefixed feature-file keys
-        ("team", False, False),
-        ("kubernetes.io/x", False, False),
-        ("topology.kubernetes.io/zone", False, False),
-        ("k8s.io/x", False, False),
-        ("foo.k8s.io/x", False, False),
-        ("node-role.kubernetes.io/control-plane", False, False),
-        ("node-restriction.kubernetes.io/x", False, False),
-        ("a.node-role.kubernetes.io/x", False, False),
-        ("notkubernetes.io/x", False, True),
-    ],
-)
-def test_default_and_producer_namespace_policies(key: str, sink: bool, producer: bool) -> None:
-    """The sink writes edgefd's own namespaces only; a producer may emit any namespace
-    Kubernetes leaves open; neither a key without a namespace."""
-    assert (SINK_POLICY.check(key) is None) is sink
-    assert (PRODUCER_POLICY.check(key) is None) is producer
-
-
-def test_the_sink_policy_is_within_the_producer_policy() -> None:
-    """Whatever the operator allows, the sink never writes what no producer may."""
-    keys = ["a/x", "a.b/x", "edgefd.io/x", "kubernetes.io/x", "sub.k8s.io/x", "x"]
-    wide = sink_policy(allowed=["a", "b", "profile.node.kubernetes.io"])
-    for key in keys:
-        if wide.check(key) is None:
-            assert PRODUCER_POLICY.check(key) is None, key
-
-
-def test_extra_allowed_and_denied() -> None:
-    policy = sink_policy(
-        allowed=[" Vendor.Example ", "", "profile.node.kubernetes.io"], denied=["example.com"]
-    )
-    assert policy.check("vendor.example/x") is None
-    assert policy.check("gpu.vendor.example/x") is None
-    assert policy.check("profile.node.kubernetes.io/edge") is None
-    assert policy.check("edgefd.io/x") is None  # edgefd's own stay
-    assert policy.check("other.example/x") is not None
-    reason = policy.check("gpu.example.com/x")
-    assert reason is not None and "denied by configuration (example.com)" in reason
-    # denials win, also over edgefd's own namespaces
-    both = sink_policy(allowed=["example.com"], denied=["example.com", "edgefd.io"])
-    assert both.check("example.com/x") is not None
-    assert both.check("edgefd.io/x") is not None
-
-
-@pytest.mark.parametrize(
     "namespace",
     ["kubernetes.io", "topology.kubernetes.io", "node-role.kubernetes.io", "k8s.io", "x.k8s.io"],
 )
@@ -162,24 +103,15 @@ def test_kubernetes_namespaces_cannot_be_allowed(namespace: str) -> None:
     """The admission policy refuses them whatever the sink is told, and one refused label
     fails the whole patch: an allowance of one is a usage error, not a 403 on every sync."""
     with pytest.raises(ValueError, match=f"--allow-namespace {namespace}: namespace"):
-        sink_policy(allowed=[namespace])
+        NamespacePolicy.from_lists((), allowed=[namespace])
 
 
 @pytest.mark.parametrize("entry", ["Bad_Name", "a..b", "-a.com", "a/b", "x" * 254])
 def test_a_namespace_option_must_be_a_dns_subdomain(entry: str) -> None:
     with pytest.raises(ValueError, match=r"is not a DNS subdomain|characters long"):
-        sink_policy(allowed=[entry])
+        NamespacePolicy.from_lists((), allowed=[entry])
     with pytest.raises(ValueError, match="--deny-namespace"):
-        sink_policy(denied=[entry])
-
-
-def test_refusal_reasons_point_to_the_fix() -> None:
-    reason = SINK_POLICY.check("kubernetes.io/x") or ""
-    assert "reserved for Kubernetes" in reason and "feature.node.kubernetes.io/" in reason
-    reason = SINK_POLICY.check("example.com/x") or ""
-    assert "--allow-namespace" in reason and "edgefd.io" in reason
-    reason = SINK_POLICY.check("team") or ""
-    assert "no namespace" in reason
+        NamespacePolicy.from_lists((), denied=[entry])
 
 
 def test_check_label_and_what_a_refusal_says() -> None:
@@ -187,7 +119,8 @@ def test_check_label_and_what_a_refusal_says() -> None:
     assert check_label("edgefd.io/a", "bad value") is not None
     assert check_label("kubernetes.io/a", "1") is not None
     assert check_label("example.com/a", "1") is None  # a producer may emit any open namespace
-    assert check_label("example.com/a", "1", SINK_POLICY) is not None  # the sink's default
+    narrow = NamespacePolicy(("edgefd.io",))
+    assert check_label("example.com/a", "1", narrow) is not None  # outside what is allowed
     refused = Rejected("edgefd.io/bad+", "1", check_label("edgefd.io/bad+", "1") or "", "f:3")
     assert str(refused) == (
         "f:3: label refused: key name contains '+'; only letters, digits, '-', '_' and '.' "
@@ -213,7 +146,7 @@ def test_check_label_and_what_a_refusal_says() -> None:
 def test_reasons_never_quote_the_key_or_value(key: str, value: str) -> None:
     """A refused line may be a secret read through a misplaced file: reasons, and str() of a
     Rejected, say why without repeating it (issue 11, item 2)."""
-    policy = sink_policy(denied=["ok.example"])
+    policy = NamespacePolicy.from_lists(("edgefd.io",), denied=["ok.example"])
     reason = check_label(key, value, policy)
     assert reason is not None
     text = str(Rejected(key, value, reason, "secrets:3"))

@@ -1,7 +1,9 @@
-"""Fixtures of the keeper's kernel tests: fresh cgroups (v2 and the v1 devices controller) as
-root, and runc's own device filter on them (the harness's runc-devices, built from
-github.com/opencontainers/cgroups). Without root or a cgroup hierarchy these tests skip, and
-fail under CI: they are what shows the grant works."""
+"""Fixtures of the keeper's tests. For the kernel tests: fresh cgroups (v2 and the v1 devices
+controller) as root, runc's own device filter on them (the harness's runc-devices, built from
+github.com/opencontainers/cgroups) and stand-in containers. Without root or a cgroup hierarchy
+these tests skip, and fail under CI: they are what shows the grant works. For the clients: gRPC
+servers on unix sockets (the kubelet's and the runtime's stand-ins); for the inventory
+source: the rpi4-coral fixture host."""
 
 from __future__ import annotations
 
@@ -11,45 +13,24 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 
+from tests.fixturegen import build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
-CGROUP_FS = Path("/sys/fs/cgroup")
-_n = itertools.count()
+from .cgroups import CGROUP_FS, RUNC_RULES, v2_root
 
-# A container's rules as containerd + runc give them (OCI linux.resources.devices, then
-# runc's own additions, among them `c *:* m`), with the Coral's boot node 189:4 from a
-# DeviceSpec ("rw").
-RUNC_RULES = [
-    {"allow": False, "access": "rwm"},
-    {"allow": True, "type": "c", "access": "m"},
-    {"allow": True, "type": "b", "access": "m"},
-    {"allow": True, "type": "c", "major": 1, "minor": 3, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 1, "minor": 5, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 1, "minor": 7, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 1, "minor": 8, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 1, "minor": 9, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 5, "minor": 0, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 136, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 10, "minor": 200, "access": "rwm"},
-    {"allow": True, "type": "c", "major": 189, "minor": 4, "access": "rw"},
-]
+_n = itertools.count()
 
 
 def _need(why: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(why, pytrace=False)
     pytest.skip(why)
-
-
-def v2_root() -> Path | None:
-    for p in (CGROUP_FS / "unified", CGROUP_FS):
-        if (p / "cgroup.controllers").exists():
-            return p
-    return None
 
 
 @pytest.fixture
@@ -137,3 +118,28 @@ def standin(as_root: None, tmp_path: Path) -> Iterator[Callable[..., subprocess.
     for p in procs:
         p.kill()
         p.wait()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start in-process gRPC servers on unix sockets (`serve(add, servicer)` gives the
+    socket's path); each is stopped at the end."""
+    servers = []
+
+    def start(add, servicer) -> str:
+        sock = tmp_path / f"s{len(servers)}.sock"
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        add(servicer, server)
+        server.add_insecure_port(f"unix://{sock}")
+        server.start()
+        servers.append(server)
+        return str(sock)
+
+    yield start
+    for s in servers:
+        s.stop(0)
+
+
+@pytest.fixture
+def rpi(tmp_path: Path) -> Path:
+    return build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)

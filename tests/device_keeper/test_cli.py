@@ -1,5 +1,6 @@
-"""`device-keeper` as a command: one-line errors with the documented exit codes, and `serve`
-reading moves as JSON lines."""
+"""`device-keeper` as a command: one-line errors with the documented exit codes, `grant` on a
+v1 directory (dry run, refusal), and `serve` reading moves as JSON lines or, by default,
+following the host's devices until SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import json
 import subprocess
 
 import pytest
-
-from edgefd.device_keeper.events import parse
 
 
 def _run(*args, input=None):
@@ -130,52 +129,3 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
     assert doc["old"].startswith("c 189:") and doc["seen"] > 0
     assert "coral-usb-2-1 re-enumerated at port 2-1" in err
     assert "cannot ask who holds it" in err
-
-
-def test_event_with_access_and_a_second_node():
-    m = parse(
-        '{"device": {"name": "x", "dra": [["edgefd.io", "n1", "x"]], "ids": ["x"]}, '
-        '"old": "c:189:4", "new": "c:189:5:rwm", "path": "/dev/edgefd/x.1"}'
-    )
-    assert (m.access, m.container_path) == ("rwm", "/dev/edgefd/x.1")
-    assert m.device.dra == frozenset({("edgefd.io", "n1", "x")})
-    assert m.device.ids == frozenset({"x"})
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        '{"device": {"name": "../etc"}, "old": "c:1:2", "new": "c:1:3"}',
-        '{"device": {"name": "x", "plugin": [["only-one"]]}, "old": "c:1:2", "new": "c:1:3"}',
-        '{"device": {"name": "x"}, "old": "c:1", "new": "c:1:3"}',
-        '{"device": {"name": "x", "ids": "x"}, "old": "c:1:2", "new": "c:1:3"}',
-        "[]",
-        '{"device": {"name": "x"}, "old": "c:1:2", "new": "c:1:3", "path": "/etc/passwd"}',
-    ],
-)
-def test_bad_events(line):
-    with pytest.raises(Exception):  # noqa: B017 - ValueError or UsageError, both skip the line
-        parse(line)
-
-
-def test_follow_reads_lines_as_they_are_appended_and_a_replaced_file(tmp_path):
-    from edgefd.device_keeper.events import follow
-
-    path = tmp_path / "moves.jsonl"
-    got: list[str] = []
-    steps = iter(
-        [
-            lambda: path.write_text("one\ntw"),  # the file appears, the 2nd line half-written
-            lambda: path.open("a").write("o\n"),
-            lambda: (path.unlink(), path.write_text("three\n")),  # replaced: read from its start
-        ]
-    )
-
-    def wait(_: float) -> None:
-        step = next(steps, None)
-        if step is not None:
-            step()
-
-    for line in follow(str(path), lambda: len(got) == 3, wait):
-        got.append(line)
-    assert got == ["one\n", "two\n", "three\n"]

@@ -1,3 +1,8 @@
+"""Device nodes and rules in the one notation of the command line, the logs and the v1 files
+(`c:189:5[:rwm]`): what parses and what is a usage error, and the merge of a grant into the
+rules a program already carries (one rule per node, the newest wins; a node both allowed and
+revoked refused)."""
+
 from __future__ import annotations
 
 import pytest

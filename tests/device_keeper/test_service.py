@@ -17,9 +17,9 @@ from edgefd.device_keeper.metrics import KeeperMetrics
 from edgefd.device_keeper.rules import DeviceNumber
 from edgefd.device_keeper.service import Keeper, Move
 
-from .conftest import RUNC_RULES, v2_root
+from .cgroups import RUNC_RULES, v2_root
+from .pods import PODS
 from .probe import probe
-from .test_holders import PODS
 
 pytestmark = pytest.mark.root
 

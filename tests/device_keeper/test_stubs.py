@@ -1,5 +1,5 @@
 """The keeper's CRI subset keeps CRI's wire names and field numbers. (That every committed stub
-regenerates byte for byte, the keeper's included, is tests/devplugin/test_stubs.py.)"""
+regenerates byte for byte, the keeper's included, is tests/devplugin/api/test_generate.py.)"""
 
 from __future__ import annotations
 

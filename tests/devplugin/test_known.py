@@ -6,19 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from edgefd.bus.catalogue import load_catalogue
 from edgefd.devplugin.known import migrate_known, take_over
-from tests.fixturegen import build_host
-from tests.inventory.test_inventory import Clock, inventory
+from tests.inventory.inventories import Clock, inventory
 
 NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-def rpi(tmp_path: Path) -> Path:
-    return build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)
 
 
 def test_known_json_files_are_taken_over(tmp_path: Path) -> None:
@@ -74,7 +66,7 @@ def test_known_json_files_are_taken_over(tmp_path: Path) -> None:
     assert sorted(f.parent.name for f in files) == ["edgefd.io_coral-usb", "edgefd.io_ncs2"]
 
 
-def test_known_json_is_taken_over_once_and_removed(rpi: Path, tmp_path: Path) -> None:
+def test_known_json_is_taken_over_once_and_removed(host: Path, tmp_path: Path) -> None:
     """An upgrade: the device plugin's old per-resource memory becomes the state file, under
     the new names, and is read only once."""
     import json
@@ -86,7 +78,7 @@ def test_known_json_is_taken_over_once_and_removed(rpi: Path, tmp_path: Path) ->
     old.write_text(json.dumps({"devices": [{**gone, "last_seen": 1_799_999_000.0}]}))
     clock = Clock()
     take_over(str(links), links / "devices.json", load_catalogue(), clock())
-    inv = inventory(rpi, state_file=links / "devices.json", clock=clock)
+    inv = inventory(host, state_file=links / "devices.json", clock=clock)
     snap = inv.refresh()
     assert snap is not None
     remembered = snap.device("ncs2-1-4")
@@ -94,5 +86,5 @@ def test_known_json_is_taken_over_once_and_removed(rpi: Path, tmp_path: Path) ->
     assert remembered.resources == ("edgefd.io/ncs2",)
     assert not old.exists() and (links / "devices.json").exists()
     take_over(str(links), links / "devices.json", load_catalogue(), clock())
-    again = inventory(rpi, state_file=links / "devices.json", clock=clock)
+    again = inventory(host, state_file=links / "devices.json", clock=clock)
     assert again.refresh().device("ncs2-1-4") is not None  # type: ignore[union-attr]

@@ -1,4 +1,9 @@
-"""dt-labeller end to end: real processes over generated host roots."""
+"""dt-labeller end to end (cli.py): real processes over generated host roots. The reference
+labels from a blob or either directory form, the node names and `--include-disabled`, the
+reference format, --explain, a host without a devicetree, malformed and unreadable input,
+outputs that cannot be written, the prefix, the environment's paths, the console entry point,
+and a start-up that imports no Kubernetes or gRPC. (The file and JSON it writes are
+test_output.py.)"""
 
 from __future__ import annotations
 
@@ -11,58 +16,13 @@ from pathlib import Path
 import pytest
 
 from edgefd.core.featuresd import MergedFeatures, merge, read_feature_files
-from tests.fixturegen.devicetree import compile_dts, expand_dtb
+from tests.fixturegen.devicetree import expand_dtb
 
-REPO = Path(__file__).resolve().parents[2]
-RPI4_DTS = REPO / "samples" / "devicetree" / "rpi4-model-b.dts"
-JETSON_DTS = REPO / "tests" / "fixtures" / "dt" / "jetson-nano-like.dts"
-
-RPI4_LABELS = {
-    "beta.devicetree.org/raspberrypi-4-model-b": "1",
-    "beta.devicetree.org/brcm-bcm2711": "1",
-    "beta.devicetree.org/arm-cortex-a72": "4",
-    "beta.devicetree.org/brcm-bcm2711-vc5": "1",
-}
+from .command import REPO, RPI4_LABELS, host_with_blob, run, run_bytes
 
 
 def read_features(directory: Path) -> MergedFeatures:
     return merge(read_feature_files(directory))
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edgefd.dt_labeller", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def run_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "edgefd.dt_labeller", *args],
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-    )
-
-
-@pytest.fixture(scope="module")
-def rpi4_blob() -> bytes:
-    return compile_dts(RPI4_DTS)
-
-
-@pytest.fixture(scope="module")
-def jetson_blob() -> bytes:
-    return compile_dts(JETSON_DTS)
-
-
-def host_with_blob(root: Path, blob: bytes) -> Path:
-    (root / "sys" / "firmware").mkdir(parents=True, exist_ok=True)
-    (root / "sys" / "firmware" / "fdt").write_bytes(blob)
-    return root
 
 
 def host_with_dir(root: Path, blob: bytes, proc_only: bool = False) -> Path:
@@ -149,31 +109,6 @@ def test_include_disabled_and_extra_node_names(jetson_blob: bytes, tmp_path: Pat
     ]
 
 
-def test_dry_run_prints_exactly_the_bytes_it_would_write(rpi4_blob: bytes, tmp_path: Path) -> None:
-    root = host_with_blob(tmp_path / "root", rpi4_blob)
-    fd = tmp_path / "fd"
-    dry = run_bytes("--dry-run", "--host-root", str(root), "--features-dir", str(fd))
-    assert dry.returncode == 0
-    assert not fd.exists()
-    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
-    assert (fd / "dt-labeller").read_bytes() == dry.stdout
-
-
-def test_unchanged_labels_do_not_rewrite_the_file(rpi4_blob: bytes, tmp_path: Path) -> None:
-    root = host_with_blob(tmp_path / "root", rpi4_blob)
-    fd = tmp_path / "fd"
-    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
-    before = os.stat(fd / "dt-labeller")
-    os.utime(fd / "dt-labeller", ns=(before.st_atime_ns, before.st_mtime_ns - 10**9))
-    before = os.stat(fd / "dt-labeller")
-    p = run("--host-root", str(root), "--features-dir", str(fd), "-v")
-    assert p.returncode == 0
-    assert "unchanged" in p.stderr
-    after = os.stat(fd / "dt-labeller")
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert sorted(os.listdir(fd)) == ["dt-labeller"]
-
-
 def test_reference_format(rpi4_blob: bytes, tmp_path: Path) -> None:
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(rpi4_blob)
@@ -190,47 +125,6 @@ def test_reference_format(rpi4_blob: bytes, tmp_path: Path) -> None:
     assert p.returncode == 2
     assert "only applies to --dry-run" in p.stderr
     assert not (tmp_path / "fd").exists()
-
-
-def test_json_inventory(rpi4_blob: bytes, tmp_path: Path) -> None:
-    dtb = tmp_path / "x.dtb"
-    dtb.write_bytes(rpi4_blob)
-    fd = tmp_path / "fd"
-    p = run("-o", "json", "--dtb", str(dtb), "--features-dir", str(fd))
-    assert p.returncode == 0
-    inv = json.loads(p.stdout)
-    assert inv["labels"] == RPI4_LABELS
-    assert inv["source"] == {"path": str(dtb), "form": "blob"}
-    assert inv["feature_file"] == {"path": str(fd / "dt-labeller"), "written": True}
-    visited = {v["path"]: v for v in inv["visited"]}
-    assert set(visited) == {"/", "/gpu", *(f"/cpus/cpu@{i}" for i in range(4))}
-    assert visited["/gpu"] == {
-        "path": "/gpu",
-        "compatible": ["brcm,bcm2711-vc5"],
-        "status": "okay",
-        "counted": True,
-        "labels": ["beta.devicetree.org/brcm-bcm2711-vc5"],
-    }
-    assert inv["origins"]["beta.devicetree.org/arm-cortex-a72"] == [
-        f"/cpus/cpu@{i}" for i in range(4)
-    ]
-    assert inv["rejected"] == []
-
-
-def test_json_inventory_lists_rejections_and_uncounted_nodes(
-    jetson_blob: bytes, tmp_path: Path
-) -> None:
-    dtb = tmp_path / "j.dtb"
-    dtb.write_bytes(jetson_blob)
-    inv = json.loads(run("--dry-run", "-o", "json", "--dtb", str(dtb)).stdout)
-    (rej,) = inv["rejected"]
-    assert rej["node"] == "/"
-    assert rej["key"] == "beta.devicetree.org/nvidia-p3449-0000-b00+p3448-0000-b00"
-    notes = {v["path"]: v.get("note") for v in inv["visited"] if not v["counted"]}
-    assert notes == {
-        "/cpus/cpu@3": 'status is "fail"; not counted',
-        "/host1x/gpu@57000000": 'status is "disabled"; not counted',
-    }
 
 
 def test_explain_prints_the_reasons_and_writes_nothing(rpi4_blob: bytes, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The real-API-server fixtures the sink's test modules share (test_realpeer, test_hardening,
-test_prune): one Cluster per module, sink processes that are always stopped, a features.d."""
+"""The real-API-server fixtures the sink's test modules share: one Cluster per module, sink
+processes that are always stopped, a features.d, and NFD's NodeFeature CRD installed."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def fdir(tmp_path: Path) -> Path:
     d = tmp_path / "features.d"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="module")
+def nodefeature_crd(cluster: Cluster) -> None:
+    """NFD's own CRDs, from the pinned module's deployment files (tests/peers/nfd.py)."""
+    from tests.peers.nfd import install_nfd_crds
+
+    install_nfd_crds(cluster.apiserver)

@@ -1,10 +1,14 @@
 """The feature-sink's real-peer harness: a Node on the real kube-apiserver (`Cluster`) and the
-sink as a subprocess (`Sink`, `run_sink`), shared by the sink's real-API-server suites
-(test_realpeer, test_hardening, test_prune, conftest) and the manifests' tests."""
+sink as a subprocess (`Sink`, `run_sink`, `run_once`), with what the tests read of them (the
+Node's Events, the sink's metrics and log), shared by every sink test module that runs the sink
+(conftest's fixtures, the real-API-server tests, the command's tests without an API server)
+and by the manifests' tests."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +23,9 @@ from tests.helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
+# the sink's account in k8s/rbac.yaml (tests/k8s/test_manifests.py holds the manifests to it)
+SINK_SA = "edgefd-feature-sink"
+QUIET = ("--resync-interval", "1h")  # only the watch repairs; the resync never runs
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -93,6 +100,21 @@ class Cluster:
         return total
 
 
+def event_messages(cluster: Cluster, node: str, reason: str | None = None) -> list[str]:
+    """The messages of the Node's Events (of one reason)."""
+    return [e.message for e in cluster.events(node) if reason is None or e.reason == reason]
+
+
+def forget_other_tests_nodes(cluster: Cluster) -> None:
+    """The API server is the session's: other tests left Nodes with (tampered) annotations.
+    A cluster being uninstalled has only its own sink's; take theirs away."""
+    for n in cluster.core.list_node().items:
+        if ANNOTATION in (n.metadata.annotations or {}):
+            cluster.core.patch_node(
+                n.metadata.name, {"metadata": {"annotations": {ANNOTATION: None}}}
+            )
+
+
 class Sink:
     """A feature-sink subprocess with its metrics endpoint."""
 
@@ -158,6 +180,33 @@ class Sink:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-3000:]
 
+    def lines(self) -> list[str]:
+        """The whole log, line by line."""
+        self.log.flush()
+        return self.log_path.read_text(errors="replace").splitlines()
+
+    def logged(self, pattern: str, timeout: float = 15.0) -> str:
+        """The first log line matching `pattern` (a regular expression), waited for."""
+        rx = re.compile(pattern)
+        return wait_for(
+            lambda: next((ln for ln in self.lines() if rx.search(ln)), None),
+            timeout,
+            f"a log line like {pattern!r}; log:\n" + "\n".join(self.lines()[-30:]),
+        )
+
+    def watching(self) -> bool:
+        """The watch on the sink's own object is open."""
+        return self.metric("edgefd_sink_object_watch_up") == 1
+
+    def requests(self, verb: str | None = None) -> float:
+        """API requests the sink sent (of one verb), by its own count."""
+        m = self.metrics()
+        return sum(
+            v
+            for k, v in m.items()
+            if k.startswith("edgefd_sink_api_requests_total") and (verb is None or f'"{verb}"' in k)
+        )
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -187,4 +236,36 @@ def run_sink(
     )
 
 
-# -- tests ---------------------------------------------------------------------------------
+def run_once(cluster: Cluster, node: str, fdir: Path, *extra: str) -> Any:
+    """`feature-sink --once` for `node` with `fdir`, against the cluster, to its end."""
+    return run_sink(
+        "--once",
+        "--kubeconfig",
+        cluster.kubeconfig,
+        "--node-name",
+        node,
+        "--features-dir",
+        str(fdir),
+        "--api-timeout",
+        "5",
+        *extra,
+    )
+
+
+def dead_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig pointing at a port nobody listens on."""
+    port = free_port()
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path

@@ -1,35 +1,24 @@
-"""The publishing budget (issue 11, item 6): a producer that does not fit is refused whole,
-with a reason, and every other producer is still applied."""
+"""The publishing budget (budget.py; issue 11, item 6): a producer that does not fit is refused
+whole, with a reason, and every other producer is still applied; labels already applied are
+never pushed out by a new file; what is published never exceeds the budget. Pure units and a
+property (the planner's patch applied with the JSON Patch test applier); then against the real
+kube-apiserver, whose 256 KiB annotation limit the budget keeps the sink under."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgefd.core.featuresd import parse_text
 from edgefd.feature_sink.budget import fit
-from edgefd.feature_sink.desired import build_desired
 from edgefd.feature_sink.ownership import ANNOTATION, Ownership, decode, encode
 from edgefd.feature_sink.patch import NodeView
 from edgefd.feature_sink.sync import Rules, plan_node
 from tests.feature_sink.jsonpatch import apply_patch
-
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-GRACE = timedelta(minutes=10)
-F = "feature.node.kubernetes.io"
-
-
-def published_size(labels: dict[str, str], own: Ownership) -> int:
-    """Bytes the sink publishes on an object: its labels' keys and values and the annotation."""
-    owned = own.keys
-    size = sum(len(k) + len(v) for k, v in labels.items() if k in owned)
-    return size + len(encode(own) or "")
-
-
-def desired_of(files: dict[str, str]):
-    return build_desired([parse_text(t, n, NOW) for n, t in sorted(files.items())])
+from tests.feature_sink.peer import event_messages, run_once, write
+from tests.feature_sink.states import GRACE, NOW, F, desired_of, published_size
 
 
 def lines(prefix: str, n: int, value: str = "1") -> str:
@@ -120,3 +109,26 @@ def test_fit_is_a_no_op_within_the_budget():
     d = desired_of({"a": lines("a", 3)})
     assert fit(d, Ownership(), {}, 10_000) == (d, ())
     assert encode(Ownership()) is None
+
+
+# -- against the real API server: a budget instead of one 422 for everybody -----------------
+
+
+@pytest.mark.realpeer
+def test_producers_over_the_budget_are_refused_the_others_still_land(cluster, fdir):
+    for j in range(5):  # each file under 64 KiB; their keys alone are over 256 KiB together
+        text = "".join(f"{F}/p{j}-k{i:05d}-padding-padding=1\n" for i in range(1000))
+        assert len(text) < 65536
+        (fdir / f"p{j}").write_text(text)
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    node = cluster.new_node()
+    p = run_once(cluster, node, fdir)
+    assert p.returncode == 0, p.stderr
+    labels = cluster.labels(node)
+    assert labels[f"{F}/usb"] == "true"
+    applied = {j for j in range(5) if f"{F}/p{j}-k00000-padding-padding" in labels}
+    assert len(applied) == 1
+    over = event_messages(cluster, node, "LabelBudgetExceeded")
+    assert len(over) == 4 and all("--label-budget" in m for m in over)
+    own = decode(cluster.node(node).metadata.annotations[ANNOTATION])
+    assert published_size(labels, own) <= 128 * 1024

@@ -1,15 +1,20 @@
-"""feature-sink's command line refuses bad input at start-up with one line and a documented
-exit code (issue 11, items 3, 9 and 10), before anything is read or any request is sent."""
+"""feature-sink's command (cli.py), run as a subprocess without an API server: bad input refused
+at start-up with one line and a documented exit code (issue 11, items 3, 9 and 10), before
+anything is read or any request is sent; exit 5 when the API server is unreachable; and a
+start-up that never loads `kubernetes`. The option types it shares with edgefd's other
+commands (durations, --listen) too."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.feature_sink.peer import ROOT, F, dead_kubeconfig
 
 
 def sink(*args: str, stdin: bytes | None = b"", close_stdin: bool = False):
@@ -107,3 +112,62 @@ def test_a_kubeconfig_that_is_not_one_is_bad_input(content: bytes, fragment: str
     assert p.returncode == 3, p.stderr
     line = one_line(p)
     assert line.startswith(f"feature-sink: error: --kubeconfig {kc}: ") and fragment in line
+
+
+def test_missing_node_name_is_usage_error(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
+    p = subprocess.run(
+        [sys.executable, "-m", "edgefd.feature_sink", "--once"],
+        cwd=ROOT,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert p.returncode == 2
+    assert b"--node-name" in p.stderr
+
+
+def test_a_missing_host_directory_is_a_usage_error(tmp_path: Path) -> None:
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    absent = str(tmp_path / "absent")
+    p = sink("--dry-run", "--node-name", "n1", "--features-dir", str(pod),
+             "--host-features-dir", absent, "--kubeconfig", "/dev/null")  # fmt: skip
+    assert p.returncode == 2
+    assert b"--host-features-dir " in p.stderr and b"not an existing directory" in p.stderr
+
+
+def test_bad_stream_is_bad_input():
+    p = sink("--dry-run", "--features", "-", "--node-name", "n1", stdin=b"a=\x00\n")
+    assert p.returncode == 3, p.stderr
+
+
+def test_once_with_api_down_exits_5_quickly(tmp_path: Path, monkeypatch):
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "usb").write_text(f"{F}/a=1\n")
+    start = time.monotonic()
+    p = sink(
+        "--once",
+        "--features-dir",
+        str(tmp_path / "f"),
+        "--node-name",
+        "n1",
+        "--kubeconfig",
+        str(dead_kubeconfig(tmp_path)),
+        "--api-timeout",
+        "2",
+    )
+    assert p.returncode == 5, p.stderr
+    assert b"unreachable" in p.stderr
+    assert time.monotonic() - start < 15
+
+
+def test_cli_modules_do_not_import_kubernetes():
+    code = (
+        "import sys, edgefd.feature_sink.cli, edgefd.feature_sink.loop, edgefd.feature_sink.sync, "
+        "edgefd.feature_sink.nodefeature, edgefd.feature_sink.nodeapi; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

@@ -1,46 +1,26 @@
-"""feature-sink's loop: debounce, syncs under a burst, backoff, stop; the CLI without an API."""
+"""When the sink syncs (loop.py): at once on a change, with the syncs under a burst bounded;
+at once on drift, from the watch's copy, with a fight over a label backed off; after a failure
+with backoff, never exiting, the failure said once and its end once; and by itself when a
+settling file has been quiet. Units with a recording syncer first (the debouncer that feeds the
+loop too); then the running sink against the real kube-apiserver."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
+import re
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
-import click
 import pytest
 
-from edgefd.cli import Duration, parse_listen
 from edgefd.feature_sink.desired import Desired, read_directory
-from edgefd.feature_sink.loop import LoopConfig, SinkLoop
+from edgefd.feature_sink.loop import FIGHT_REPAIRS, LoopConfig, SinkLoop
 from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.nodeapi import ApiUnreachable
 from edgefd.feature_sink.sync import SyncResult
-from edgefd.runtime.watch import Debouncer, Watcher
-from tests.feature_sink.peer import run_sink
-from tests.helpers import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-F = "feature.node.kubernetes.io"
-
-
-def test_debouncer_quiet_window_and_latency_cap():
-    d = Debouncer(quiet=0.1, max_latency=0.5)
-    assert not d.due(0.0) and d.deadline() is None
-    d.event(1.0)
-    assert d.deadline() == pytest.approx(1.1)
-    assert not d.due(1.05) and d.due(1.1)
-    # a steady trickle every 50 ms keeps postponing, but never past first + max_latency
-    for i in range(1, 20):
-        d.event(1.0 + i * 0.05)
-    assert d.deadline() == pytest.approx(1.5)
-    d.reset()
-    assert not d.pending
+from edgefd.runtime.watch import Watcher
+from tests.feature_sink.peer import QUIET, F, wait_for, write
 
 
 class RecordingSyncer:
@@ -112,195 +92,152 @@ def test_loop_keeps_retrying_with_backoff_and_never_exits(tmp_path: Path):
         t.join(5)
 
 
-def test_duration_and_listen_parsing():
-    assert Duration().convert("250ms", None, None) == pytest.approx(0.25)
-    assert Duration().convert("10m", None, None) == 600
-    assert Duration().convert("30", None, None) == 30
-    for bad in ("nan", "inf", "-1", "1e9", "30x", float("nan"), float("inf")):
-        with pytest.raises(click.BadParameter):
-            Duration().convert(bad, None, None)
-    assert parse_listen(":8081") == ("0.0.0.0", 8081)
-    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
-    assert parse_listen("") is None
-    assert parse_listen("[::1]:9") == ("::1", 9)
-    with pytest.raises(ValueError, match="HOST:PORT"):
-        parse_listen("8081")
-    with pytest.raises(ValueError, match="out of range"):
-        parse_listen(":70000")
+# -- drift: at once, and backing off a fight -------------------------------------------------
 
 
-# -- CLI without an API server ---------------------------------------------------------------
+class DriftSyncer:
+    """Records each sync's trigger freshness; every drift sync 'repairs' (writes)."""
+
+    what = "node n1"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, bool]] = []
+
+    def sync(self, desired: Desired, now: datetime, fresh: bool = True) -> SyncResult:
+        self.calls.append((time.monotonic(), fresh))
+        return SyncResult(wrote=len(self.calls) > 1)
 
 
-sink = run_sink
-
-
-def dead_kubeconfig(tmp_path: Path) -> Path:
-    """A kubeconfig pointing at a port nobody listens on."""
-    port = free_port()
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
-    return path
-
-
-def test_dry_run_from_stdin_without_api(tmp_path: Path):
-    stream = f"{F}/usb-fe_1a6e_089a.present=true\nnode-role.kubernetes.io/master=\n".encode()
-    kc = dead_kubeconfig(tmp_path)
-    p = sink(
-        "--dry-run",
-        "--features",
-        "-",
-        "--node-name",
-        "n1",
-        "--kubeconfig",
-        str(kc),
-        "--api-timeout",
-        "2",
-        "-o",
-        "json",
-        stdin=stream,
-    )
-    assert p.returncode == 0, p.stderr
-    ops = json.loads(p.stdout)
-    assert {
-        "op": "add",
-        "path": "/metadata/labels",
-        "value": {f"{F}/usb-fe_1a6e_089a.present": "true"},
-    } not in ops  # empty map exists: per-key adds
-    assert {
-        "op": "add",
-        "path": f"/metadata/labels/{F}~1usb-fe_1a6e_089a.present",
-        "value": "true",
-    } in ops
-    assert b"Node with no labels" in p.stderr
-    assert b"stdin:2: label refused: namespace node-role.kubernetes.io" in p.stderr
-    assert b"master" not in p.stderr  # the refused key itself is not repeated
-    text = sink(
-        "--dry-run",
-        "--features",
-        "-",
-        "--node-name",
-        "n1",
-        "--kubeconfig",
-        str(kc),
-        "--api-timeout",
-        "2",
-        stdin=stream,
-    )
-    assert text.stdout.decode().split() == ["add", f"{F}/usb-fe_1a6e_089a.present=true"]
-
-
-def test_bad_stream_is_bad_input():
-    p = sink("--dry-run", "--features", "-", "--node-name", "n1", stdin=b"a=\x00\n")
-    assert p.returncode == 3, p.stderr
-
-
-def test_once_with_api_down_exits_5_quickly(tmp_path: Path, monkeypatch):
-    (tmp_path / "f").mkdir()
-    (tmp_path / "f" / "usb").write_text(f"{F}/a=1\n")
-    start = time.monotonic()
-    p = sink(
-        "--once",
-        "--features-dir",
-        str(tmp_path / "f"),
-        "--node-name",
-        "n1",
-        "--kubeconfig",
-        str(dead_kubeconfig(tmp_path)),
-        "--api-timeout",
-        "2",
-    )
-    assert p.returncode == 5, p.stderr
-    assert b"unreachable" in p.stderr
-    assert time.monotonic() - start < 15
-
-
-def test_missing_node_name_is_usage_error(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-    p = subprocess.run(
-        [sys.executable, "-m", "edgefd.feature_sink", "--once"],
-        cwd=ROOT,
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert p.returncode == 2
-    assert b"--node-name" in p.stderr
-
-
-def test_sigterm_with_api_down_exits_0_and_serves_health(tmp_path: Path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "edgefd.feature_sink",
-            "--features-dir",
-            str(tmp_path),
-            "--node-name",
-            "n1",
-            "--kubeconfig",
-            str(dead_kubeconfig(tmp_path)),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--max-backoff",
-            "0.5",
-            "--api-timeout",
-            "1",
-        ],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-    )
+def test_drift_syncs_at_once_from_the_watchs_copy_and_a_fight_backs_off():
+    syncer = DriftSyncer()
+    metrics = SinkMetrics()
+    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0))
+    t = run_loop(loop)
     try:
-        import urllib.error
-        import urllib.request
-
-        def get(path: str) -> tuple[int, str]:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
-                    return r.status, r.read().decode()
-            except urllib.error.HTTPError as e:
-                return e.code, e.read().decode()
-
-        end = time.monotonic() + 20
-        while True:
-            try:
-                code, body = get("/metrics")
-                if 'reason="unreachable"' in body:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < end, "sink never served metrics"
-            time.sleep(0.1)
-        assert get("/healthz")[0] == 200
-        code, body = get("/readyz")
-        assert code == 503 and "no successful sync" in body
-        assert proc.poll() is None  # API down never makes it exit
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0
+        time.sleep(0.2)
+        assert syncer.calls == [(syncer.calls[0][0], True)]  # the start-up sync reads fresh
+        t0 = time.monotonic()
+        loop.drifted()
+        while len(syncer.calls) < 2:
+            time.sleep(0.005)
+        assert syncer.calls[1][0] - t0 < 0.1 and syncer.calls[1][1] is False
+        # another writer undoing each repair at once: the first repairs are immediate,
+        # then each waits longer
+        for _ in range(6):
+            n = len(syncer.calls)
+            loop.drifted()
+            while len(syncer.calls) == n:
+                time.sleep(0.005)
+        gaps = [b[0] - a[0] for a, b in zip(syncer.calls[1:], syncer.calls[2:], strict=False)]
+        quick = FIGHT_REPAIRS - 1
+        assert all(g < 0.1 for g in gaps[:quick]), gaps
+        held = gaps[quick:]
+        assert held[0] >= 0.2 and held[-1] >= 0.9 and held[-1] <= 2.1, gaps  # up to the cap
+        assert metrics.value("edgefd_sink_repair_holds_total") >= 4
+        assert metrics.value("edgefd_sink_repairs_total") == 7
+        assert metrics.value("edgefd_sink_sync_triggers_total", trigger="drift") == 7
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        loop.stop()
+        t.join(5)
 
 
-def test_cli_modules_do_not_import_kubernetes():
-    code = (
-        "import sys, edgefd.feature_sink.cli, edgefd.feature_sink.loop, edgefd.feature_sink.sync, "
-        "edgefd.feature_sink.nodefeature, edgefd.feature_sink.nodeapi; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))"
-    )
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+def test_repairs_seconds_apart_are_no_fight():
+    syncer = DriftSyncer()
+    metrics = SinkMetrics()
+    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600, max_backoff=2.0))
+    loop._last_repair = None
+    t = run_loop(loop)
+    try:
+        time.sleep(0.1)
+        import edgefd.feature_sink.loop as loopmod
+
+        saved, loopmod.FIGHT_WINDOW = loopmod.FIGHT_WINDOW, 0.05  # a person, not a controller
+        try:
+            for _ in range(5):
+                n = len(syncer.calls)
+                time.sleep(0.1)
+                t0 = time.monotonic()
+                loop.drifted()
+                while len(syncer.calls) == n:
+                    time.sleep(0.005)
+                assert syncer.calls[-1][0] - t0 < 0.1
+        finally:
+            loopmod.FIGHT_WINDOW = saved
+        assert metrics.value("edgefd_sink_repair_holds_total") == 0
+    finally:
+        loop.stop()
+        t.join(5)
+
+
+# -- the running sink, against the real API server -------------------------------------------
+
+
+@pytest.mark.realpeer
+def test_a_fight_over_a_label_backs_off(cluster, sinks, fdir):
+    """Another writer that removes an owned label again and again (a controller bug): the
+    sink repairs, but after a few repairs in a row it backs off instead of trading writes with
+    it as fast as the API server takes them."""
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/usb": "true"})
+    s = sinks(node, fdir, *QUIET, "--max-backoff", "30s")
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true")
+    wait_for(lambda: s.watching(), what="the watch is open")
+    writes0 = s.requests("PATCH")
+    flips = 0
+    end = time.monotonic() + 6
+    while time.monotonic() < end:
+        if f"{F}/usb" in cluster.labels(node):
+            cluster.set_label(node, f"{F}/usb", None)
+            flips += 1
+        time.sleep(0.05)
+    writes = s.requests("PATCH") - writes0
+    repairs = s.metric("edgefd_sink_repairs_total")
+    # 3 quick repairs, then waits of 0.25-0.5, 0.5-1, 1-2, 2-4 s ...: a handful in 6 s (a
+    # repair may take two PATCHes: the other writer can move the Node between plan and write)
+    fights = [line for line in s.tail().splitlines() if "fighting" in line]
+    assert 3 <= repairs <= 8 and writes <= 2 * repairs, (repairs, writes, flips, fights)
+    assert s.metric("edgefd_sink_repair_holds_total") >= 1
+    assert "fighting over them" in s.tail()
+
+
+@pytest.mark.realpeer
+def test_the_api_lost_and_back_is_said_once_each(cluster, sinks, fdir, kube_apiserver) -> None:
+    node = cluster.new_node()
+    write(fdir, "usb-scan", {f"{F}/a": "true"})
+    s = sinks(node, fdir, verbose=False)
+    s.wait_synced()
+    kube_apiserver.stop_apiserver()
+    try:
+        write(fdir, "usb-scan", {f"{F}/a": "true", f"{F}/c": "true"})
+        wait_for(
+            lambda: s.metric("edgefd_sink_sync_failures_total", reason="unreachable") >= 4,
+            30,
+            "several failed attempts",
+        )
+    finally:
+        kube_apiserver.start_apiserver()
+    back = s.logged("sync succeeded again", 60)
+    assert re.fullmatch(
+        r"feature-sink: INFO: sync succeeded again after \d+ failed attempt\(s\) over \d+s "
+        r"\(unreachable\)",
+        back,
+    ), back
+    lost = [ln for ln in s.lines() if "sync failed" in ln]
+    assert len(lost) == 1 and lost[0].startswith("feature-sink: WARNING: sync failed (unreachable)")
+    s.logged(re.escape(f"add     {F}/c=true (from usb-scan)"))
+
+
+@pytest.mark.realpeer
+def test_a_file_left_empty_is_read_again_once_quiet(cluster, sinks, fdir):
+    """The settle rule only delays a removal: the sink comes back by itself (not at the next
+    resync, an hour away here) and applies the file as it is."""
+    path = fdir / "usb-scan"
+    path.write_text(f"{F}/usb=true\n")
+    node = cluster.new_node()
+    sinks(node, fdir, "--resync-interval", "1h")
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true")
+    with open(path, "r+") as f:
+        f.truncate(0)  # a producer that truncates and then dies
+    gone_at = time.monotonic()
+    wait_for(lambda: f"{F}/usb" not in cluster.labels(node), 15, "removal once quiet")
+    assert time.monotonic() - gone_at >= 0.9  # not before --settle (1 s)

@@ -6,8 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from edgefd.core.featuresd import parse_text
-from edgefd.feature_sink.desired import build_desired
 from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.nodeapi import ApiRefused
 from edgefd.feature_sink.nodefeature import (
@@ -19,6 +17,7 @@ from edgefd.feature_sink.nodefeature import (
 from edgefd.feature_sink.ownership import ANNOTATION, decode
 from edgefd.feature_sink.report import Reporter
 from edgefd.feature_sink.sync import Rules
+from tests.feature_sink.states import desired_of
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 F = "feature.node.kubernetes.io"
@@ -31,12 +30,8 @@ def syncer() -> NodeFeatureSyncer:
     )
 
 
-def desired(files: dict[str, str]):
-    return build_desired([parse_text(t, n, NOW) for n, t in sorted(files.items())])
-
-
 def test_first_object_carries_node_name_label_and_spec_labels():
-    plan = syncer().plan(None, desired({"usb": f"{F}/a=1\nnode-role.kubernetes.io/x=\n"}), NOW)
+    plan = syncer().plan(None, desired_of({"usb": f"{F}/a=1\nnode-role.kubernetes.io/x=\n"}), NOW)
     body = plan.write
     assert body["apiVersion"] == "nfd.k8s-sigs.io/v1alpha1" and body["kind"] == "NodeFeature"
     md = body["metadata"]
@@ -50,11 +45,11 @@ def test_first_object_carries_node_name_label_and_spec_labels():
 
 def test_unchanged_object_is_not_rewritten_and_updates_are_guarded():
     s = syncer()
-    d = desired({"usb": f"{F}/a=1\n"})
+    d = desired_of({"usb": f"{F}/a=1\n"})
     body = s.plan(None, d, NOW).write
     stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "42"}}
     assert s.plan(stored, d, NOW + timedelta(hours=1)).write is None
-    result = s.plan(stored, desired({"usb": f"{F}/b=1\n"}), NOW)
+    result = s.plan(stored, desired_of({"usb": f"{F}/b=1\n"}), NOW)
     body2 = result.write
     assert body2["metadata"]["resourceVersion"] == "42"  # replace fails with 409 if it moved
     assert body2["spec"]["labels"] == {f"{F}/b": "1"}
@@ -64,4 +59,4 @@ def test_unchanged_object_is_not_rewritten_and_updates_are_guarded():
 def test_foreign_object_is_never_overwritten():
     foreign = {"metadata": {"name": "n1", "labels": {NODE_NAME_LABEL: "n1"}}, "spec": {}}
     with pytest.raises(ApiRefused, match="not created by feature-sink"):
-        syncer().plan(foreign, desired({"usb": f"{F}/a=1\n"}), NOW)
+        syncer().plan(foreign, desired_of({"usb": f"{F}/a=1\n"}), NOW)

@@ -1,6 +1,8 @@
-"""`feature-sink --prune` against a real kube-apiserver: after an uninstall it removes exactly
-what the ownership annotation says edgefd owns, and the annotation; nothing else, and nothing
-a tampered annotation claims beyond the namespace policy."""
+"""`feature-sink --prune` (prune.py): after an uninstall it removes exactly what the ownership
+annotation says edgefd owns, and the annotation; nothing else, and nothing a tampered
+annotation claims beyond the namespace policy; with --all-nodes, every object edgefd owns,
+listed a page at a time. Which objects --all-nodes takes is a unit (an in-memory API's pages);
+the rest runs the command against the real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -9,22 +11,26 @@ import os
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
 
+from edgefd.feature_sink.namespaces import SINK_POLICY
 from edgefd.feature_sink.ownership import ANNOTATION, decode
+from edgefd.feature_sink.prune import PAGE, targets
+from edgefd.feature_sink.service import Settings
 from tests.feature_sink.peer import (
     Cluster,
+    F,
+    forget_other_tests_nodes,
     run_sink,
     write,
 )
 
-pytestmark = pytest.mark.realpeer
-
-F = "feature.node.kubernetes.io"
 FOREIGN = {"example.com/rack": "r1", "node-role.kubernetes.io/worker": ""}
 
 
@@ -65,6 +71,7 @@ def annotations(cluster: Cluster, node: str) -> dict[str, str]:
     return dict(cluster.node(node).metadata.annotations or {})
 
 
+@pytest.mark.realpeer
 def test_prune_removes_what_edgefd_owns_and_the_annotation(cluster, fdir):
     node = labelled_node(cluster, fdir)
     before = cluster.labels(node)
@@ -86,6 +93,7 @@ def test_prune_removes_what_edgefd_owns_and_the_annotation(cluster, fdir):
     assert cluster.node(node).metadata.resource_version == rv
 
 
+@pytest.mark.realpeer
 def test_dry_run_changes_nothing(cluster, fdir):
     node = labelled_node(cluster, fdir)
     rv = cluster.node(node).metadata.resource_version
@@ -97,6 +105,7 @@ def test_dry_run_changes_nothing(cluster, fdir):
     assert cluster.node(node).metadata.resource_version == rv
 
 
+@pytest.mark.realpeer
 def test_a_tampered_annotation_removes_nothing_beyond_the_policy(cluster, fdir):
     """Claims on kubernetes.io/hostname and node-role.kubernetes.io/worker (refused by the
     namespace policy) and on a denied namespace are dropped; their labels stay."""
@@ -124,6 +133,7 @@ def test_a_tampered_annotation_removes_nothing_beyond_the_policy(cluster, fdir):
     assert "example.com/rack" not in cluster.labels(node)
 
 
+@pytest.mark.realpeer
 @pytest.mark.parametrize(
     "forged",
     [
@@ -151,6 +161,7 @@ def test_prune_with_an_admin_kubeconfig_spares_forged_claims(cluster, fdir, forg
     assert b"claim dropped" in p.stderr
 
 
+@pytest.mark.realpeer
 @pytest.mark.parametrize("value", ["not json", '{"v":2,"producers":{}}'])
 def test_an_untrusted_annotation_blocks_every_write(cluster, fdir, value):
     node = labelled_node(cluster, fdir)
@@ -164,6 +175,7 @@ def test_an_untrusted_annotation_blocks_every_write(cluster, fdir, value):
     assert after.annotations[ANNOTATION] == value
 
 
+@pytest.mark.realpeer
 def test_unreachable_api_is_exit_5(cluster, tmp_path):
     cfg = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     cfg["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
@@ -174,13 +186,7 @@ def test_unreachable_api_is_exit_5(cluster, tmp_path):
     assert b"Traceback" not in p.stderr
 
 
-@pytest.fixture(scope="module")
-def nodefeature_crd(cluster: Cluster) -> None:
-    from tests.peers.nfd import install_nfd_crds
-
-    install_nfd_crds(cluster.apiserver)  # NFD's own, from the pinned module
-
-
+@pytest.mark.realpeer
 def test_nodefeature_mode_empties_edgefds_object_and_creates_none(cluster, fdir, nodefeature_crd):
     custom = cluster.k8s.CustomObjectsApi(cluster.core.api_client)
     mode = ("--mode", "nodefeature", "--namespace", "default")
@@ -208,6 +214,7 @@ def test_nodefeature_mode_empties_edgefds_object_and_creates_none(cluster, fdir,
     assert err.value.status == 404
 
 
+@pytest.mark.realpeer
 def test_ownership_read_back_is_the_sinks(cluster, fdir):
     """The annotation these tests tamper with is the one the sink writes (format v1)."""
     node = labelled_node(cluster, fdir)
@@ -248,6 +255,7 @@ def two_contexts(cluster: Cluster, path: Path) -> Path:
     return path
 
 
+@pytest.mark.realpeer
 def test_prune_finds_the_kubeconfig_as_kubectl_does(cluster, fdir, tmp_path):
     """$KUBECONFIG, then ~/.kube/config, and --context; once it exited 1 with "cannot load
     the in-cluster client configuration"."""
@@ -279,16 +287,7 @@ def test_prune_finds_the_kubeconfig_as_kubectl_does(cluster, fdir, tmp_path):
     assert p.returncode == 1 and "pass --kubeconfig or set KUBECONFIG" in p.stderr
 
 
-def forget_other_tests_nodes(cluster: Cluster) -> None:
-    """The API server is the session's: other tests left Nodes with (tampered) annotations.
-    A cluster being uninstalled has only its own sink's; take theirs away."""
-    for n in cluster.core.list_node().items:
-        if ANNOTATION in (n.metadata.annotations or {}):
-            cluster.core.patch_node(
-                n.metadata.name, {"metadata": {"annotations": {ANNOTATION: None}}}
-            )
-
-
+@pytest.mark.realpeer
 def test_prune_all_nodes_and_a_dry_run_that_says_would(cluster, fdir):
     forget_other_tests_nodes(cluster)
     a, b = labelled_node(cluster, fdir), labelled_node(cluster, fdir)
@@ -326,6 +325,7 @@ def test_prune_all_nodes_and_a_dry_run_that_says_would(cluster, fdir):
     ]
 
 
+@pytest.mark.realpeer
 def test_prune_all_nodes_and_an_untrusted_annotation(cluster, fdir):
     """One node's failure is its own: the others are pruned, the exit code says it (1)."""
     forget_other_tests_nodes(cluster)
@@ -338,6 +338,7 @@ def test_prune_all_nodes_and_an_untrusted_annotation(cluster, fdir):
     assert annotations(cluster, bad)[ANNOTATION] == "not json"
 
 
+@pytest.mark.realpeer
 def test_prune_all_nodes_in_nodefeature_mode(cluster, fdir, nodefeature_crd):
     mode = ("--mode", "nodefeature", "--namespace", "default")
     a, b = cluster.new_node(), cluster.new_node()
@@ -352,3 +353,60 @@ def test_prune_all_nodes_in_nodefeature_mode(cluster, fdir, nodefeature_crd):
         )
         assert obj["spec"]["labels"] == {}
         assert f"NodeFeature default/{n}: removed 3 label(s)" in p.stderr.decode()
+
+
+# -- which objects --all-nodes takes, a page at a time ----------------------------------------
+
+
+class PagedAPI:
+    """An API server listing `pages` in turn, linked by their continue tokens."""
+
+    def __init__(self, pages: dict[str, list[dict[str, Any]]]) -> None:
+        self.pages = pages
+        self.asked: list[tuple[str, str, dict[str, str]]] = []
+
+    def request(self, method: str, resource: str, path: str, what: str) -> dict[str, Any]:
+        url = urlsplit(path)
+        query = dict(parse_qsl(url.query))
+        self.asked.append((resource, url.path, query))
+        tokens = list(self.pages)
+        token = query.get("continue", "")
+        after = tokens.index(token) + 1
+        following = tokens[after] if after < len(tokens) else ""
+        return {"items": self.pages[token], "metadata": {"continue": following}}
+
+
+def settings(mode: str) -> Settings:
+    return Settings("*", None, None, mode, "edgefd", SINK_POLICY, timedelta(0), 5.0)
+
+
+def item(name: str, annotated: bool) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name}
+    if annotated:
+        md["annotations"] = {ANNOTATION: "{}", "other": "x"}
+    return {"metadata": md}
+
+
+def test_all_nodes_takes_every_page_and_only_what_edgefd_owns():
+    pages = {
+        "": [item("n-b", True), item("n-x", False)],
+        "p2": [item("n-a", True), {"metadata": {}}],
+        "p3": [item("n-c", True)],
+    }
+    api = PagedAPI(pages)
+    assert targets(settings("node"), api) == ["n-a", "n-b", "n-c"]  # sorted, unannotated left
+    limit = str(PAGE)
+    assert api.asked == [
+        ("nodes", "/api/v1/nodes", {"limit": limit}),
+        ("nodes", "/api/v1/nodes", {"limit": limit, "continue": "p2"}),
+        ("nodes", "/api/v1/nodes", {"limit": limit, "continue": "p3"}),
+    ]
+    # nodefeature mode: the sink's own objects, selected by the server (no annotation needed)
+    api = PagedAPI({"": [item("n-b", False)], "p2": [item("n-a", True)]})
+    assert targets(settings("nodefeature"), api) == ["n-a", "n-b"]
+    selector = "app.kubernetes.io/managed-by=edgefd-feature-sink"
+    path = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/edgefd/nodefeatures"
+    assert api.asked == [
+        ("nodefeatures", path, {"limit": limit, "labelSelector": selector}),
+        ("nodefeatures", path, {"limit": limit, "labelSelector": selector, "continue": "p2"}),
+    ]

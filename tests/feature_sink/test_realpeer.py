@@ -1,4 +1,8 @@
-"""feature-sink end to end against a real kube-apiserver (tests/peers harness).
+"""feature-sink end to end against a real kube-apiserver (tests/peers harness): the scenarios
+an operator lives through (labels applied and removed, unowned labels untouched, refused
+labels reported, conflicts, hand edits, a burst of changes, the removal grace, restarts, kill
+-9, the API server down and back, --once and --dry-run exit codes, a stream, nodefeature mode,
+a least-privilege token under the admission policy), each across every module of the sink.
 
 The sink runs as a subprocess (`python -m edgefd.feature_sink`) with short intervals; the tests
 look at the Node through the admin client and at the sink through its /metrics endpoint.
@@ -11,20 +15,18 @@ import signal
 import subprocess
 import time
 import uuid
-from typing import Any
 
 import pytest
 
 from edgefd.feature_sink.ownership import ANNOTATION
 from tests.feature_sink.peer import (
     ROOT,
-    Cluster,
+    SINK_SA,
     F,
     run_sink,
     wait_for,
     write,
 )
-from tests.k8s.test_manifests import SERVICE_ACCOUNT as SINK_SA
 
 pytestmark = pytest.mark.realpeer
 
@@ -319,14 +321,6 @@ def test_features_from_stdin(cluster, fdir):
     assert labels[f"{F}/usb-fe_1a6e_089a.present"] == "true"
     assert labels[f"{F}/pci"] == "true"  # the stream is one producer; it removes nobody else's
     assert cluster.ownership(node).producers["stdin"] == {f"{F}/usb-fe_1a6e_089a.present"}
-
-
-@pytest.fixture(scope="module")
-def nodefeature_crd(cluster: Cluster, kube_apiserver: Any) -> None:
-    """NFD's own CRDs, from the pinned module's deployment files (tests/peers/nfd.py)."""
-    from tests.peers.nfd import install_nfd_crds
-
-    install_nfd_crds(kube_apiserver)
 
 
 def test_nodefeature_mode(cluster, fdir, nodefeature_crd, kube_apiserver):

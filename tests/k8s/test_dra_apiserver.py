@@ -225,7 +225,7 @@ def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) 
     taints GA): stored as sent, timeAdded kept, so the publisher's echo compares equal."""
     from edgefd.devplugin.dra import slices
     from edgefd.devplugin.dra.eviction import Eviction
-    from tests.devplugin.dra.test_cdi import coral
+    from tests.devplugin.devices import coral
 
     gone = coral(
         present=False,

@@ -18,7 +18,7 @@ from edgefd.devplugin.dra.checkpoint import PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claimstatus import FIELD_MANAGER, ClaimStatusWriter
 from edgefd.inventory.resources import default_config
 from edgefd.kube.errors import ApiRefused
-from tests.devplugin.dra.test_cdi import coral, table
+from tests.devplugin.devices import coral, table
 from tests.helpers import wait_until
 from tests.k8s.test_dra_apiserver import NODE_A, NODE_B, applied  # noqa: F401
 from tests.k8s.test_manifests import DEVPLUGIN_SA, NAMESPACE

@@ -265,7 +265,7 @@ def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
     """The bus scanners follow hot-plug (--watch) as a native sidecar (an init container with
     restartPolicy Always); the kubelet starts the containers (feature-sink) only once its
     startup probe passed, and that probe (/readyz) passes only after both feature files were
-    written completely once (tests/scan/test_watch.py checks /readyz). dt-labeller, before
+    written completely once (tests/scan/test_session.py checks /readyz). dt-labeller, before
     it, stays a one-shot init container: the devicetree does not change at run time."""
     spec = pod_spec(daemonset())
     inits = {c["name"]: c for c in spec["initContainers"]}

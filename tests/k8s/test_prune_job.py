@@ -158,8 +158,7 @@ def label_with_sink(kube_apiserver: Any, node: str, tmp_path: Path) -> None:
 def test_the_jobs_account_prunes_every_node_and_may_do_nothing_else(
     kube_apiserver: Any, tmp_path: Path
 ) -> None:
-    from tests.feature_sink.peer import Cluster
-    from tests.feature_sink.test_prune import forget_other_tests_nodes
+    from tests.feature_sink.peer import Cluster, forget_other_tests_nodes
 
     forget_other_tests_nodes(Cluster(kube_apiserver))  # the session's API server is shared
     r = kubectl(kube_apiserver, "apply", "--server-side", "-k", str(PRUNE))

@@ -1,5 +1,6 @@
-"""edgefd.kube: escaping, the kinds of failure, and requests and watches against the real
-kube-apiserver (tests/peers/apiserver.py)."""
+"""edgefd.kube.client: a name kept one URL segment, connecting (errors on one line), and
+requests and watches, their failures raised as their kind, against the real kube-apiserver
+(tests/peers/apiserver.py). Which kind an HTTP answer is: test_errors.py."""
 
 from __future__ import annotations
 
@@ -12,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from edgefd.core.errors import EXIT_UNREACHABLE, EdgefdError
+from edgefd.core.errors import EdgefdError
 from edgefd.kube.client import Client, connect, quote
 from edgefd.kube.errors import (
     ApiConflict,
     ApiNotFound,
     ApiRefused,
     ApiUnreachable,
-    HttpStatus,
-    classify,
 )
 from tests.helpers import free_port
 
@@ -36,30 +35,6 @@ def test_quote_keeps_a_name_one_segment(segment: str, quoted: str) -> None:
 def test_quote_refuses_what_is_not_a_name(segment: str) -> None:
     with pytest.raises(EdgefdError, match="refusing"):
         quote(segment)
-
-
-@pytest.mark.parametrize(
-    ("status", "body", "kind"),
-    [
-        (409, '{"message": "the object has been modified"}', ApiConflict),
-        (422, '{"message": "the server rejected our request due to an error"}', ApiConflict),
-        (422, '{"message": "Node \\"x\\" is invalid: metadata.labels"}', ApiRefused),
-        (404, '{"message": "nodes \\"x\\" not found"}', ApiNotFound),
-        (403, '{"message": "forbidden"}', ApiRefused),
-        (401, "Unauthorized", ApiRefused),
-        (429, "", ApiUnreachable),
-        (503, "", ApiUnreachable),
-        (0, "", ApiUnreachable),
-    ],
-)
-def test_classify(status: int, body: str, kind: type) -> None:
-    err = classify(HttpStatus(status, body), "patch node x")
-    assert type(err) is kind
-    assert str(err).startswith("patch node x")
-
-
-def test_unreachable_is_the_documented_exit_code() -> None:
-    assert ApiUnreachable("x").exit_code == EXIT_UNREACHABLE
 
 
 def test_connect_errors_are_one_line(tmp_path: Path) -> None:

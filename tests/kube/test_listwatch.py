@@ -1,7 +1,7 @@
 """edgefd.kube.listwatch's decisions, with a scripted client (a pure unit test): resume from the
 last resourceVersion, list again only on 410, back off on failures and on a watch that ends
 at once. The same loop against the real API server (a restart, an etcd compaction):
-tests/feature_sink/test_watch.py."""
+tests/feature_sink/test_watched.py."""
 
 from __future__ import annotations
 

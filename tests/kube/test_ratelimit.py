@@ -1,15 +1,13 @@
-"""edgefd.kube's back-pressure: the client's token bucket, the API server's Retry-After, and the
-one retry schedule every loop shares. Pure units (a fake clock; one loopback HTTP server
-standing in for a proxy's 429 answer); the real API server's 429 is in
-tests/feature_sink/test_watch.py."""
+"""edgefd.kube.ratelimit: the client's token bucket (a burst at once, then spaced at the rate,
+for concurrent waiters too) and the wait the API server asked for, which holds every request of
+the client until it has passed. Pure units (a fake clock; one loopback HTTP server standing in
+for a proxy's 429 answer). Reading Retry-After: test_errors.py; the retry schedule:
+test_retry.py; the real API server's 429: tests/feature_sink/test_service.py."""
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,17 +15,8 @@ from typing import Any, ClassVar
 import pytest
 
 from edgefd.kube.client import connect
-from edgefd.kube.errors import (
-    MAX_RETRY_AFTER,
-    ApiConflict,
-    ApiGone,
-    ApiUnreachable,
-    HttpStatus,
-    classify,
-    retry_after,
-)
+from edgefd.kube.errors import ApiUnreachable
 from edgefd.kube.ratelimit import BY_CLIENT, BY_SERVER, RateLimiter
-from edgefd.kube.retry import Retry
 
 
 class FakeClock:
@@ -101,61 +90,6 @@ def test_the_servers_hold_off_only_grows():
 def test_rate_limit_refuses_nonsense(bad: tuple[float, int]):
     with pytest.raises(ValueError):
         RateLimiter(*bad)
-
-
-@pytest.mark.parametrize(
-    ("header", "seconds"),
-    [
-        ("1", 1.0),
-        ("2.5", 2.5),
-        ("0", 0.0),
-        ("86400", MAX_RETRY_AFTER),  # capped: a wrong header cannot park a client for a day
-        ("soon", None),
-        ("", None),
-        ("-3", None),
-    ],
-)
-def test_retry_after_header(header: str, seconds: float | None):
-    assert retry_after(HttpStatus(429, "", {"Retry-After": header})) == seconds
-
-
-def test_retry_after_as_an_http_date_and_absent():
-    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    assert retry_after(HttpStatus(503, "", {"retry-after": when})) == pytest.approx(30, abs=2)
-    assert retry_after(HttpStatus(429, "", None)) is None
-    assert retry_after(HttpStatus(429, "", {"Content-Type": "text/plain"})) is None
-
-
-def test_classify_429_and_410():
-    err = classify(HttpStatus(429, '{"message": "slow down"}', {"Retry-After": "3"}), "get x")
-    assert isinstance(err, ApiUnreachable) and err.retry_after == 3
-    assert "retry after 3 s" in str(err)
-    assert classify(HttpStatus(503, "", None), "get x").retry_after is None
-    gone = classify(HttpStatus(410, '{"message": "too old resource version"}'), "watch x")
-    assert isinstance(gone, ApiGone) and isinstance(gone, ApiConflict)
-
-
-def test_retry_backs_off_honours_retry_after_and_speaks_once(caplog: pytest.LogCaptureFixture):
-    counted: list[str] = []
-    r = Retry("watching node n1", initial=0.2, cap=4.0, on_retry=counted.append)
-    with caplog.at_level(logging.DEBUG, logger="edgefd.kube.retry"):
-        delays = [r.failed(ApiUnreachable("down"), "unreachable") for _ in range(8)]
-        assert r.failed(ApiUnreachable("slow", retry_after=20.0), "unreachable") >= 20.0
-        r.succeeded()
-        again = r.failed(ApiUnreachable("down"), "unreachable")
-    # jittered exponential: each delay within [d/2, d], d doubling from 0.2 up to the cap
-    for i, d in enumerate(delays):
-        base = min(4.0, 0.2 * 2**i)
-        assert base / 2 <= d <= base
-    assert 0.1 <= again <= 0.2  # reset by the success
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    # once per kind of failure: the same kind with another message is not news
-    assert warnings == [
-        "watching node n1 failed (unreachable): down",
-        "watching node n1 succeeded again after 9 failure(s)",
-        "watching node n1 failed (unreachable): down",
-    ]
-    assert counted == ["unreachable"] * 10
 
 
 class _Proxy429(BaseHTTPRequestHandler):

@@ -164,8 +164,9 @@ def load(insns: bytes, name: str, license: bytes) -> int:
             fd = attempt(log)
         except BpfError:
             text = log.value.decode("ascii", "replace").strip().splitlines()
-            if text:
-                e.args = (e.errno, f"{e.args[1]}; verifier: {' / '.join(text[-3:])}")
+            if text:  # in what str() and strerror say: GrantFailed quotes strerror
+                e.strerror = f"{e.strerror}; verifier: {' / '.join(text[-3:])}"
+                e.args = (e.errno, e.strerror)
             raise e from None
         return fd  # refused once, accepted with the log on: take it
 

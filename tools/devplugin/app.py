@@ -150,9 +150,6 @@ class App:
     def _by_resource(self, snap: Snapshot) -> list[tuple[Any, Any]]:
         return [(res, snap.of_resource(res.name)) for res in self.config.resources]
 
-    def shown(self) -> dict[str, object]:
-        return shown(self.opts, self.config)
-
     def _tell_devices(self, snap: Snapshot) -> None:
         """Each device change at info, with the resources it belongs to: the log answers
         "why did edgefd.io/ncs2 go to 0 at 12:40?" in both APIs."""

@@ -139,7 +139,7 @@ def run(
                 signals.wait()
                 if reload is not None and signals.take_reload():
                     _reload(reload, components)
-            if not lifeline.stopping or lifeline.failure is None:
+            if lifeline.failure is None:
                 log.info("stopping")
         except StopDuringStartup as e:
             log.info("%s during start-up: stopping", e)

@@ -14,7 +14,7 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,19 @@ def configured(
     return out
 
 
+class Scanning(Record):
+    """One process's scanning, as set up: where, which producers over which buses, and how
+    a session is made for them (the outputs)."""
+
+    host: HostRoot
+    specs: Sequence[BusSpec[Any]]
+    labelling: Labelling
+    publishers: Sequence[Publisher]
+    readers: Sequence[BusReader[Any]]
+    catalogue: Any
+    make_session: Callable[..., ScanSession]
+
+
 def run_producer(
     spec: BusSpec[Any],
     capability_buses: Sequence[BusReader[Any]],
@@ -148,43 +161,53 @@ def run_producer(
     if watching is None:
         make_session().on_snapshot(Inventory(host, readers, catalogue=catalogue, hold=0.0).scan())
         return 0
+    scanning = Scanning(host, specs, labelling, publishers, readers, catalogue, make_session)
+    return _watch(scanning, outputs, watching)
+
+
+def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
+    """Publish now, then after every snapshot, until SIGTERM/SIGINT: the inventory and the
+    session as components of the runner (edgefd.runtime.runner), --config reloaded."""
+    from edgefd.core.version import startup_line
+    from edgefd.inventory.inventory import Inventory
+    from edgefd.runtime.runner import Lifeline, Reload, run
+
     m = None
     if watching.listen is not None:
         from edgefd.runtime.metrics import Metrics
 
         m = Metrics()
+    labelling = scanning.labelling
     shown = {
-        "producers": ",".join(p.spec.producer for p in producers),
-        "host-root": host.root,
+        "producers": ",".join(s.producer for s in scanning.specs),
+        "host-root": scanning.host.root,
         "features-dir": "stdout (dry run)" if outputs.dry_run else outputs.features_dir,
         "hold": f"{watching.hold:g}s",
         "poll": f"{watching.settings.poll_interval:g}s",
         "rescan": f"{watching.settings.rescan_interval:g}s",
         "listen": _listen_text(watching.listen),
     }
-    from edgefd.core.version import startup_line
-    from edgefd.runtime.runner import Lifeline, Reload, run
 
     def build(lifeline: Lifeline) -> list[Any]:
         # the hold is the only memory a scanner needs: a device is forgotten when it ends
         inventory = Inventory(
-            host,
-            readers,
-            catalogue=catalogue,
+            scanning.host,
+            scanning.readers,
+            catalogue=scanning.catalogue,
             hold=watching.hold,
             forget_after=watching.hold,
             settings=watching.settings,
             metrics=m,
         )
-        watch = WatchContext(
-            inventory, lifeline, ScanMetrics(m) if m is not None else None, labelling.config_path
-        )
-        session = make_session(watch=watch)
+        metrics = ScanMetrics(m) if m is not None else None
+        watch = WatchContext(inventory, lifeline, metrics, labelling.config_path)
+        session = scanning.make_session(watch=watch)
         inventory.subscribe(session.on_snapshot, name="feature files")
         return [inventory, session]  # watch, then the first scan
 
     reload = None
     if labelling.config_path is not None:
+        specs, publishers = scanning.specs, scanning.publishers
         reload = Reload(lambda: configured(specs, labelling, publishers), labelling.config_path)
     return run(
         build,

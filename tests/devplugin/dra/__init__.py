@@ -1,1 +1,2 @@
-"""The DRA mode of devplugin: ResourceSlices, CDI specs, the kubelet plugin."""
+"""The DRA front-end of devplugin (tools/devplugin/dra/): one test module per product module,
+the real-peer suites (*realpeer.py) and their helpers."""

@@ -1,23 +1,28 @@
-"""A stand-in for the resource.k8s.io slice calls, for unit tests of the publisher's logic
-beside the real-API-server suites (tests/devplugin/dra/test_realpeer.py,
+"""Stand-ins for the resource.k8s.io calls, for unit tests of the DRA front-end's logic beside
+the real-API-server suites (tests/devplugin/dra/test_realpeer.py,
 tests/k8s/test_dra_apiserver.py), which remain the tests of the API interaction itself.
 
-It keeps objects with resourceVersions, refuses a stale write with 409 as the API server
-does, answers the list and the watch edgefd.kube.listwatch.ListWatch sends (`request`,
-`watch`, with the field selector of `slices_query` applied and a watch resumed from its
-resourceVersion), and can be made unreachable."""
+`FakeSliceApi`, the slice calls: it keeps objects with resourceVersions, refuses a stale write
+with 409 as the API server does, answers the list and the watch
+edgefd.kube.listwatch.ListWatch sends (`request`, `watch`, with the field selector of
+`slices_query` applied and a watch resumed from its resourceVersion), and can be made
+unreachable. `Claims`, the ResourceClaims a Preparer reads (claims.ClaimSource), allocated
+on tests/devplugin/devices.py's NODE unless told otherwise."""
 
 from __future__ import annotations
 
 import copy
 import queue
 import threading
+import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from edgefd.devplugin.dra import kubeapi
+from edgefd.devplugin.dra.claims import ClaimRef
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.errors import ApiConflict, ApiNotFound, ApiUnreachable
+from tests.devplugin.devices import NODE
 
 SLICES = kubeapi.SLICES
 
@@ -200,3 +205,24 @@ class FakeSliceApi:
     def generation(self) -> int:
         with self.lock:
             return max((o["spec"]["pool"]["generation"] for o in self.objects.values()), default=0)
+
+
+class Claims:
+    """ResourceClaims as the API server returns them (a dict per namespace/name)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.gets = 0
+
+    def add(self, name: str, devices: list[str], pool: str = NODE, driver: str = "edgefd.io"):
+        uid = str(uuid.uuid4())
+        results = [{"request": "tpu", "driver": driver, "pool": pool, "device": d} for d in devices]
+        self.objects[("default", name)] = {
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "status": {"allocation": {"devices": {"results": results}}},
+        }
+        return ClaimRef("default", uid, name)
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        self.gets += 1
+        return self.objects[(namespace, name)]

@@ -1,5 +1,7 @@
 """Running `devplugin --api dra` against the real API server, and the objects the real-peer
-tests need around it: a schedulable Node, claims, pods, reading the slices back."""
+tests need around it: a schedulable Node, claims, pods, reading the slices back. The fixtures
+built on it (`api`, `node`, `plugins`) are dra/conftest.py's; `start` runs a plugin among
+`plugins` until its first slice is there."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from tests.helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIVER = "edgefd.io"
+NAMESPACE = "edgefd-dra-test"
+NODE_LABEL = "edgefd.io/test-node"
+HOTPLUG_S = 1.0
 
 
 def list_slices(api: Any, node: str, driver: str) -> dict[str, Any]:
@@ -165,3 +170,59 @@ class Api:
     def delete_node(self, name: str) -> None:
         with contextlib.suppress(Exception):
             self.req("DELETE", f"/api/v1/nodes/{name}")
+
+
+def start(plugins: list[DraPlugin], api: Api, host: Path, node: str, work: Path | None = None):
+    p = DraPlugin(host, node, api.kubeconfig, work=work)  # type: ignore[attr-defined]
+    plugins.append(p)  # closed by the fixture also when it never comes up
+    p.start()
+    wait_until(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
+    return p
+
+
+def claim(
+    api: Api, name: str, selector: str | None, device_class: str = "edgetpu.edgefd.io"
+) -> None:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    api.req(
+        "POST",
+        f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "tpu", "exactly": exactly}]}},
+        },
+    )
+
+
+def pod(api: Api, name: str, claim_name: str, node: str) -> None:
+    api.req(
+        "POST",
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {NODE_LABEL: node},
+                "automountServiceAccountToken": False,
+                "resourceClaims": [{"name": "tpu", "resourceClaimName": claim_name}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"claims": [{"name": "tpu"}]},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def allocation(api: Api, name: str) -> list[dict[str, Any]] | None:
+    obj = api.req("GET", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{name}")
+    alloc = (obj.get("status") or {}).get("allocation")
+    return None if alloc is None else alloc["devices"]["results"]

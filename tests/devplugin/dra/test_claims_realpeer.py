@@ -16,12 +16,9 @@ import pytest
 
 from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
-from tests.devplugin.dra.peer import Api, DraPlugin
-from tests.devplugin.dra.test_realpeer import NAMESPACE, api, node, plugins, start
+from tests.devplugin.dra.peer import NAMESPACE, Api, DraPlugin, start
 from tests.fixturegen import build_host
 from tests.helpers import wait_until
-
-__all__ = ["api", "node", "plugins"]  # fixtures used here
 
 pytestmark = pytest.mark.realpeer
 

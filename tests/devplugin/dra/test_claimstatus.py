@@ -10,13 +10,10 @@ from typing import Any
 
 from edgefd.devplugin.dra.checkpoint import PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claimstatus import ClaimStatusWriter, desired
-from edgefd.inventory.resources import default_config
 from edgefd.kube.errors import ApiUnreachable
-from tests.devplugin.dra.test_cdi import NODE, apex, coral, table
+from tests.devplugin.devices import CORAL, NODE, PCIE, apex, coral, table
 from tests.helpers import wait_until
 
-CORAL = default_config().by_name()["edgefd.io/coral-usb"]
-PCIE = default_config().by_name()["edgefd.io/coral-pcie"]
 UID = "0b5e8f1c-1111-4222-8333-944455556666"
 
 

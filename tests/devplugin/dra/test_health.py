@@ -29,8 +29,9 @@ from edgefd.devplugin.dra.claims import Preparer
 from edgefd.devplugin.dra.health import TIMEOUT, HealthBoard, health_of
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
 from edgefd.devplugin.links import LinkLayout
-from tests.devplugin.dra.test_cdi import NODE, Claims, apex, coral
-from tests.devplugin.dra.test_kubeletplugin import channel, kubelet_dir  # noqa: F401
+from tests.devplugin.devices import NODE, apex, coral
+from tests.devplugin.dra.fakeapi import Claims
+from tests.devplugin.kubelet import channel
 
 CORAL_NAME = "coral-usb-2-1"
 APEX_NAME = "coral-pcie-0000-02-00-0"
@@ -42,7 +43,7 @@ def devices(**coral_kw):
 
 
 @pytest.fixture
-def plugin(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, HealthBoard]]:  # noqa: F811
+def plugin(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, HealthBoard]]:
     board = HealthBoard(NODE, heartbeat=0.5)
     board.update(devices())
     preparer = Preparer(
@@ -156,7 +157,7 @@ def test_a_quiet_stream_resends_the_pool(plugin) -> None:
         stream.cancel()
 
 
-def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:  # noqa: F811
+def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:
     board = HealthBoard(NODE, heartbeat=30.0)
     board.update(devices())
     preparer = Preparer(

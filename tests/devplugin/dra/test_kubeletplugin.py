@@ -1,42 +1,46 @@
-"""The DRA kubelet plugin's gRPC services over their unix sockets, with real gRPC clients
-calling them as the kubelet does (the kubelet's own stubs' wire names, tests/devplugin/
-test_stubs.py): registration (GetInfo, NotifyRegistrationStatus), NodePrepareResources and
-NodeUnprepareResources, and serving afresh when a socket file disappears. The real kubelet
+"""The DRA kubelet plugin's gRPC services over their unix sockets (kubeletplugin.py), with real
+gRPC clients calling them as the kubelet does (the kubelet's own stubs' wire names,
+tests/devplugin/api/test_generate.py): registration (GetInfo, NotifyRegistrationStatus),
+NodePrepareResources and NodeUnprepareResources (a failing claim is its own entry's error; a
+device a claim's status lists twice is one device with both requests; a UID that is not a
+Kubernetes UID is refused and touches nothing), the sockets where the kubelet looks and a
+stale one left by a reboot, and serving afresh when a socket file disappears. The real kubelet
 drives these in the real-node end-to-end (tests/system/checks_dra.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import shutil
 import socket
-import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
+from edgefd.devplugin import cdi
 from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from edgefd.devplugin.dra.api import pluginregistration_pb2 as reg
 from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
 from edgefd.devplugin.dra.checkpoint import Checkpoint
-from edgefd.devplugin.dra.claims import Preparer
+from edgefd.devplugin.dra.claims import ClaimRef, Preparer
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
 from edgefd.devplugin.links import LinkLayout
-from tests.devplugin.dra.test_cdi import CORAL, NODE, Claims, coral, table
+from tests.devplugin.devices import CORAL, NODE, coral, table
+from tests.devplugin.dra.fakeapi import Claims
+from tests.devplugin.kubelet import channel
 from tests.helpers import wait_until
 
-
-@pytest.fixture
-def kubelet_dir() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="kp-"))  # unix socket paths are limited to 107 bytes
-    (d / "plugins_registry").mkdir()
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+NOT_UIDS = [
+    "coral-usb",
+    "../../etc/passwd",
+    "",
+    str(uuid.uuid4()).upper(),
+    str(uuid.uuid4()) + "\n",
+    str(uuid.uuid4()) + "/x",
+]
 
 
 @pytest.fixture
@@ -58,10 +62,6 @@ def served(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, Claims, list]]:
         yield kp, claims, calls
     finally:
         kp.stop()
-
-
-def channel(path: str) -> grpc.Channel:
-    return grpc.insecure_channel("unix:" + path)
 
 
 def test_sockets_where_the_kubelet_looks(served, kubelet_dir: Path) -> None:
@@ -205,3 +205,56 @@ def test_a_failing_write_is_that_claims_error_not_the_calls(kubelet_dir: Path) -
             assert not again.claims
     finally:
         kp.stop()
+
+
+# -- the edges of NodePrepareResources / NodeUnprepareResources
+
+
+def twice(claims: Claims, name: str, requests: list[str]) -> ClaimRef:
+    ref = claims.add(name, ["coral-usb-2-1"])
+    results = [
+        {"request": r, "driver": "edgefd.io", "pool": NODE, "device": "coral-usb-2-1"}
+        for r in requests
+    ]
+    claims.objects[("default", name)]["status"]["allocation"]["devices"]["results"] = results
+    return ref
+
+
+@pytest.mark.parametrize("requests", [["tpu", "tpu"], ["a", "b"]])
+def test_a_device_listed_twice_is_prepared_once(served, kubelet_dir: Path, requests) -> None:
+    kp, claims, _ = served
+    ref = twice(claims, "dup", requests)
+    with channel(kp.service_socket) as ch:
+        stub = dra_grpc.DRAPluginStub(ch)
+        claim = dra.Claim(namespace=ref.namespace, uid=ref.uid, name=ref.name)
+        resp = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[claim]), timeout=5)
+    got = resp.claims[ref.uid]
+    assert not got.error, got.error
+    [dev] = got.devices
+    assert list(dev.request_names) == list(dict.fromkeys(requests))
+    assert list(dev.cdi_device_ids) == [f"edgefd.io/claim={ref.uid}-coral-usb-2-1"]
+    spec = json.loads((kubelet_dir / "cdi" / f"edgefd.io-claim_{ref.uid}.json").read_text())
+    assert [d["name"] for d in spec["devices"]] == [f"{ref.uid}-coral-usb-2-1"]
+    assert spec["containerEdits"]["env"] == ["EDGEFD_CORAL_USB_DEVICES=coral-usb-2-1"]
+
+
+@pytest.mark.parametrize("uid", NOT_UIDS)
+def test_a_uid_that_is_not_a_kubernetes_uid_is_refused_and_touches_nothing(
+    served, kubelet_dir: Path, uid: str
+) -> None:
+    kp, claims, _ = served
+    cdi_dir = kubelet_dir / "cdi"
+    cdi_dir.mkdir(exist_ok=True)
+    plugin_spec = cdi_dir / "edgefd.io-coral-usb.json"  # the device plugin's, --api both
+    plugin_spec.write_text(json.dumps(cdi.spec("edgefd.io/coral-usb", [{"name": "x"}])))
+    with channel(kp.service_socket) as ch:
+        stub = dra_grpc.DRAPluginStub(ch)
+        claim = dra.Claim(namespace="default", uid=uid, name="c")
+        un = stub.NodeUnprepareResources(dra.NodeUnprepareResourcesRequest(claims=[claim]), 5)
+        pre = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[claim]), 5)
+    for resp in (un, pre):
+        assert "is not a Kubernetes UID" in resp.claims[uid].error
+    assert not pre.claims[uid].devices
+    assert plugin_spec.exists()
+    assert sorted(p.name for p in cdi_dir.iterdir()) == ["edgefd.io-coral-usb.json"]
+    assert claims.gets == 0  # refused before asking the API server

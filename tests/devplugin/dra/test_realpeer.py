@@ -13,81 +13,36 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-import yaml
 
-from edgefd.core.errors import EdgefdError
 from edgefd.devplugin.dra.api import dra_pb2 as dra
 from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
-from edgefd.kube.errors import ApiConflict
 from tests.devplugin.dra.hardware import expected_devices
-from tests.devplugin.dra.peer import ROOT, Api, DraPlugin
+from tests.devplugin.dra.peer import (
+    HOTPLUG_S,
+    NAMESPACE,
+    Api,
+    allocation,
+    claim,
+    pod,
+    start,
+)
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.realpeer
 
-NAMESPACE = "edgefd-dra-test"
-NODE_LABEL = "edgefd.io/test-node"
-HOTPLUG_S = 1.0
 IDLE_S = 3.0
 UNSCHEDULABLE_GRACE_S = 5.0
 SECOND_CORAL = {"port": "2-2", "vendor": "18d1", "product": "9302", "devnum": 9}
-
-
-@pytest.fixture(scope="module")
-def api(kube_scheduler: Any) -> Iterator[Api]:
-    """Admin access, with the shipped DeviceClasses and a namespace for claims and pods. The
-    classes it made go at the end: the API server is the session's, and a class with an
-    extendedResourceName left behind makes the scheduler serve every later test's
-    `edgefd.io/<x>` request through DRA (tests/docs' device-plugin recipes)."""
-    a = Api(kube_scheduler.kubeconfig)
-    made = []
-    for doc in yaml.safe_load_all((ROOT / "k8s" / "dra" / "deviceclasses.yaml").read_text()):
-        with contextlib.suppress(ApiConflict):
-            a.req("POST", "/apis/resource.k8s.io/v1/deviceclasses", doc)
-            made.append(doc["metadata"]["name"])
-    kube_scheduler.ensure_service_account(NAMESPACE, "default")
-    a.kubeconfig = kube_scheduler.kubeconfig  # type: ignore[attr-defined]
-    yield a
-    for name in made:
-        with contextlib.suppress(EdgefdError):
-            a.req("DELETE", f"/apis/resource.k8s.io/v1/deviceclasses/{name}")
-
-
-@pytest.fixture
-def node(api: Api, node_name: str) -> Iterator[str]:
-    api.schedulable_node(node_name, {NODE_LABEL: node_name})
-    yield node_name
-    api.delete_node(node_name)
-    for s in api.slices(node_name):
-        api.req("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{s['metadata']['name']}")
-
-
-@pytest.fixture
-def plugins(api: Api) -> Iterator[list[DraPlugin]]:
-    started: list[DraPlugin] = []
-    yield started
-    for p in started:
-        p.close()
-
-
-def start(plugins: list[DraPlugin], api: Api, host: Path, node: str, work: Path | None = None):
-    p = DraPlugin(host, node, api.kubeconfig, work=work)  # type: ignore[attr-defined]
-    plugins.append(p)  # closed by the fixture also when it never comes up
-    p.start()
-    wait_until(lambda: api.slices(node), 20, 0.05, "the first ResourceSlice")
-    return p
 
 
 def generation(api: Api, node: str) -> int:
@@ -133,54 +88,6 @@ def test_one_devices_serial_never_takes_the_others_out(
 
 
 # -- the real scheduler
-
-
-def claim(
-    api: Api, name: str, selector: str | None, device_class: str = "edgetpu.edgefd.io"
-) -> None:
-    exactly: dict[str, Any] = {"deviceClassName": device_class}
-    if selector:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    api.req(
-        "POST",
-        f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name},
-            "spec": {"devices": {"requests": [{"name": "tpu", "exactly": exactly}]}},
-        },
-    )
-
-
-def pod(api: Api, name: str, claim_name: str, node: str) -> None:
-    api.req(
-        "POST",
-        f"/api/v1/namespaces/{NAMESPACE}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeSelector": {NODE_LABEL: node},
-                "automountServiceAccountToken": False,
-                "resourceClaims": [{"name": "tpu", "resourceClaimName": claim_name}],
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"claims": [{"name": "tpu"}]},
-                    }
-                ],
-            },
-        },
-    )
-
-
-def allocation(api: Api, name: str) -> list[dict[str, Any]] | None:
-    obj = api.req("GET", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{name}")
-    alloc = (obj.get("status") or {}).get("allocation")
-    return None if alloc is None else alloc["devices"]["results"]
 
 
 def pod_status(api: Api, name: str) -> dict[str, Any]:

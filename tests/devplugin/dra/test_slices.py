@@ -1,13 +1,11 @@
-"""The ResourceSlice, pure parts: attributes (against the sample nodes' hardware), taints of
-devices that cannot be used, how a pool is cut into slices, and what
-`devplugin --api dra --dry-run` prints."""
+"""The ResourceSlice, pure parts (slices.py): attributes (against the sample nodes' hardware,
+and within the API's 64 bytes), taints of devices that cannot be used (NoExecute once an
+eviction deadline has passed; a time the API server takes or none), how a pool is cut into
+slices, their names and generation. What `devplugin --api dra --dry-run` prints is
+dra/test_dryrun.py's."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,33 +15,15 @@ from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.dryrun import slices as dry_slices
+from edgefd.devplugin.dra.eviction import Eviction
 from edgefd.inventory import device as facts
 from edgefd.inventory.device import Device
 from edgefd.inventory.resources import default_config
+from tests.devplugin.devices import coral
 from tests.devplugin.dra.hardware import expected_devices
 from tests.fixturegen import build_host
 
-ROOT = Path(__file__).resolve().parents[3]
 NODES = ("rpi4-coral", "rpi4-coral-runtime", "x86-server")
-
-
-@pytest.mark.parametrize(
-    ("raw", "version"),
-    [("1.2", "1.2.0"), ("4.17.0", "4.17.0"), ("v2", "2.0.0"), ("1.0.0-rc1", "1.0.0-rc1")],
-)
-def test_versions_become_semver(raw: str, version: str) -> None:
-    assert facts.semver(raw) == version
-
-
-@pytest.mark.parametrize("raw", ["", "1.2.3.4", "abc", "01.2.3", None])
-def test_what_is_not_semver_is_left_out(raw: str | None) -> None:
-    assert facts.semver(raw) is None
-
-
-def test_usb_bcd_device() -> None:
-    assert facts.bcd_version("0421") == "4.2.1"
-    assert facts.bcd_version("0100") == "1.0.0"
-    assert facts.bcd_version("zz12") is None
 
 
 @pytest.mark.parametrize("node", NODES)
@@ -115,47 +95,6 @@ def test_long_node_names_still_make_valid_slice_names() -> None:
     assert len(name) <= 253 and name.endswith("-edgefd.io-3")
 
 
-def test_dry_run_prints_the_slice(tmp_path: Path) -> None:
-    host = build_host("x86-server", tmp_path / "host", devicetree=False)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edgefd.devplugin",
-            "--api",
-            "dra",
-            "--dry-run",
-            f"--host-root={host}",
-            "--node-name=edge-1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    obj = json.loads(out.stdout)
-    assert obj["kind"] == "ResourceSlice" and obj["spec"]["nodeName"] == "edge-1"
-    assert {d["name"] for d in obj["spec"]["devices"]} == set(expected_devices("x86-server"))
-    assert not list(tmp_path.glob("**/*.sock"))
-
-
-def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
-    """Serving needs the pool's node; only a dry run may assume this host's name."""
-    out = subprocess.run(
-        [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--plugin-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    assert out.returncode == 2
-    assert out.stderr.strip() == (
-        "devplugin: error: --api dra needs --node-name (or $NODE_NAME): the pool's node"
-    )
-
-
 @pytest.mark.parametrize("t", [1e300, 4e11, float("inf"), float("nan"), -5.0, 0.0, 253402300800.0])
 def test_an_absurd_last_seen_time_never_fails_a_scan_or_the_api(t: float) -> None:
     """Issue 22 item 6: no OverflowError, no five-digit year the API server refuses; the
@@ -187,22 +126,23 @@ def test_attribute_values_are_limited_to_64_bytes_not_characters(
     assert ("left out of the slice" in caplog.text) is not kept
 
 
-def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> None:
-    """Issue 25 item 8: as `feature-sink --dry-run` does, the README's
-    `devplugin --api dra --dry-run` falls back to this host's name (it exited 2)."""
-    root = build_host("x86-server", tmp_path / "host", devicetree=False)
-    args = ["--api", "dra", "--dry-run", "-o", "json", "--host-root", str(root)]
-    out = subprocess.run(
-        [sys.executable, "-m", "edgefd.devplugin", *args, "--plugin-dir", str(tmp_path / "p")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    assert out.returncode == 0, out.stderr
-    node = os.uname().nodename
-    assert json.loads(out.stdout)["spec"]["nodeName"] == node
-    assert out.stderr == (
-        f"devplugin: WARNING: no --node-name; the dry-run uses this host's name {node!r}\n"
-    )
+# last seen at 1000, found missing by the scan at 1010
+GONE = coral(
+    present=False, reason="unplugged from port 2-1", last_seen=1000.0, missing_since=1010.0
+)
+
+
+def test_the_taint_turns_noexecute_with_its_deadline_as_time() -> None:
+    ev = Eviction(after=2.0, hold=3.0)
+    [before] = slices.taints(GONE, ev, 1014.0)
+    assert before["effect"] == "NoSchedule"
+    [after] = slices.taints(GONE, ev, 1015.5)
+    assert after == {
+        "key": "edgefd.io/unhealthy",
+        "value": "unplugged",
+        "effect": "NoExecute",
+        "timeAdded": "1970-01-01T00:16:55Z",  # the deadline, so tolerationSeconds count from it
+    }
+    assert slices.taints(GONE, ev, 1015.5) == slices.taints(GONE, ev, 9999.0)
+    present_unusable = coral(reason="device node /dev/bus/usb/002/003 is missing")
+    assert slices.taints(present_unusable, ev, 1e12)[0]["effect"] == "NoSchedule"

@@ -1,0 +1,85 @@
+"""Reading the YAML documents people hand edgefd (edgefd.core.schema): every refusal names the
+file and the field path it is about (`resources[1].usb[0].vendor`), an unknown key is refused
+rather than defaulted, and numbers and durations must be finite and in range."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from edgefd.core.errors import BadInput
+from edgefd.core.schema import Fields, parse_yaml, read_yaml
+
+DOC = {"resources": [{"name": "a"}, {"name": "b", "usb": [{"vendor": "xyz1"}]}]}
+
+
+def test_a_refusal_names_the_file_and_the_field_path() -> None:
+    f = Fields(DOC, "", ("resources",), "resources.yaml")
+    first, second = f.children("resources", ("name", "usb"))
+    assert first.str("name") == "a" and first.children("usb", ("vendor",)) == []
+    [usb] = second.children("usb", ("vendor",))
+    with pytest.raises(BadInput) as e:
+        usb.hex("vendor", 4)
+    assert str(e.value) == "resources.yaml: resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits"
+
+
+def test_an_unknown_key_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(BadInput, match=r"^x.yaml: forget_afte: unknown field \(known: a, b\)$"):
+        Fields({"forget_afte": "1h"}, "", ("b", "a"), "x.yaml")
+    with pytest.raises(BadInput, match=r"^x.yaml: must be a mapping, not list$"):
+        Fields([], "", (), "x.yaml")
+
+
+def test_typed_accessors() -> None:
+    f = Fields(
+        {"hex": "0x1A6E", "list": "x", "flag": "yes", "n": 3, "strs": [" a ", 1]},
+        "top",
+        ("hex", "list", "flag", "n", "strs", "missing"),
+    )
+    assert f.hex("hex", (2, 4)) == "1a6e"
+    assert f.str("missing", "default") == "default" and f.str_list("missing") is None
+    for call, message in (
+        (lambda: f.list("list"), "top.list: must be a list, not str"),
+        (lambda: f.bool("flag", False), "top.flag: must be true or false, not 'yes'"),
+        (lambda: f.str("missing", required=True), "top.missing: required"),
+        (lambda: f.str_list("strs"), r"top.strs\[1\]: must be a string, not int"),
+        (lambda: f.integer("n", 1, minimum=1, maximum=2), r"top.n: 3 is out of range"),
+    ):
+        with pytest.raises(BadInput, match=message):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (math.nan, "must be a finite number, not nan"),
+        (math.inf, "must be a finite number, not inf"),
+        (True, "must be a finite number, not True"),
+        (-1, r"-1 is out of range \(must be >= 0\)"),
+    ],
+)
+def test_a_number_is_finite_and_in_range(value: object, message: str) -> None:
+    with pytest.raises(BadInput, match=message):
+        Fields({"n": value}, "", ("n",)).number("n", 1.0)
+
+
+def test_a_duration_takes_the_flags_grammar_and_its_bounds() -> None:
+    f = Fields({"d": "10m", "bad": "soon", "big": "2h"}, "", ("d", "bad", "big"))
+    assert f.duration("d", 1.0) == 600.0 and f.duration("absent", 1.0) == 1.0
+    with pytest.raises(BadInput, match="bad: 'soon' is not a duration"):
+        f.duration("bad", 1.0)
+    with pytest.raises(BadInput, match=r"big: '2h' is out of range \(must be 0 to 3600\)"):
+        f.duration("big", 1.0, maximum=3600)
+
+
+def test_yaml_that_does_not_parse_or_read_is_bad_input(tmp_path: Path) -> None:
+    assert parse_yaml("a: [1, 2]\n", "x.yaml") == {"a": [1, 2]}
+    with pytest.raises(BadInput, match=r"^x.yaml: not valid YAML: "):
+        parse_yaml("{ nope", "x.yaml")
+    (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(BadInput, match=r"^cannot read configuration .*latin1.yaml: "):
+        read_yaml(tmp_path / "latin1.yaml", "configuration")
+    with pytest.raises(BadInput, match="No such file or directory"):
+        read_yaml(tmp_path / "missing.yaml", "configuration")

@@ -1,0 +1,1 @@
+"""devplugin's generated gRPC stubs and their generator."""

@@ -1,0 +1,209 @@
+"""The devplugin command (cli.py) as it is run: `python -m edgefd.devplugin` in a subprocess
+(click's runner for the options alone). Its exit codes (0 on SIGTERM, with its sockets removed
+and no traceback; 2 for a usage error; 3 for a bad configuration, in one line naming the
+field), SIGHUP reloading the configuration (unchanged resources left registered), a warning
+for a configuration with no resources, and the options that only make sense together
+(`--evict-after` without DRA, `--api dra` without a node name except in a dry run, which
+then takes this host's name). What a dry run prints is v1beta1/test_dryrun.py's and
+dra/test_dryrun.py's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgefd.devplugin.v1beta1.resource import socket_name
+from tests.devplugin.command import ROOT, run_plugin
+from tests.devplugin.kubelet import FakeKubelet
+from tests.fixturegen import build_host
+from tests.helpers import wait_until
+
+CORAL = "edgefd.io/coral-usb"
+
+
+def test_sigterm_removes_sockets_and_exits_0_sighup_reloads(
+    host: Path, plugin_dir: Path, tmp_path: Path
+) -> None:
+    k = FakeKubelet(plugin_dir)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
+    proc = run_plugin(
+        [
+            "--host-root",
+            str(host),
+            "--plugin-dir",
+            str(plugin_dir),
+            "--config",
+            str(cfg),
+            "--listen",
+            "",
+            "-v",
+        ]
+    )
+    try:
+        wait_until(lambda: k.last(CORAL), timeout=15)
+        cfg.write_text(
+            "resources:\n  - {name: edgefd.io/ncs2, accelerator: ncs2}\n"
+            "  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n"
+        )
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: k.last("edgefd.io/ncs2"), timeout=5)
+        assert k.count(CORAL) == 1  # unchanged resources are left alone
+        cfg.write_text("resources:\n  - {name: edgefd.io/ncs2, accelerator: ncs2}\n")
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: not (plugin_dir / socket_name(CORAL)).exists(), timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err  # the gRPC loop is stopped before the interpreter exits
+        assert not [
+            p.name
+            for p in plugin_dir.iterdir()
+            if p.name.startswith("edgefd-") and p.name.endswith(".sock")
+        ]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        k.stop()
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_sigterm_is_a_clean_exit(host: Path, tmp_path: Path, attempt: int) -> None:
+    """The shared gRPC loop is stopped before the interpreter exits; left running, it fired
+    gRPC's poller callbacks on closed descriptors (an EBADF traceback, most runs)."""
+    dp = tmp_path / "dp"
+    proc = run_plugin(["--host-root", str(host), "--plugin-dir", str(dp), "--listen", ""])
+    # serving (its sockets exist), then a little longer each attempt
+    wait_until(lambda: dp.is_dir() and any(dp.glob("edgefd-*.sock")), timeout=30)
+    time.sleep(attempt * 0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "Bad file descriptor" not in err, err
+
+
+def test_bad_config_exits_3_naming_the_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n  - {name: edgefd.io/a, accelerator: ncs2}\n"
+        "  - name: edgefd.io/b\n    usb: [{vendor: xyz1, product: '0001'}]\n"
+    )
+    proc = run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert "resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits" in err
+    assert "Traceback" not in err
+
+
+def test_devplugin_with_an_empty_configuration_warns_at_start_up(
+    plugin_dir: Path, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources: []\n")
+    proc = run_plugin(["--config", str(cfg), "--plugin-dir", str(plugin_dir), "--listen", "", "-v"])
+    try:
+        assert proc.stderr is not None
+        lines = []
+        while not any("serving 0 resource(s)" in ln for ln in lines):  # signals are handled
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    err = "".join(lines) + rest
+    assert proc.returncode == 0, err
+    assert f"devplugin: WARNING: {cfg}: no resources configured, so nothing is advertised" in err
+
+
+# --------------------------------------------------------------------------- bad numbers
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "-inf", "1e3", "9" * 400, "0", "86401"])
+def test_bad_rescan_interval_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    from click.testing import CliRunner
+
+    from edgefd.devplugin.cli import main
+
+    res = CliRunner().invoke(
+        main, ["--plugin-dir", str(tmp_path / "dp"), "--dry-run", "--rescan-interval", value]
+    )
+    assert res.exit_code == 2, res.output
+    assert "Invalid value for '--rescan-interval'" in res.stderr
+    assert res.stdout == "" and not (tmp_path / "dp").exists()
+
+
+def test_non_finite_forget_after_is_exit_3_in_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("forget_after: .nan\nresources: [{name: edgefd.io/a, accelerator: ncs2}]\n")
+    proc = run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert err == f"devplugin: error: {cfg}: forget_after: nan is not a finite duration\n"
+
+
+# --------------------------------------------------------------------------- DRA options
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--evict-after", "2s"], "--evict-after needs --api dra or both"),
+        (["--api", "dra", "--node-name", "n", "--evict-after", "soon"], "is not a duration"),
+    ],
+)
+def test_evict_after_usage(args: list[str], message: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_dra_mode_without_a_node_name_is_a_usage_error(tmp_path: Path) -> None:
+    """Serving needs the pool's node; only a dry run may assume this host's name."""
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--plugin-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "devplugin: error: --api dra needs --node-name (or $NODE_NAME): the pool's node"
+    )
+
+
+def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> None:
+    """Issue 25 item 8: as `feature-sink --dry-run` does, the README's
+    `devplugin --api dra --dry-run` falls back to this host's name (it exited 2)."""
+    root = build_host("x86-server", tmp_path / "host", devicetree=False)
+    args = ["--api", "dra", "--dry-run", "-o", "json", "--host-root", str(root)]
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--plugin-dir", str(tmp_path / "p")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    node = os.uname().nodename
+    assert json.loads(out.stdout)["spec"]["nodeName"] == node
+    assert out.stderr == (
+        f"devplugin: WARNING: no --node-name; the dry-run uses this host's name {node!r}\n"
+    )

@@ -1,0 +1,46 @@
+"""What a snapshot's Diff says, from the inventory's scans of a fixture host: a Coral that
+re-enumerates is one device whose change names its fields, keeps its last node while away and
+both numbers when back (`describe()` says it in one line), and a re-plug between two scans is
+a move; a rescan that finds nothing new changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgefd.bus.key import DevNode
+from tests.fixturegen import HostBuilder
+
+from .inventories import CORAL_RUNTIME, inventory
+
+
+def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(rpi: Path) -> None:
+    inv, hb = inventory(rpi), HostBuilder(rpi)
+    first = inv.refresh()
+    assert first is not None
+    old = first.device("coral-usb-2-1").nodes[0]  # type: ignore[union-attr]
+    hb.remove_usb("2-1")
+    gone = inv.refresh()
+    assert gone is not None
+    [change] = gone.diff.changes
+    assert change.kind == "changed" and change.fields == ("present", "reason")
+    assert change.after is not None and change.after.reason == "re-enumerating at port 2-1"
+    assert change.after.nodes == (old,)  # the last node it had, with its number
+    hb.add_usb(CORAL_RUNTIME)
+    back = inv.refresh()
+    assert back is not None
+    [change] = back.diff.changes
+    assert set(change.fields) == {"present", "reason", "state", "ids", "nodes"}
+    assert change.before.nodes == (old,)  # type: ignore[union-attr]
+    assert change.after.nodes == (DevNode("/dev/bus/usb/002/009", "189:136"),)  # type: ignore[union-attr]
+    assert change.describe() == (
+        "coral-usb-2-1: back at port 2-1; state boot -> runtime; node "
+        f"{old.path} ({old.dev}) -> /dev/bus/usb/002/009 (189:136); ids changed"
+    )
+    # replugged between two scans: present before and after, a new node
+    hb.remove_usb("2-1")
+    hb.add_usb({**CORAL_RUNTIME, "devnum": 12})
+    again = inv.refresh()
+    assert again is not None
+    [change] = again.diff.changes
+    assert change.moved and change.fields == ("nodes",)
+    assert inv.refresh().diff.changes == ()  # type: ignore[union-attr]
