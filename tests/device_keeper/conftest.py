@@ -19,7 +19,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.fixturegen import build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .cgroups import CGROUP_FS, RUNC_RULES, v2_root
@@ -138,8 +137,3 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
     yield start
     for s in servers:
         s.stop(0)
-
-
-@pytest.fixture
-def rpi(tmp_path: Path) -> Path:
-    return build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)

@@ -17,8 +17,8 @@ from tests.fixturegen import HostBuilder
 from .keeper_inventory import CORAL_RUNTIME, fast_inventory, node_of
 
 
-def test_a_re_enumeration_across_scans_is_one_move_from_the_granted_node(rpi: Path) -> None:
-    inv, hb, tracker = fast_inventory(rpi), HostBuilder(rpi), MoveTracker("node1")
+def test_a_re_enumeration_across_scans_is_one_move_from_the_granted_node(host: Path) -> None:
+    inv, hb, tracker = fast_inventory(host), HostBuilder(host), MoveTracker("node1")
     snaps = [inv.refresh()]
     boot = node_of(inv, "coral-usb-2-1")
     hb.remove_usb("2-1")
@@ -44,8 +44,8 @@ def test_a_re_enumeration_across_scans_is_one_move_from_the_granted_node(rpi: Pa
     assert tracker.moves(inv.refresh()) == []  # type: ignore[arg-type]  # a rescan: nothing
 
 
-def test_a_re_plug_between_two_scans_moves_too_and_from_the_last_node(rpi: Path) -> None:
-    inv, hb, tracker = fast_inventory(rpi), HostBuilder(rpi), MoveTracker()
+def test_a_re_plug_between_two_scans_moves_too_and_from_the_last_node(host: Path) -> None:
+    inv, hb, tracker = fast_inventory(host), HostBuilder(host), MoveTracker()
     tracker.moves(inv.refresh())  # type: ignore[arg-type]
     hb.remove_usb("2-1")
     hb.add_usb(CORAL_RUNTIME)
@@ -57,8 +57,8 @@ def test_a_re_plug_between_two_scans_moves_too_and_from_the_last_node(rpi: Path)
     assert second.device.dra == frozenset({("edgefd.io", "", "coral-usb-2-1")})  # any pool
 
 
-def test_another_model_at_the_port_or_a_new_device_moves_nothing(rpi: Path) -> None:
-    inv, hb, tracker = fast_inventory(rpi), HostBuilder(rpi), MoveTracker()
+def test_another_model_at_the_port_or_a_new_device_moves_nothing(host: Path) -> None:
+    inv, hb, tracker = fast_inventory(host), HostBuilder(host), MoveTracker()
     tracker.moves(inv.refresh())  # type: ignore[arg-type]
     hb.remove_usb("1-1.3")  # not a device devplugin serves (the webcam): never followed
     hb.add_usb({"port": "1-1.3", "vendor": "046d", "product": "0825", "class": "ef"})

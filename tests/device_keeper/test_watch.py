@@ -52,16 +52,16 @@ from .pods import plugin, pod
     ],
 )  # fmt: skip
 def test_a_serial_named_and_a_custom_id_device_are_followed_as_devplugin_names_them(
-    rpi: Path, document: str, port: str, after: dict, name: str
+    host: Path, document: str, port: str, after: dict, name: str
 ) -> None:
     import yaml
 
     from edgefd.devplugin.app import Options, make_inventory
 
     config = parse_config(yaml.safe_load(document), "test")
-    inv, hb, tracker = fast_inventory(rpi, config), HostBuilder(rpi), MoveTracker("node1")
+    inv, hb, tracker = fast_inventory(host, config), HostBuilder(host), MoveTracker("node1")
     first = inv.refresh()
-    theirs = make_inventory(Options("/nonexistent", HostRoot.of(rpi)), config).scan()
+    theirs = make_inventory(Options("/nonexistent", HostRoot.of(host)), config).scan()
     assert name in {d.name for d in theirs.devices if d.resources}  # devplugin's name for it
     [catch_up] = [m for m in tracker.moves(first) if m.device.name == name]  # type: ignore[arg-type]
     hb.remove_usb(port)
@@ -73,11 +73,11 @@ def test_a_serial_named_and_a_custom_id_device_are_followed_as_devplugin_names_t
     assert [h.pod for h in holders(pods, move.device)] == ["app"]  # a replica ID is the device
 
 
-def test_the_running_inventory_feeds_the_service_and_stops_on_request(rpi: Path) -> None:
+def test_the_running_inventory_feeds_the_service_and_stops_on_request(host: Path) -> None:
     """serve without --events: the watcher sees the re-enumeration, the service gets the move
     on its own thread (dry run: nobody holds it), /readyz says what is followed."""
     metrics = KeeperMetrics()
-    inventory = keeper_inventory(str(rpi), default_config(), FAST, metrics, use_uevents=False)
+    inventory = keeper_inventory(str(host), default_config(), FAST, metrics, use_uevents=False)
     keeper = Keeper(Recorder(), None, "/nonexistent", "/proc", metrics, dry_run=True)  # type: ignore[arg-type]
     reported: list[Move] = []
     lifeline = Lifeline()
@@ -88,7 +88,7 @@ def test_the_running_inventory_feeds_the_service_and_stops_on_request(rpi: Path)
         wait_until(lambda: following.ready()[0], timeout=10)
         assert following.ready()[1].startswith("following 2 device(s)")
         boot = node_of(inventory, "coral-usb-2-1")
-        hb = HostBuilder(rpi)
+        hb = HostBuilder(host)
         hb.remove_usb("2-1")
         hb.add_usb(CORAL_RUNTIME)
         wait_until(lambda: without_catch_ups(reported), timeout=10)
@@ -107,13 +107,13 @@ def test_the_running_inventory_feeds_the_service_and_stops_on_request(rpi: Path)
     assert following.alive()[0]
 
 
-def test_a_worker_that_dies_ends_the_process_with_its_error(rpi: Path) -> None:
+def test_a_worker_that_dies_ends_the_process_with_its_error(host: Path) -> None:
     class Broken(Keeper):
         def run(self, source, report):  # type: ignore[no-untyped-def,override]
             raise RuntimeError("a bug")
 
     metrics = KeeperMetrics()
-    inventory = keeper_inventory(str(rpi), default_config(), FAST, metrics, use_uevents=False)
+    inventory = keeper_inventory(str(host), default_config(), FAST, metrics, use_uevents=False)
     keeper = Broken(Recorder(), None, "/nonexistent", "/proc", metrics, dry_run=True)  # type: ignore[arg-type]
     lifeline = Lifeline()
     following = Following(inventory, keeper, lambda m, d: None, lifeline, "node1")
@@ -125,10 +125,10 @@ def test_a_worker_that_dies_ends_the_process_with_its_error(rpi: Path) -> None:
     assert isinstance(lifeline.failure, RuntimeError)
 
 
-def test_a_configuration_change_follows_devplugins_new_names(rpi: Path) -> None:
+def test_a_configuration_change_follows_devplugins_new_names(host: Path) -> None:
     import yaml
 
-    inv = fast_inventory(rpi)
+    inv = fast_inventory(host)
     metrics = KeeperMetrics()
     keeper = Keeper(Recorder(), None, "/nonexistent", "/proc", metrics, dry_run=True)  # type: ignore[arg-type]
     following = Following(inv, keeper, lambda m, d: None, Lifeline(), "node1")

@@ -19,8 +19,8 @@ from tests.helpers import wait_until
 from .inventories import Clock, inventory
 
 
-def test_a_snapshot_has_every_record_and_every_accelerator(rpi: Path) -> None:
-    snap = inventory(rpi).refresh()
+def test_a_snapshot_has_every_record_and_every_accelerator(host: Path) -> None:
+    snap = inventory(host).refresh()
     assert snap is not None and snap.seq == 1
     assert [d.name for d in snap.devices] == ["coral-usb-2-1", "ncs2-1-1-1"]
     coral = snap.device("coral-usb-2-1")
@@ -38,8 +38,8 @@ def test_a_snapshot_has_every_record_and_every_accelerator(rpi: Path) -> None:
     assert [c.kind for c in snap.diff.changes] == ["added", "added"]
 
 
-def test_another_model_at_the_port_is_another_device(rpi: Path) -> None:
-    inv, hb = inventory(rpi), HostBuilder(rpi)
+def test_another_model_at_the_port_is_another_device(host: Path) -> None:
+    inv, hb = inventory(host), HostBuilder(host)
     inv.refresh()
     hb.remove_usb("1-1.1")
     hb.add_usb({"port": "1-1.1", "vendor": "18d1", "product": "9302"})
@@ -56,8 +56,8 @@ def test_another_model_at_the_port_is_another_device(rpi: Path) -> None:
     assert sorted(ids) == ["03e7:2485", "18d1:9302"]
 
 
-def test_subscribers_get_every_snapshot_once_and_late_ones_the_current(rpi: Path) -> None:
-    inv = inventory(rpi)
+def test_subscribers_get_every_snapshot_once_and_late_ones_the_current(host: Path) -> None:
+    inv = inventory(host)
     early: list[Snapshot] = []
     inv.subscribe(early.append)
     inv.refresh()
@@ -74,14 +74,14 @@ def test_subscribers_get_every_snapshot_once_and_late_ones_the_current(rpi: Path
     assert [s.seq for s in early] == [1, 2, 3] and [s.seq for s in late] == [1, 2]
 
 
-def test_an_unreadable_host_gives_no_snapshot_and_tells_the_subscribers(rpi: Path) -> None:
-    inv = inventory(rpi)
+def test_an_unreadable_host_gives_no_snapshot_and_tells_the_subscribers(host: Path) -> None:
+    inv = inventory(host)
     errors: list[Exception] = []
     seen: list[Snapshot] = []
     inv.subscribe(seen.append, on_error=errors.append)
     inv.refresh()
-    bus = rpi / "sys/bus/usb/devices"
-    os.rename(bus, rpi / "sys/bus/usb/gone")
+    bus = host / "sys/bus/usb/devices"
+    os.rename(bus, host / "sys/bus/usb/gone")
     bus.write_text("not a directory\n")
     assert inv.refresh() is None
     assert len(seen) == 1 and "cannot list /sys/bus/usb/devices" in str(errors[0])
@@ -89,16 +89,16 @@ def test_an_unreadable_host_gives_no_snapshot_and_tells_the_subscribers(rpi: Pat
 
 
 def test_remembered_across_a_restart_and_forgotten_after_forget_after(
-    rpi: Path, tmp_path: Path
+    host: Path, tmp_path: Path
 ) -> None:
     path, clock = tmp_path / "state.json", Clock()
-    inv = inventory(rpi, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
+    inv = inventory(host, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
     inv.refresh()
     inv.stop()
-    HostBuilder(rpi).remove_usb("2-1")
+    HostBuilder(host).remove_usb("2-1")
     clock.t += 60
     clock.base = 5.0  # another process: its own monotonic clock
-    again = inventory(rpi, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
+    again = inventory(host, state_file=path, forget_after=3600, clock=clock, monotonic=clock.mono)
     snap = again.refresh()
     assert snap is not None
     coral = snap.device("coral-usb-2-1")
@@ -110,15 +110,15 @@ def test_remembered_across_a_restart_and_forgotten_after_forget_after(
     assert again.refresh().device("coral-usb-2-1") is None  # type: ignore[union-attr]
 
 
-def test_hot_plug_reaches_subscribers_through_one_watcher(rpi: Path) -> None:
+def test_hot_plug_reaches_subscribers_through_one_watcher(host: Path) -> None:
     m = Metrics()
     settings = WatchSettings(poll_interval=0.05, rescan_interval=30.0)
-    inv = inventory(rpi, settings=settings, metrics=m, hold=0.5)
+    inv = inventory(host, settings=settings, metrics=m, hold=0.5)
     seen: list[Snapshot] = []
     inv.subscribe(seen.append)
     inv.start()
     try:
-        HostBuilder(rpi).remove_usb("2-1")
+        HostBuilder(host).remove_usb("2-1")
         wait_until(lambda: seen[-1].device("coral-usb-2-1").reason == "re-enumerating at port 2-1")  # type: ignore[union-attr]
         assert seen[-1].held_count == 1
         # the hold ends by itself: the inventory wakes and says so

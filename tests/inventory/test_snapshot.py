@@ -13,8 +13,8 @@ from tests.fixturegen import HostBuilder
 from .inventories import CORAL_RUNTIME, inventory
 
 
-def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(rpi: Path) -> None:
-    inv, hb = inventory(rpi), HostBuilder(rpi)
+def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(host: Path) -> None:
+    inv, hb = inventory(host), HostBuilder(host)
     first = inv.refresh()
     assert first is not None
     old = first.device("coral-usb-2-1").nodes[0]  # type: ignore[union-attr]

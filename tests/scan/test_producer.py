@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import free_port, seconds_until, wait_until
@@ -129,3 +131,41 @@ def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+@pytest.mark.parametrize(("tool", "node"), [("usb-scan", "rpi4"), ("pci-scan", "x86")])
+def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
+    request: pytest.FixtureRequest, tmp_path: Path, tool: str, node: str, kind: str
+) -> None:
+    """Issue 11 item 7: a FIFO at the output path hung the producer for ever. Whatever is in
+    the way (a FIFO, a directory, a symlink to a file elsewhere) is left as it is."""
+    out_dir = tmp_path / "features.d"
+    out_dir.mkdir()
+    out = out_dir / tool
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("precious\n")
+        out.symlink_to(tmp_path / "elsewhere")
+    host = request.getfixturevalue(node)
+    p = subprocess.run(
+        [sys.executable, "-m", f"edgefd.{tool.replace('-', '_')}", "--host-root", str(host),
+         "--features-dir", str(out_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 4, p.stderr
+    # the x86 node's device without subsystem_vendor is warned about first
+    (line,) = [ln for ln in p.stderr.splitlines() if "WARNING" not in ln]
+    assert line.startswith(f"{tool}: error: {out} is ") and line.endswith("refusing to write there")
+    if kind == "fifo":
+        assert out.is_fifo()
+    elif kind == "directory":
+        assert out.is_dir() and list(out.iterdir()) == []
+    else:
+        assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
+    assert [x.name for x in out_dir.iterdir()] == [tool]

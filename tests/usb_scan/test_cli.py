@@ -259,36 +259,6 @@ def test_unreadable_sysfs_exits_3_and_keeps_the_file(
     assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
-def test_output_path_that_is_not_a_regular_file_exits_4_without_hanging(
-    rpi4: Path, tmp_path: Path, kind: str
-) -> None:
-    """Issue 11 item 7: a FIFO at the output path hung the producer for ever."""
-    out_dir = tmp_path / "features.d"
-    out_dir.mkdir()
-    out = out_dir / "usb-scan"
-    if kind == "fifo":
-        os.mkfifo(out)
-    elif kind == "directory":
-        out.mkdir()
-    else:
-        (tmp_path / "elsewhere").write_text("precious\n")
-        out.symlink_to(tmp_path / "elsewhere")
-    p = run_process("--host-root", rpi4, "--features-dir", out_dir)
-    assert p.returncode == 4, p.stderr
-    (line,) = p.stderr.splitlines()
-    assert line.startswith(f"usb-scan: error: {out} is ") and line.endswith(
-        "refusing to write there"
-    )
-    if kind == "fifo":
-        assert out.is_fifo()
-    elif kind == "directory":
-        assert out.is_dir() and list(out.iterdir()) == []
-    else:
-        assert out.is_symlink() and (tmp_path / "elsewhere").read_text() == "precious\n"
-    assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
-
-
 # --------------------------------------------------------------------------- hostile strings
 
 FORGED = b"AB12\nusb-scan: ERROR: forged line\r\x1b[2J\xe2\x80\xae\xff"
