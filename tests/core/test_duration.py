@@ -29,7 +29,21 @@ def test_what_a_duration_may_look_like(value: object, seconds: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["nan", "inf", "-1", "1e3", "30x", "", "1 d", "+3", float("nan"), True]
+    "value",
+    [
+        "nan",
+        "inf",
+        "-1",
+        "1e3",
+        "30x",
+        "",
+        "1 d",
+        "+3",
+        float("nan"),
+        True,
+        "\u0663s",
+        "\uff13\uff10",
+    ],
 )
 def test_what_is_not_a_duration_says_why(value: object) -> None:
     with pytest.raises(ValueError, match=r"is not a (finite )?duration"):
