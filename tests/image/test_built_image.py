@@ -25,7 +25,7 @@ from tests.image.codepaths import CODE_PATHS, CodePath, Inputs, by_name
 from tests.image.conftest import BUILD, ROOT, Builds, load_oci
 from tests.image.rootfs import ImageRoot, Mount
 from tests.image.test_slim import wait_ready
-from tests.k8s.test_manifests import daemonset, every_container, pod_spec
+from tests.k8s.test_manifests import daemonset, every_container, pod_spec, setting
 
 pytestmark = pytest.mark.image
 
@@ -250,7 +250,7 @@ def test_the_manifests_startup_probe_runs_in_the_image(image_root, inputs: Input
     port = free_port()
     spec = pod_spec(daemonset())
     (sidecar,) = [c for c in spec["initContainers"] if c["name"] == "bus-scan"]
-    listen = next(a for a in sidecar["command"] if a.startswith("--listen="))
+    listen = setting(sidecar, "--listen") or ""
     probe = [str(port) if a == listen.rpartition(":")[2] else a
              for a in sidecar["startupProbe"]["exec"]["command"]]  # fmt: skip
     argv = inputs.fill(by_name("bus-scan-sidecar").argv, port, "/host", "/x86", "/work")

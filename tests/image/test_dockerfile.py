@@ -158,6 +158,9 @@ def parse_as_the_pod_would(
 def test_tool_accepts_the_manifests_flags_and_env(
     c: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    from tests.k8s.test_manifests import unknown_settings
+
+    assert unknown_settings(c) == [], "variables no flag of the tool reads"
     ctx = parse_as_the_pod_would(c, monkeypatch, tmp_path)
     params = ctx.params
     if "host_root" in params:

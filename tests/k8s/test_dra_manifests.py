@@ -34,11 +34,11 @@ from tests.k8s.test_manifests import (
     container,
     daemonset,
     find,
-    flag_value,
     granted_to,
     mark_condition,
     pod_spec,
     schema_errors,
+    setting,
 )
 from tests.peers.processes import harness_binary
 
@@ -234,14 +234,22 @@ def test_only_the_devplugin_container_changes(
     assert rest == {k: v for k, v in spec0.items() if k not in ("containers", "volumes")}
     assert rest["serviceAccountName"] == DEVPLUGIN_SA
     c, c0 = _devplugin(rendered), _devplugin(rendered_base)
-    assert {k: v for k, v in c.items() if k not in ("command", "volumeMounts")} == {
-        k: v for k, v in c0.items() if k not in ("command", "volumeMounts")
+    assert {k: v for k, v in c.items() if k not in ("env", "volumeMounts")} == {
+        k: v for k, v in c0.items() if k not in ("env", "volumeMounts")
     }
-    # the same command, in DRA mode: --api=dra where --plugin-dir was (every other flag at
-    # its place, so the hostnetwork component's --listen holds in either order), the DRA
-    # directories added
-    want = [a if not a.startswith("--plugin-dir") else "--api=dra" for a in c0["command"]]
-    assert c["command"] == [*want, f"--kubelet-dir={KUBELET_DIR}", "--cdi-dir=/var/run/cdi"]
+    # the same command; in DRA mode by its variables (a merge by name, so the hostnetwork
+    # component's EDGEFD_LISTEN holds in either order): --api=dra instead of --plugin-dir,
+    # and the DRA directories
+    env, env0 = ({e["name"]: e for e in x["env"]} for x in (c, c0))
+    assert env0.pop("EDGEFD_PLUGIN_DIR")["value"] == "/var/lib/kubelet/device-plugins"
+    added = {k: env.pop(k)["value"] for k in set(env) - set(env0)}
+    assert added == {
+        "EDGEFD_API": "dra",
+        "EDGEFD_KUBELET_DIR": KUBELET_DIR,
+        "EDGEFD_CDI_DIR": "/var/run/cdi",
+    }
+    assert env == env0
+    assert setting(c, "--plugin-dir") is None
 
 
 def test_dra_paths_are_mounted_at_the_host_paths(rendered: list[dict[str, Any]]) -> None:
@@ -257,8 +265,8 @@ def test_dra_paths_are_mounted_at_the_host_paths(rendered: list[dict[str, Any]])
     }
     assert "/var/lib/kubelet/device-plugins" not in mounts
     assert "device-plugins" not in volumes
-    kubelet_dir = flag_value(c["command"], "--kubelet-dir")
-    cdi_dir = flag_value(c["command"], "--cdi-dir")
+    kubelet_dir = setting(c, "--kubelet-dir")
+    cdi_dir = setting(c, "--cdi-dir")
     expect = {f"{kubelet_dir}/plugins_registry", f"{kubelet_dir}/plugins/edgefd.io", cdi_dir}
     assert expect == set(DRA_HOSTPATHS)
     for path, kind in DRA_HOSTPATHS.items():
@@ -353,8 +361,11 @@ def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Pa
         elif a.startswith("--config="):
             a = f"--config={config}"
         args.append(a)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
+    env |= {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("EDGEFD_")}
     out = subprocess.run(
         [sys.executable, "-m", "edgefd.devplugin", *args, "--dry-run", "--node-name=n1"],
+        env=env,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -390,5 +401,5 @@ def test_the_e2e_dra_overlay_gives_devplugin_the_sinks_api_address() -> None:
         return {e["name"]: e.get("value") for e in c["env"] if e["name"].startswith("KUBERNETES_")}
 
     assert api_env(dp) == api_env(sink) and api_env(dp)
-    assert flag_value(dp["command"], "--listen") == "127.0.0.1:8082"
-    assert flag_value(dp["command"], "--api") == "dra"
+    assert setting(dp, "--listen") == "127.0.0.1:8082"
+    assert setting(dp, "--api") == "dra"

@@ -38,6 +38,7 @@ from tests.k8s.test_manifests import (
     pod_spec,
     privilege_violations,
     schema_errors,
+    setting,
 )
 from tests.peers.processes import REPO_ROOT, harness_binary
 
@@ -188,10 +189,10 @@ def value_set(name: str) -> list[str]:
 
 
 def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
-    """The objects by key, without what Helm adds by design (HELM_LABELS), and with
-    the containers, volumes and each container's mounts in name order: the dra component's
-    strategic merge puts what it names first, and none of these orders means anything (the
-    init containers' order does, and is kept)."""
+    """The objects by key, without what Helm adds by design (HELM_LABELS), and with the
+    containers, volumes and each container's mounts and variables in name order: the
+    components' strategic merges put what they name first, and none of these orders means
+    anything (the init containers' order does, and is kept)."""
     out = keyed(copy.deepcopy(docs))
     for d in out.values():
         labels = d["metadata"].get("labels", {})
@@ -203,6 +204,7 @@ def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], d
             spec["volumes"].sort(key=lambda v: v["name"])
             for c in [*spec.get("initContainers", []), *spec["containers"]]:
                 c.get("volumeMounts", []).sort(key=lambda m: m["mountPath"])
+                c.get("env", []).sort(key=lambda e: e["name"])
     return out
 
 
@@ -563,7 +565,7 @@ def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, r.stdout)
     ds = json.loads(kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS,
                             "-o", "json").stdout)  # fmt: skip
-    assert "--mode=nodefeature" in container(pod_spec(ds), "feature-sink")["command"]
+    assert setting(container(pod_spec(ds), "feature-sink"), "--mode") == "nodefeature"
 
 
 @pytest.mark.realpeer

@@ -31,6 +31,7 @@ from tests.k8s.test_manifests import (
     NAMESPACE,
     POLICIES,
     SERVICE_ACCOUNT,
+    all_containers,
     container,
     daemonset,
     daemonsets,
@@ -39,6 +40,8 @@ from tests.k8s.test_manifests import (
     pod_spec,
     privilege_violations,
     schema_errors,
+    setting,
+    unknown_settings,
 )
 from tests.peers.processes import harness_binary
 
@@ -66,6 +69,11 @@ COMBINATIONS = [
     ("dra", "host-features"),  # its merge patch names feature-sink first: any order works
     ("dra", "dra-evict"),
     ("hostnetwork", "host-features", "no-devplugin"),
+    ("device-keeper",),
+    ("dra", "device-keeper", "dra-evict"),
+    ("dra-evict", "device-keeper", "dra"),
+    ("hostnetwork", "device-keeper"),
+    ("nodefeature", "hostnetwork", "no-devplugin", "host-features"),
 ]
 DRA_HOSTPATHS = (
     "/var/lib/kubelet/plugins_registry",
@@ -87,6 +95,30 @@ def overlay_dirs(components: tuple[str, ...]) -> list[Path]:
 
 def combo(components: tuple[str, ...]) -> list[dict[str, Any]]:
     return render([K8S], overlay_dirs(components))
+
+
+def take_env(c: dict[str, Any], name: str) -> str:
+    """Remove a container's variable, giving its value (where a merge put it means nothing)."""
+    (e,) = [e for e in c.get("env", []) if e["name"] == name]
+    c["env"].remove(e)
+    return str(e["value"])
+
+
+def sorted_env(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy with each container's variables, and the containers and volumes, in name order:
+    a merge by name puts what it adds where the order of the components says, and none of
+    these orders means anything (no variable refers to another; the init containers' order
+    does mean something and is kept)."""
+    import copy
+
+    out = copy.deepcopy(d)
+    if out["kind"] == "DaemonSet":
+        spec = pod_spec(out)
+        spec["containers"].sort(key=lambda c: c["name"])
+        spec.get("volumes", []).sort(key=lambda v: v["name"])
+        for _, c in all_containers(spec):
+            c.get("env", []).sort(key=lambda e: e["name"])
+    return out
 
 
 def keyed(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
@@ -155,9 +187,7 @@ def test_nodefeature(base: list[dict[str, Any]]) -> None:
             assert o[key] == b[key], key
     ds_b, ds_o = b[("DaemonSet", NAMESPACE, "edgefd")], o[("DaemonSet", NAMESPACE, "edgefd")]
     sink = container(pod_spec(ds_o), "feature-sink")
-    assert sink["command"] == [*container(pod_spec(ds_b), "feature-sink")["command"],
-                               "--mode=nodefeature"]  # fmt: skip
-    sink["command"].pop()
+    assert take_env(sink, "EDGEFD_MODE") == "nodefeature"
     assert ds_o == ds_b
     # what the sink's NodeFeature mode needs is still there (rights are tested for real below),
     # and so is the mark: the admission policies keep confining the account
@@ -186,7 +216,7 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
     for key in o:
         if key[0] != "DaemonSet":
             assert o[key] == b[key], key
-    probes = 0
+    probes = listeners = 0
     for name in ("edgefd", DEVPLUGIN_DS):
         ds_b, ds_o = b[("DaemonSet", NAMESPACE, name)], o[("DaemonSet", NAMESPACE, name)]
         spec = pod_spec(ds_o)
@@ -195,15 +225,18 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
             # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
             assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
         for c in [*spec.get("initContainers", []), *spec["containers"]]:
-            listen = [a for a in c["command"] if a.startswith("--listen=")]
-            assert all(a.startswith("--listen=127.0.0.1:") for a in listen), (c["name"], listen)
-            c["command"] = [a.replace("--listen=127.0.0.1:", "--listen=:") for a in c["command"]]
+            for e in c.get("env", []):
+                if e["name"] == "EDGEFD_LISTEN":
+                    assert e["value"].startswith("127.0.0.1:"), (c["name"], e)
+                    e["value"] = e["value"].replace("127.0.0.1:", ":")
+                    listeners += 1
             for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
                 if "httpGet" in c.get(probe, {}):
                     assert c[probe]["httpGet"].pop("host") == "127.0.0.1", (c["name"], probe)
                     probes += 1
-        assert ds_o == ds_b, name
+        assert sorted_env(ds_o) == sorted_env(ds_b), name
     assert probes == 5  # the startup probes ask 127.0.0.1 from inside the container anyway
+    assert listeners == 3  # bus-scan, feature-sink, devplugin
 
 
 def only_the_daemonset_differs(
@@ -225,7 +258,7 @@ def test_host_features(base: list[dict[str, Any]]) -> None:
     spec = pod_spec(ds_o)
     sink = container(spec, "feature-sink")
     inside = "/host/etc/kubernetes/node-feature-discovery/features.d"
-    assert sink["command"].pop() == f"--host-features-dir={inside}"
+    assert take_env(sink, "EDGEFD_HOST_FEATURES_DIR") == inside
     (mount,) = [m for m in sink["volumeMounts"] if m["name"] == "host-features-d"]
     assert mount == {"name": "host-features-d", "mountPath": inside, "readOnly": True}
     sink["volumeMounts"].remove(mount)
@@ -243,15 +276,29 @@ def test_host_features(base: list[dict[str, Any]]) -> None:
 def test_dra_component_renders_with_the_base() -> None:
     """Its content is tests/k8s/test_dra_manifests.py's; here: it combines with the others."""
     spec = pod_spec(daemonset(combo(("dra",)), DEVPLUGIN_DS))
-    assert "--api=dra" in container(spec, "devplugin")["command"]
+    assert setting(container(spec, "devplugin"), "--api") == "dra"
 
 
 def test_dra_evict_adds_only_the_flag() -> None:
-    """On top of dra: one flag more in devplugin's command, nothing else."""
+    """On top of dra, in either order: one flag more for devplugin, nothing else."""
     with_dra = daemonset(combo(("dra",)), DEVPLUGIN_DS)
-    evicting = daemonset(combo(("dra", "dra-evict")), DEVPLUGIN_DS)
-    assert container(pod_spec(evicting), "devplugin")["command"].pop() == "--evict-after=5m"
-    assert evicting == with_dra
+    for order in (("dra", "dra-evict"), ("dra-evict", "dra")):
+        evicting = daemonset(combo(order), DEVPLUGIN_DS)
+        assert take_env(container(pod_spec(evicting), "devplugin"), "EDGEFD_EVICT_AFTER") == "5m"
+        assert sorted_env(evicting) == sorted_env(with_dra), order
+
+
+def test_dra_evict_without_dra_is_refused_by_devplugin_in_one_line(tmp_path: Path) -> None:
+    """The device-plugin API cannot evict: devplugin says so at start, in one line, exit 2."""
+    c = container(pod_spec(daemonset(combo(("dra-evict",)), DEVPLUGIN_DS)), "devplugin")
+    assert setting(c, "--evict-after") == "5m" and setting(c, "--api") is None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
+    env |= {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("EDGEFD_")}
+    r = subprocess.run([sys.executable, "-m", "edgefd.devplugin", "--dry-run",
+                        f"--host-root={tmp_path}", "--node-name=n1"],
+                       env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--evict-after needs --api dra" in r.stderr
 
 
 # -- combinations ----------------------------------------------------------------------------
@@ -264,6 +311,12 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         if d["kind"] != "DeviceClass":  # resource.k8s.io/v1: newer than the client's models
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     for ds in daemonsets(docs):
+        if "device-keeper" in components and ds["metadata"]["name"] == DEVPLUGIN_DS:
+            # its own check: tests/k8s/test_device_keeper_manifests.py
+            from tests.k8s.test_device_keeper_manifests import keeper_violations, without_keeper
+
+            assert keeper_violations(ds) == []
+            ds = without_keeper(ds)
         violations = privilege_violations(ds)
         allowed = {"pod uses hostNetwork"} if "hostnetwork" in components else set()
         if "dra" in components:  # its host paths are checked by test_dra_manifests.py
@@ -272,8 +325,12 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
     spec = pod_spec(daemonset(docs))
     assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
     assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
+    assert all("image" in c for ds in daemonsets(docs) for _, c in all_containers(pod_spec(ds)))
     if "nodefeature" in components:
-        assert "--mode=nodefeature" in container(spec, "feature-sink")["command"]
+        assert setting(container(spec, "feature-sink"), "--mode") == "nodefeature"
+    for ds in daemonsets(docs):
+        for c in [*pod_spec(ds).get("initContainers", []), *pod_spec(ds)["containers"]]:
+            assert unknown_settings(c) == [], c["name"]
     plugin = [ds for ds in daemonsets(docs) if ds["metadata"]["name"] == DEVPLUGIN_DS]
     assert bool(plugin) is ("no-devplugin" not in components)
 
@@ -284,6 +341,9 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("hostnetwork", "dra"),
         ("hostnetwork", "nodefeature", "dra"),
         ("hostnetwork", "no-devplugin"),
+        ("dra", "device-keeper", "dra-evict"),
+        ("hostnetwork", "device-keeper", "dra"),
+        ("nodefeature", "host-features", "no-devplugin"),
     ],
     ids=lambda c: "+".join(c),
 )
@@ -291,44 +351,74 @@ def test_order_does_not_matter(components: tuple[str, ...]) -> None:
     """No component patches what another one moved: every order gives the same objects."""
     import itertools
 
-    first = keyed(combo(components))
+    first = keyed([sorted_env(d) for d in combo(components)])
     for order in itertools.permutations(components):
-        assert keyed(combo(order)) == first, order
+        assert keyed([sorted_env(d) for d in combo(order)]) == first, order
 
 
 @pytest.mark.parametrize(
-    ("component", "file", "flag"),
+    ("component", "file", "name"),
     [
-        ("hostnetwork", "devplugin.yaml", "--listen=:8082"),
-        ("hostnetwork", "pod-template.yaml", "--listen=:8081"),
-        ("dra", "devplugin.yaml", "--plugin-dir=/var/lib/kubelet/device-plugins"),
-        ("nodefeature", "pod-template.yaml", "- name: feature-sink"),
+        ("hostnetwork", "devplugin.yaml", "devplugin"),
+        ("hostnetwork", "pod-template.yaml", "feature-sink"),
+        ("dra", "devplugin.yaml", "devplugin"),
+        ("nodefeature", "pod-template.yaml", "feature-sink"),
     ],
 )
-def test_a_changed_base_fails_the_build(
-    component: str, file: str, flag: str, tmp_path: Path
+def test_a_renamed_container_leaves_an_unapplicable_stub(
+    component: str, file: str, name: str, tmp_path: Path
 ) -> None:
-    """The guarded JSON patches test what they replace: a base whose command line moved on
-    fails the build, instead of being patched at the wrong place or not at all."""
+    """The components patch containers by name: under a base whose container was renamed,
+    the patch makes a container of that name with no image, which no API server accepts
+    (test_a_stub_is_refused_by_the_api_server), instead of going unpatched silently."""
+    changed = render_changed_base(tmp_path, component, file, name)
+    stubs = [c for ds in daemonsets(changed) for _, c in all_containers(pod_spec(ds))
+             if "image" not in c]  # fmt: skip
+    assert [c["name"] for c in stubs] == [name]
+
+
+def render_changed_base(tmp_path: Path, component: str, file: str, name: str) -> list[dict]:
     import shutil
 
     copy_ = tmp_path / "k8s"
     shutil.copytree(K8S, copy_)
     text = (copy_ / file).read_text()
-    assert flag in text
-    # a renamed container (its name is what is tested), or another flag at that place
-    changed = "- name: labels-sink" if flag.startswith("- name") else flag + "0"
-    (copy_ / file).write_text(text.replace(flag, changed))
-    doc = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": ["k8s"],
-        "components": [os.path.relpath(OVERLAYS / component, tmp_path)],
-    }
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
-    r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path)],
-                       capture_output=True, text=True)  # fmt: skip
-    assert r.returncode != 0 and "test" in r.stderr, r.stderr
+    assert f"- name: {name}\n" in text
+    (copy_ / file).write_text(text.replace(f"- name: {name}\n", f"- name: {name}-renamed\n"))
+    return render([copy_], [OVERLAYS / component])
+
+
+def system_kubectl() -> str:
+    """The `kubectl` on PATH: what an operator builds with (here and in CI, v1.32 with
+    kustomize 5.5.0, older than the harness's)."""
+    import shutil
+
+    found = shutil.which("kubectl")
+    assert found, "no kubectl on PATH: the components must build with the system's kubectl"
+    return found
+
+
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+def test_the_system_kubectl_builds_the_same_objects(
+    components: tuple[str, ...], tmp_path: Path
+) -> None:
+    """kubectl 1.32's kustomize (5.5.0) failed on several `$patch: delete` documents in one
+    file and on positional JSON patches in some orders; now every combination builds with it,
+    and to the objects the harness's newer kustomize builds."""
+    write_kustomization(tmp_path, components)
+    r = subprocess.run([system_kubectl(), "kustomize", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    ours = keyed([sorted_env(d) for d in docs])
+    assert ours == keyed([sorted_env(d) for d in combo(components)])
+
+
+def test_the_system_kubectl_is_the_old_kustomize() -> None:
+    """What the test above is worth: the kustomize it ran is the one operators have."""
+    r = subprocess.run([system_kubectl(), "version", "--client"],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "Kustomize Version: v5." in r.stdout, r.stdout
 
 
 def write_kustomization(d: Path, components: tuple[str, ...]) -> Path:
@@ -396,6 +486,19 @@ def test_combination_server_side_dry_run(
                 *SSA, "-k", str(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "serverside-applied (server dry run)" in r.stdout
+
+
+@pytest.mark.realpeer
+def test_a_stub_is_refused_by_the_api_server(
+    applied: Any, kube_apiserver: Any, tmp_path: Path
+) -> None:
+    """What a component makes of a base whose container was renamed never reaches a node."""
+    docs = render_changed_base(tmp_path, "nodefeature", "pod-template.yaml", "feature-sink")
+    out = tmp_path / "changed.yaml"
+    out.write_text(yaml.safe_dump(daemonset(docs)))
+    r = kubectl(kube_apiserver, "apply", "--server-side", "--dry-run=server",
+                *SSA, "-f", str(out))  # fmt: skip
+    assert r.returncode != 0 and "image: Required value" in r.stderr, r.stderr
 
 
 @pytest.mark.realpeer
@@ -467,12 +570,13 @@ def test_the_documented_allow_namespace_patch(tmp_path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     b, o = keyed(render([K8S], [])), keyed(docs)
     sink = container(pod_spec(daemonset(docs)), "feature-sink")
-    assert sink["command"][-1] == "--allow-namespace=example.com"
-    sink["command"].pop()
+    assert take_env(sink, "EDGEFD_ALLOW_NAMESPACE") == "example.com"
     assert o == b
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
     p = subprocess.run(
         [sys.executable, "-m", "edgefd.feature_sink", "--dry-run", "--node-name=n1",
-         "--features", "-", "--allow-namespace=example.com", "--kubeconfig=/none"],
+         "--features", "-", "--kubeconfig=/none"],
         input="example.com/rack=r1\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**env, "EDGEFD_ALLOW_NAMESPACE": "example.com"},
     )  # fmt: skip
     assert p.returncode == 0 and p.stdout == "add     example.com/rack=r1\n", p.stderr

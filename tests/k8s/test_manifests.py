@@ -142,6 +142,36 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return None
 
 
+def setting(c: dict[str, Any], flag: str) -> str | None:
+    """What a container's tool runs with for `--flag`: its command line, else its
+    `EDGEFD_<FLAG>` variable (edgefd.cli.env_name), as the tool itself reads them."""
+    from edgefd.cli import env_name
+
+    given = flag_value(c.get("command", []) + c.get("args", []), flag)
+    if given is not None:
+        return given
+    for e in c.get("env", []):
+        if e["name"] == env_name(flag) and "value" in e:
+            return str(e["value"])
+    return None
+
+
+def unknown_settings(c: dict[str, Any]) -> list[str]:
+    """The container's EDGEFD_ variables that no flag of its tool reads: a typo there would be
+    ignored by the tool, silently."""
+    import importlib
+
+    import click
+
+    argv = c.get("command", []) + c.get("args", [])
+    cmd = importlib.import_module(f"edgefd.{argv[0].replace('-', '_')}.cli").main
+    if isinstance(cmd, click.Group):
+        cmd = cmd.commands[argv[1]]
+    known = {v for p in cmd.params if isinstance(p, click.Option) for v in (p.envvar or [])}
+    return [e["name"] for e in c.get("env", [])
+            if e["name"].startswith("EDGEFD_") and e["name"] not in known]  # fmt: skip
+
+
 # -- schema -----------------------------------------------------------------------------------
 
 
@@ -275,7 +305,7 @@ def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
     cmd = sidecar["command"]
     assert cmd[0] == "usb-scan" and "--watch" in cmd
     assert flag_value(cmd, "--also") == "pci-scan"
-    listen = flag_value(cmd, "--listen")
+    listen = setting(sidecar, "--listen")
     ports = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
     probe = sidecar["startupProbe"]["exec"]["command"]
     assert probe[1:4] == ["-m", "edgefd.probe", listen.lstrip(":")]  # its /readyz, strictly
@@ -452,7 +482,7 @@ def test_host_root_layout_matches_the_flags() -> None:
         spec = pod_spec(daemonset(name=DAEMONSET_OF[name]))
         volumes = {v["name"]: v for v in spec["volumes"]}
         c = container(spec, name)
-        root = flag_value(c["command"] + c.get("args", []), "--host-root")
+        root = setting(c, "--host-root")
         assert root == "/host", name
         mounted = {
             volumes[m["name"]]["hostPath"]["path"]: m["mountPath"]
@@ -470,7 +500,7 @@ def test_device_plugin_dir_is_mounted_at_the_host_path() -> None:
     spec = pod_spec(daemonset(name=DEVPLUGIN_DS))
     volumes = {v["name"]: v for v in spec["volumes"]}
     c = container(spec, "devplugin")
-    plugin_dir = flag_value(c["command"] + c.get("args", []), "--plugin-dir")
+    plugin_dir = setting(c, "--plugin-dir")
     (m,) = [m for m in c["volumeMounts"] if m["mountPath"] == plugin_dir]
     assert volumes[m["name"]]["hostPath"]["path"] == plugin_dir == "/var/lib/kubelet/device-plugins"
     assert not m.get("readOnly")
@@ -481,7 +511,7 @@ def test_features_dir_is_shared_through_an_emptydir() -> None:
     volumes = {v["name"]: v for v in spec["volumes"]}
     for name in (*INIT_CONTAINERS, "feature-sink"):
         c = container(spec, name)
-        fdir = flag_value(c["command"] + c.get("args", []), "--features-dir")
+        fdir = setting(c, "--features-dir")
         assert fdir, f"{name} must name its --features-dir"
         mounts = [m for m in c["volumeMounts"] if m["mountPath"] == fdir]
         assert len(mounts) == 1, f"{name}: nothing mounted at {fdir}"
@@ -544,7 +574,7 @@ def test_feature_sink_knows_its_node() -> None:
 @pytest.mark.parametrize("name", LONG_RUNNING)
 def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> None:
     c = container(pod_spec(daemonset(name=DAEMONSET_OF[name])), name)
-    listen = flag_value(c["command"] + c.get("args", []), "--listen")
+    listen = setting(c, "--listen")
     assert listen, f"{name} must say where it listens"
     port = int(listen.rpartition(":")[2])
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
@@ -833,7 +863,7 @@ def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
     docs = load_manifests()
     spec = pod_spec(daemonset(docs, DEVPLUGIN_DS))
     c = container(spec, "devplugin")
-    path = flag_value(c["command"] + c.get("args", []), "--config")
+    path = setting(c, "--config")
     assert path, "devplugin must be given --config"
     volumes = {v["name"]: v for v in spec["volumes"]}
     (mount,) = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/")]

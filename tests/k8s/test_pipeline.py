@@ -99,8 +99,12 @@ class Pod:
     def env(self, name: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("EDGEFD_", "KUBE"))}
         env.pop("NODE_NAME", None)
+        root = self.root_of(name)
         for e in container(self.spec_of(name), name).get("env", []):
-            env[e["name"]] = e.get("value", "node-a")
+            value = e.get("value", "node-a")
+            if e["name"].startswith("EDGEFD_") and value.startswith("/"):
+                value = f"{root}{value}"  # a flag's variable: its path under the pod's root
+            env[e["name"]] = value
         return env
 
     def run(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,8 @@ from ..core.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EdgefdError, exit
 from ..core.escape import printable
 from ..core.service import Listen as Listen
 from ..core.service import parse_listen as parse_listen
+from .envvars import env_name as env_name
+from .envvars import give_env
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
@@ -287,7 +289,11 @@ def common_options(f: F) -> F:
 class Command(click.Command):
     """A click command whose usage errors are one line on stderr (exit 2), like every other
     expected failure (`usb-scan: error: Invalid value for '--hold': ...`); `--help` still
-    shows the whole usage."""
+    shows the whole usage. Every option is also read from `EDGEFD_<FLAG>` (give_env)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        give_env(self.params)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
