@@ -3,8 +3,9 @@ give a container (a USB device's node at /dev/edgefd/<name> with the read-only b
 PCI device's own node), idempotent Prepare that asks the API server once (also after a
 restart, from the checkpoint), what is refused (a device not here or not usable now, another
 node's pool, a replaced or unallocated claim; other drivers' results are not ours), the spec
-following a device that moves, Unprepare, and the start-up sweep of orphaned claim specs,
-which never blocks on a file that is not a small regular one."""
+following a device that moves, Unprepare, a device still prepared for another claim refused
+until that claim is unprepared (kubernetes#141471), and the start-up sweep of orphaned claim
+specs, which never blocks on a file that is not a small regular one."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from edgefd.devplugin import cdi
 from edgefd.devplugin.dra.checkpoint import Checkpoint
-from edgefd.devplugin.dra.claims import PrepareError, Preparer
+from edgefd.devplugin.dra.claims import PrepareError, Preparer, StillPrepared
 from edgefd.devplugin.links import LinkLayout
 from tests.devplugin.devices import CORAL, NODE, PCIE, apex, coral, table
 from tests.devplugin.dra.fakeapi import Claims
@@ -106,6 +107,27 @@ def test_prepare_refuses_what_is_not_here(setup, devices, pool, driver, message)
     with pytest.raises(PrepareError, match=message):
         p.prepare(ref)
     assert not list(cdi_dir.glob("*.json")) and p.prepared == 0
+
+
+def test_a_device_still_prepared_for_another_claim_is_refused_until_unprepared(setup) -> None:
+    """The kubelet prepares the next pod's claim before it unprepares a force-deleted pod's
+    (kubernetes#141471): the second claim waits, retryably, naming the first; nothing of it
+    is written; once the first is unprepared it prepares."""
+    p, claims, cdi_dir = setup
+    a = claims.add("a", ["coral-usb-2-1"])
+    b = claims.add("b", ["coral-pcie-0000-02-00-0", "coral-usb-2-1"])
+    p.prepare(a)
+    with pytest.raises(
+        StillPrepared, match=f"coral-usb-2-1 is still prepared for claim default/a .UID {a.uid}"
+    ):
+        p.prepare(b)
+    assert isinstance(StillPrepared("x"), PrepareError)  # the claim's entry, retried
+    assert set(p.prepared_claims()) == {a.uid}
+    assert not cdi.claim_spec_path(cdi_dir, b.uid).exists()
+    assert p.prepare(a)  # the holder itself: still idempotent
+    p.unprepare(a)
+    assert [d.device for d in p.prepare(b)] == ["coral-pcie-0000-02-00-0", "coral-usb-2-1"]
+    assert set(p.prepared_claims()) == {b.uid}
 
 
 def test_other_drivers_results_are_not_ours(setup) -> None:

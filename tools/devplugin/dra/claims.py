@@ -9,6 +9,13 @@ records the claim in the checkpoint. It is idempotent: a claim already prepared 
 answer without asking the API server. Unprepare removes the spec and the record; an unknown
 claim is already unprepared.
 
+Every device this driver publishes is exclusive, and the checkpoint knows which claim holds
+each: a claim allocated a device still prepared for another claim is refused (its own entry's
+error, which the kubelet retries) until that claim is unprepared. The kubelet does ask for
+that: after a pod is force-deleted it prepares the device for the next pod's claim about two
+seconds before it unprepares the old one (kubernetes#141471), and two containers would hold
+one device.
+
 The UID the kubelet sends names a file in a CDI directory the device plugin may share
 (`--api both`), so both calls refuse anything but a Kubernetes UID (a lower-case RFC 4122
 UUID, what the API server assigns): `coral-usb` must never name `edgefd.io-coral-usb.json`.
@@ -73,6 +80,10 @@ class ClaimRef:
 
 class PrepareError(EdgefdError):
     """One claim cannot be prepared now; the kubelet retries."""
+
+
+class StillPrepared(PrepareError):
+    """The claim's device is still prepared for another claim (retried until unprepared)."""
 
 
 class Preparer:
@@ -169,6 +180,7 @@ class Preparer:
             devices = []
             for r in mine:
                 devices.append(self._device(ref, r))
+            self._refuse_held(ref, devices)
             prepared = PreparedClaim(ref.uid, ref.namespace, ref.name, tuple(devices))
             self._write_spec(prepared)
             self.checkpoint.put(prepared)
@@ -200,6 +212,19 @@ class Preparer:
             resource=entry.resource.name,
             cdi_ids=(cdi_id,),
         )
+
+    def _refuse_held(self, ref: ClaimRef, devices: list[PreparedDevice]) -> None:
+        """StillPrepared if another prepared claim holds one of `devices` (under the lock)."""
+        wanted = {(d.pool, d.device) for d in devices}
+        for other in self.checkpoint.claims.values():
+            if other.uid == ref.uid:
+                continue
+            held = sorted(d.device for d in other.devices if (d.pool, d.device) in wanted)
+            if held:
+                raise StillPrepared(
+                    f"device {held[0]} is still prepared for claim {other.namespace}/"
+                    f"{other.name} (UID {other.uid}); retried once that claim is unprepared"
+                )
 
     def unprepare(self, ref: ClaimRef) -> None:
         checked_uid(ref.uid)
