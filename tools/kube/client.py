@@ -76,17 +76,9 @@ class Client:
         self._said_limited = False
 
     def with_limiter(self, limiter: RateLimiter) -> Self:
-        """A client of this class on the same configuration (the same server and identity,
-        a connection pool of its own) whose requests go through `limiter` instead: for
-        requests that must not queue behind this client's others (a tool's reads on a
-        caller's critical path beside its background writer)."""
-        return type(self)(
-            self._cfg,
-            self._timeout_s,
-            self._on_request,
-            user_agent=self.user_agent,
-            limiter=limiter,
-        )
+        """A twin on the same configuration (server, identity; a pool of its own) whose
+        requests go through `limiter`: reads on a caller's critical path beside a writer."""
+        return type(self)(self._cfg, self._timeout_s, self._on_request, self.user_agent, limiter)
 
     def _throttle(self, what: str) -> None:
         """Before each request: refuse it while the server's Retry-After runs (the caller's
