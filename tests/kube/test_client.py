@@ -21,6 +21,7 @@ from edgefd.kube.errors import (
     ApiRefused,
     ApiUnreachable,
 )
+from edgefd.kube.ratelimit import RateLimiter
 from tests.helpers import free_port
 
 
@@ -53,6 +54,22 @@ def admin(kube_apiserver: Any) -> Client:
     client = connect(kube_apiserver.kubeconfig, 5.0, lambda v, r: calls.append((v, r)))
     client.calls = calls  # type: ignore[attr-defined]
     return client
+
+
+@pytest.mark.realpeer
+def test_a_twin_with_its_own_limiter_never_takes_the_others_tokens(admin: Client) -> None:
+    """with_limiter: the same server, identity, class and metrics hook; requests counted
+    against the twin's limiter only (the original's tokens are all still there)."""
+    fast = admin.with_limiter(RateLimiter(1000.0, 200))
+    assert type(fast) is Client and fast.limiter is not admin.limiter
+    before = admin.limiter.reserve()  # one token taken from a full bucket: no wait
+    t0 = time.monotonic()
+    for _ in range(100):
+        fast.request("GET", "namespaces", "/api/v1/namespaces/default", "get ns")
+    assert time.monotonic() - t0 < 10.0
+    assert len(admin.calls) == 100  # type: ignore[attr-defined]  # the same on_request
+    # the original's bucket lost only the token taken above: 9 of its burst of 10 are left
+    assert before == 0.0 and [admin.limiter.reserve() for _ in range(9)] == [0.0] * 9
 
 
 @pytest.mark.realpeer

@@ -239,4 +239,5 @@ def _dra_frontend(s: DraSettings, kubeconfig: str | None, timeout: float) -> Dra
         cdi_dir=os.path.abspath(s.cdi_dir),
         evict_after=s.evict_after,
     )
-    return lambda config, links, metrics: DraFrontend(opts, config, links, api, metrics)
+    claims = api.claim_reader()  # never queued behind the publisher's requests (kubeapi.py)
+    return lambda config, links, metrics: DraFrontend(opts, config, links, api, metrics, claims)

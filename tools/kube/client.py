@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote as _quote
 
 from edgefd.core.errors import BadInput, EdgefdError
@@ -65,6 +65,7 @@ class Client:
         from kubernetes.client import rest
 
         self._cfg = configuration
+        self._timeout_s = timeout
         self._rest = rest.RESTClientObject(configuration)
         self._host = str(configuration.host).rstrip("/")
         # connect fast, read a little longer: a write can queue behind etcd
@@ -73,6 +74,11 @@ class Client:
         self.user_agent = user_agent
         self.limiter = limiter or RateLimiter(DEFAULT_QPS, DEFAULT_BURST)
         self._said_limited = False
+
+    def with_limiter(self, limiter: RateLimiter) -> Self:
+        """A twin on the same configuration (server, identity; a pool of its own) whose
+        requests go through `limiter`: reads on a caller's critical path beside a writer."""
+        return type(self)(self._cfg, self._timeout_s, self._on_request, self.user_agent, limiter)
 
     def _throttle(self, what: str) -> None:
         """Before each request: refuse it while the server's Retry-After runs (the caller's

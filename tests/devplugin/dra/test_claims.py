@@ -3,13 +3,18 @@ give a container (a USB device's node at /dev/edgefd/<name> with the read-only b
 PCI device's own node), idempotent Prepare that asks the API server once (also after a
 restart, from the checkpoint), what is refused (a device not here or not usable now, another
 node's pool, a replaced or unallocated claim; other drivers' results are not ours), the spec
-following a device that moves, Unprepare, and the start-up sweep of orphaned claim specs,
-which never blocks on a file that is not a small regular one."""
+following a device that moves, Unprepare, a device still prepared for another claim refused
+until that claim is unprepared (kubernetes#141471), and the start-up sweep of orphaned claim
+specs (every release's names), which never blocks on a file that is not a small regular one
+and never opens one that is not a regular file."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
+import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +23,8 @@ from typing import Any
 import pytest
 
 from edgefd.devplugin import cdi
-from edgefd.devplugin.dra.checkpoint import Checkpoint
-from edgefd.devplugin.dra.claims import PrepareError, Preparer
+from edgefd.devplugin.dra.checkpoint import Checkpoint, PreparedClaim
+from edgefd.devplugin.dra.claims import PrepareError, Preparer, StillPrepared, spec_uid
 from edgefd.devplugin.links import LinkLayout
 from tests.devplugin.devices import CORAL, NODE, PCIE, apex, coral, table
 from tests.devplugin.dra.fakeapi import Claims
@@ -106,6 +111,27 @@ def test_prepare_refuses_what_is_not_here(setup, devices, pool, driver, message)
     with pytest.raises(PrepareError, match=message):
         p.prepare(ref)
     assert not list(cdi_dir.glob("*.json")) and p.prepared == 0
+
+
+def test_a_device_still_prepared_for_another_claim_is_refused_until_unprepared(setup) -> None:
+    """The kubelet prepares the next pod's claim before it unprepares a force-deleted pod's
+    (kubernetes#141471): the second claim waits, retryably, naming the first; nothing of it
+    is written; once the first is unprepared it prepares."""
+    p, claims, cdi_dir = setup
+    a = claims.add("a", ["coral-usb-2-1"])
+    b = claims.add("b", ["coral-pcie-0000-02-00-0", "coral-usb-2-1"])
+    p.prepare(a)
+    with pytest.raises(
+        StillPrepared, match=f"coral-usb-2-1 is still prepared for claim default/a .UID {a.uid}"
+    ):
+        p.prepare(b)
+    assert isinstance(StillPrepared("x"), PrepareError)  # the claim's entry, retried
+    assert set(p.prepared_claims()) == {a.uid}
+    assert not cdi.claim_spec_path(cdi_dir, b.uid).exists()
+    assert p.prepare(a)  # the holder itself: still idempotent
+    p.unprepare(a)
+    assert [d.device for d in p.prepare(b)] == ["coral-pcie-0000-02-00-0", "coral-usb-2-1"]
+    assert set(p.prepared_claims()) == {b.uid}
 
 
 def test_other_drivers_results_are_not_ours(setup) -> None:
@@ -214,6 +240,53 @@ def test_sweep_never_blocks_on_a_claim_named_file(tmp_path: Path, what: str) -> 
     p = Preparer(NODE, str(cdi_dir), LinkLayout(None), Checkpoint(tmp_path / "cp", NODE), None)
     assert finishes(p.sweep) == []
     assert sorted(os.listdir(cdi_dir)) == sorted(names)  # not ours to remove: not read
+
+
+@pytest.mark.parametrize("old_name", [True, False])
+def test_sweep_never_opens_what_is_not_a_regular_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, old_name: bool
+) -> None:
+    """A FIFO, a directory or a device node under a claim spec's name (either release's, the
+    claim prepared or not): never opened (a FIFO's blocked writer stays blocked; a device's
+    open may act), never removed, one warning each; the sweep returns."""
+    cdi_dir = tmp_path / "cdi"
+    cdi_dir.mkdir()
+    cp = Checkpoint(tmp_path / "cp", NODE)
+    known = str(uuid.uuid4())
+    cp.put(PreparedClaim(known, "default", "c", ()))
+    prefix = "edgefd.io-" if old_name else "edgefd.io-claim_"
+    fifo = cdi_dir / f"{prefix}{known if old_name else uuid.uuid4()}.json"
+    os.mkfifo(fifo)
+    directory = cdi_dir / f"{prefix}{uuid.uuid4()}.json"
+    directory.mkdir()
+    device = cdi_dir / f"{prefix}{uuid.uuid4()}.json"
+    os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    opened = threading.Event()
+
+    def writer() -> None:  # blocks in open() until a reader opens the FIFO
+        os.close(os.open(fifo, os.O_WRONLY))
+        opened.set()
+
+    threading.Thread(target=writer, daemon=True).start()
+    p = Preparer(NODE, str(cdi_dir), LinkLayout(None), cp, None)
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert finishes(p.sweep) == []
+        assert not opened.wait(0.3), "the sweep opened the FIFO"
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go
+    assert {fifo, directory, device} == set(cdi_dir.iterdir())
+    said = caplog.text
+    for path, what in ((fifo, "a FIFO"), (directory, "a directory"), (device, "a device node")):
+        assert f"{path}: {what}, not a regular file, under a claim spec's name" in said
+
+
+def test_claim_spec_names_of_every_release() -> None:
+    uid = str(uuid.uuid4())
+    assert spec_uid(f"edgefd.io-claim_{uid}.json") == (uid, True)
+    assert spec_uid(f"edgefd.io-{uid}.json") == (uid, False)
+    for other in ("edgefd.io-coral-usb.json", f"edgefd.io-claim_{uid}.json.tmp", f"x-{uid}.json"):
+        assert spec_uid(other) is None
 
 
 def test_prepare_refuses_a_fifo_at_its_spec_path_without_blocking(tmp_path: Path) -> None:

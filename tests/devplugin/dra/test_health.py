@@ -1,9 +1,10 @@
 """DRAResourceHealth over the plugin's real service socket, streamed with the kubelet's own
 generated client (both packages the 1.37 kubelet speaks): the whole pool when the stream
 opens, a change within a second, the reason as the message, a resend while nothing changes
-(the kubelet forgets a device it has not heard of for 30 s), and a stop that does not wait
-for an open stream. The real kubelet reads it in the real-node end-to-end
-(tests/system/checks_health.py)."""
+(the kubelet forgets a device it has not heard of for 30 s), a stop that does not wait
+for an open stream, and a cap on open streams (RESOURCE_EXHAUSTED beyond it) that leaves
+NodePrepareResources its own workers however many are open. The real kubelet reads it in
+the real-node end-to-end (tests/system/checks_health.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from edgefd.devplugin.dra.api import dra_pb2 as dra
+from edgefd.devplugin.dra.api import dra_pb2_grpc as dra_grpc
 from edgefd.devplugin.dra.api import (
     health_pb2,
     health_pb2_grpc,
@@ -26,12 +29,13 @@ from edgefd.devplugin.dra.api import pluginregistration_pb2 as reg
 from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
 from edgefd.devplugin.dra.checkpoint import Checkpoint
 from edgefd.devplugin.dra.claims import Preparer
-from edgefd.devplugin.dra.health import TIMEOUT, HealthBoard, health_of
+from edgefd.devplugin.dra.health import MAX_STREAMS, TIMEOUT, HealthBoard, health_of
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
 from edgefd.devplugin.links import LinkLayout
-from tests.devplugin.devices import NODE, apex, coral
+from tests.devplugin.devices import CORAL, NODE, apex, coral, table
 from tests.devplugin.dra.fakeapi import Claims
 from tests.devplugin.kubelet import channel
+from tests.helpers import wait_until
 
 CORAL_NAME = "coral-usb-2-1"
 APEX_NAME = "coral-pcie-0000-02-00-0"
@@ -42,17 +46,22 @@ def devices(**coral_kw):
     return {c.name: c, a.name: a}
 
 
+CLAIMS = Claims()
+
+
 @pytest.fixture
 def plugin(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, HealthBoard]]:
     board = HealthBoard(NODE, heartbeat=0.5)
     board.update(devices())
     preparer = Preparer(
-        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
+        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), CLAIMS
     )
+    preparer.update(table((coral(), CORAL)))
     kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
     try:
         yield kp, board
     finally:
+        board.close()
         kp.stop()
 
 
@@ -176,6 +185,80 @@ def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:
         assert time.monotonic() - t < 3.0
         got.get(timeout=5)  # the stream ended (cleanly or cancelled), not hanging
         assert board.streams == 0
+
+
+def _open_streams(ch: grpc.Channel, n: int) -> list[tuple[grpc.Future, queue.Queue]]:
+    """`n` NodeWatchResources streams, both packages in turn, each with its reader."""
+    out = []
+    for i in range(n):
+        pb, pb_grpc = (
+            (health_pb2, health_pb2_grpc)
+            if i % 2
+            else (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc)
+        )
+        stream = pb_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+            pb.NodeWatchResourcesRequest(), timeout=60
+        )
+        out.append((stream, _reader(stream)))
+    return out
+
+
+def test_open_streams_up_to_the_cap_never_delay_a_prepare(plugin) -> None:
+    """Every stream the cap allows is open (each holds a worker): NodePrepareResources is
+    still answered at once, as is NodeUnprepareResources."""
+    kp, board = plugin
+    ref = CLAIMS.add("while-watched", [CORAL_NAME])
+    claim = dra.Claim(namespace=ref.namespace, uid=ref.uid, name=ref.name)
+    with channel(kp.service_socket) as ch:
+        streams = _open_streams(ch, MAX_STREAMS)
+        try:
+            for _, got in streams:
+                _, first = got.get(timeout=5)
+                assert first is not None and not isinstance(first, grpc.RpcError)
+            assert board.streams == MAX_STREAMS
+            stub = dra_grpc.DRAPluginStub(ch)
+            t0 = time.monotonic()
+            resp = stub.NodePrepareResources(dra.NodePrepareResourcesRequest(claims=[claim]), 3)
+            took = time.monotonic() - t0
+            assert not resp.claims[ref.uid].error and resp.claims[ref.uid].devices
+            assert took < 1.0, f"NodePrepareResources took {took:.2f} s"
+            un = stub.NodeUnprepareResources(dra.NodeUnprepareResourcesRequest(claims=[claim]), 3)
+            assert not un.claims[ref.uid].error
+            assert board.streams == MAX_STREAMS  # still open, still served
+        finally:
+            for stream, _ in streams:
+                stream.cancel()
+
+
+def test_a_stream_beyond_the_cap_is_refused_and_one_fits_again_once_one_ends(plugin) -> None:
+    kp, board = plugin
+    with channel(kp.service_socket) as ch:
+        streams = _open_streams(ch, MAX_STREAMS)
+        try:
+            for _, got in streams:
+                got.get(timeout=5)
+            for pb, pb_grpc in (
+                (health_pb2, health_pb2_grpc),
+                (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc),
+            ):
+                extra = pb_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+                    pb.NodeWatchResourcesRequest(), timeout=5
+                )
+                with pytest.raises(grpc.RpcError) as refused:
+                    next(iter(extra))
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert f"{MAX_STREAMS} streams are open already" in refused.value.details()
+            assert board.streams == MAX_STREAMS
+            first, _ = streams.pop()
+            first.cancel()
+            wait_until(lambda: board.streams == MAX_STREAMS - 1, 5, 0.02, "a stream to end")
+            streams += _open_streams(ch, 1)
+            _, resp = streams[-1][1].get(timeout=5)
+            assert resp is not None and not isinstance(resp, grpc.RpcError)
+        finally:
+            for stream, _ in streams:
+                stream.cancel()
+    wait_until(lambda: board.streams == 0, 5, 0.02, "every stream to end")
 
 
 def test_board_changes_only_on_a_change() -> None:

@@ -2,8 +2,9 @@
 node's slices of our driver selected by field (what the list-watch, RBAC and the admission
 policy see), a replace guarded by the body's resourceVersion, a delete with its
 precondition, and the claim status written by server-side apply under our field manager,
-forced, with `status.devices` only. The API server's answers to them are tested against the
-real one in tests/k8s/test_dra_apiserver.py and test_dra_claim_status.py."""
+forced, with `status.devices` only; claims read by a twin client on a rate limiter of its
+own (never queued behind the publisher's requests). The API server's answers to them are
+tested against the real one in tests/k8s/test_dra_apiserver.py and test_dra_claim_status.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from edgefd.devplugin.dra.kubeapi import SLICES, DraApi
+from edgefd.devplugin.dra.kubeapi import CLAIM_BURST, CLAIM_QPS, SLICES, DraApi
+from edgefd.kube.client import connect
+from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 
 class Recorded(DraApi):
@@ -83,3 +86,21 @@ def test_claim_status_is_applied_server_side_as_ours() -> None:
         ("GET", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1"),
         ("GET", "/api/v1/nodes/edge-1"),
     ]
+
+
+def test_claims_are_read_by_a_twin_on_a_limiter_of_its_own(tmp_path) -> None:
+    """The publisher's client keeps its own rate; the claim reader is a DraApi on the same
+    server with the kubelet's default rate (50/s, bursts of 100), its tokens its own."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    api = connect(str(kubeconfig), 1.0, client_class=DraApi)
+    reader = api.claim_reader()
+    assert isinstance(reader, DraApi) and reader.limiter is not api.limiter
+    assert (reader.limiter.qps, reader.limiter.burst) == (CLAIM_QPS, CLAIM_BURST)
+    assert (api.limiter.qps, api.limiter.burst) == (DEFAULT_QPS, DEFAULT_BURST)
+    assert CLAIM_QPS >= 10 * DEFAULT_QPS

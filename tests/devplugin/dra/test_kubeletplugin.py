@@ -154,6 +154,30 @@ def test_prepare_and_unprepare(served, kubelet_dir: Path) -> None:
     assert calls == [("prepare", True), ("prepare", False), ("unprepare", True)]
 
 
+def test_a_device_still_prepared_for_another_claim_is_that_claims_retryable_error(
+    served,
+) -> None:
+    """After a force-delete the kubelet prepares the next claim before unpreparing the old
+    one (kubernetes#141471): B's entry names A and is retried; once A is unprepared, B's
+    retry prepares."""
+    kp, claims, _ = served
+    a = claims.add("a", ["coral-usb-2-1"])
+    b = claims.add("b", ["coral-usb-2-1"])
+
+    def req(c, cls=dra.NodePrepareResourcesRequest):
+        return cls(claims=[dra.Claim(namespace=c.namespace, uid=c.uid, name=c.name)])
+
+    with channel(kp.service_socket) as ch:
+        stub = dra_grpc.DRAPluginStub(ch)
+        assert not stub.NodePrepareResources(req(a), timeout=5).claims[a.uid].error
+        refused = stub.NodePrepareResources(req(b), timeout=5).claims[b.uid]
+        assert "coral-usb-2-1 is still prepared for claim default/a" in refused.error
+        assert a.uid in refused.error and not refused.devices
+        stub.NodeUnprepareResources(req(a, dra.NodeUnprepareResourcesRequest), timeout=5)
+        [dev] = stub.NodePrepareResources(req(b), timeout=5).claims[b.uid].devices
+        assert dev.device_name == "coral-usb-2-1"
+
+
 def test_a_deleted_socket_is_served_afresh(served) -> None:
     kp, _, _ = served
     with channel(kp.registration_socket) as ch:

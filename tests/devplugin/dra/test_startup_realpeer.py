@@ -2,14 +2,16 @@
 not what it wrote. Absurd last-seen times still publish the slice. A FIFO (or a symlink to
 /dev/zero, a huge file) at the checkpoint, at the inventory's state file, at a `.known.json`,
 at claim-named files in `--cdi-dir`, never blocks start-up (the slices are published, every
-such file is left alone or moved aside); SIGTERM at any point of start-up ends the process,
-exit 0, within a bounded time."""
+such file is left alone or moved aside); a FIFO, a directory or a device node under either
+release's claim spec name is never opened, and the plugin registers; SIGTERM at any point
+of start-up ends the process, exit 0, within a bounded time."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -73,6 +75,46 @@ def test_state_that_is_not_a_regular_file_never_blocks_start_up(
     t0 = time.monotonic()
     assert p.stop(timeout=STOP_S) == 0
     assert time.monotonic() - t0 < STOP_S
+
+
+def test_junk_under_claim_spec_names_is_left_alone_and_the_plugin_registers(
+    api: Api, node: str, plugins: list, tmp_path: Path
+) -> None:
+    """Issue 30 item 9: a FIFO under the old name (`edgefd.io-<UID>.json`) of a claim the
+    checkpoint holds, a directory and a device node under both names: a warning each, none
+    opened or removed, the slices published, the registration socket served."""
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    work = Path(tempfile.mkdtemp(prefix="dra-"))
+    plugin = work / "kubelet" / "plugins" / "edgefd.io"
+    plugin.mkdir(parents=True)
+    uid = str(uuid.uuid4())
+    held = {"uid": uid, "namespace": "default", "name": "c", "devices": []}
+    (plugin / "checkpoint.json").write_text(
+        json.dumps({"version": 1, "node": node, "claims": [held]})
+    )
+    cdi = work / "cdi"
+    cdi.mkdir()
+    fifo = cdi / f"edgefd.io-{uid}.json"
+    os.mkfifo(fifo)
+    junk = [fifo]
+    for prefix in ("edgefd.io-", "edgefd.io-claim_"):
+        (cdi / f"{prefix}{uuid.uuid4()}.json").mkdir()
+        device = cdi / f"{prefix}{uuid.uuid4()}.json"
+        os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        junk += [cdi / f"{prefix}{uuid.uuid4()}.json", device]
+    p = start(plugins, api, host, node, work=work)
+    assert "coral-usb-2-1" in api.devices(node)
+    wait_until(
+        lambda: list((work / "kubelet" / "plugins_registry").glob("edgefd.io-reg-*.sock")),
+        10,
+        0.05,
+        "the registration socket",
+    )
+    log = p.stderr()
+    assert f"{fifo}: a FIFO, not a regular file, under a claim spec's name" in log
+    assert log.count("not a regular file, under a claim spec's name") == 5
+    assert len(list(cdi.glob("edgefd.io-*.json"))) == 5 and "Traceback" not in log
+    assert p.stop(timeout=STOP_S) == 0
 
 
 def test_sigterm_while_start_up_is_blocked_ends_it(

@@ -9,11 +9,22 @@ records the claim in the checkpoint. It is idempotent: a claim already prepared 
 answer without asking the API server. Unprepare removes the spec and the record; an unknown
 claim is already unprepared.
 
+Every device this driver publishes is exclusive, and the checkpoint knows which claim holds
+each: a claim allocated a device still prepared for another claim is refused (its own entry's
+error, which the kubelet retries) until that claim is unprepared. The kubelet does ask for
+that: after a pod is force-deleted it prepares the device for the next pod's claim about two
+seconds before it unprepares the old one (kubernetes#141471), and two containers would hold
+one device.
+
 The UID the kubelet sends names a file in a CDI directory the device plugin may share
 (`--api both`), so both calls refuse anything but a Kubernetes UID (a lower-case RFC 4122
 UUID, what the API server assigns): `coral-usb` must never name `edgefd.io-coral-usb.json`.
-Releases before this one named claim specs `edgefd.io-<UID>.json`; the start-up sweep
-removes those (their claims' specs are written under the new name first).
+Claim specs have had two names: `edgefd.io-<UID>.json` (the first DRA releases) and
+`edgefd.io-claim_<UID>.json` (since); the start-up sweep removes the old ones (their claims'
+specs are written under the new name first) and orphaned new ones. The CDI directory is the
+host's and shared, so a file under either name may be anything: the sweep looks with lstat
+and never opens what is not a regular file (opening a FIFO or a device node can block, or
+act: a watchdog starts on open), nor removes it; it says so, and start-up goes on.
 
 A prepared claim's spec is rewritten whenever one of its devices moves (cdi.py says why),
 including after a plugin restart (the checkpoint says which claims).
@@ -23,7 +34,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
-from edgefd.core.regular import Refused, read_regular
+from edgefd.core.regular import Refused, kind_of, read_regular
 
 from .. import cdi
 from ..links import LinkLayout
@@ -50,6 +63,20 @@ def checked_uid(uid: str) -> str:
         shown = uid[:64].encode("unicode_escape").decode()
         raise PrepareError(f"claim UID {shown!r} is not a Kubernetes UID; refused")
     return uid
+
+
+# every name a claim's spec has had, newest first: (prefix before the UID, current)
+SPEC_NAMES = ((f"{cdi.VENDOR}-{cdi.CLAIM_SPEC_INFIX}", True), (f"{cdi.VENDOR}-", False))
+
+
+def spec_uid(name: str) -> tuple[str, bool] | None:
+    """(UID, whether the name is the current one) of a file named as a claim's spec by any
+    release; None for any other name."""
+    for prefix, current in SPEC_NAMES:
+        uid = name.removeprefix(prefix).removesuffix(".json")
+        if name.startswith(prefix) and name.endswith(".json") and _UID.match(uid):
+            return uid, current
+    return None
 
 
 def _kind(path: Path) -> Any:
@@ -73,6 +100,10 @@ class ClaimRef:
 
 class PrepareError(EdgefdError):
     """One claim cannot be prepared now; the kubelet retries."""
+
+
+class StillPrepared(PrepareError):
+    """The claim's device is still prepared for another claim (retried until unprepared)."""
 
 
 class Preparer:
@@ -125,21 +156,54 @@ class Preparer:
 
     def sweep(self) -> list[Path]:
         """Remove claim specs the checkpoint does not know (a crash between writing the spec
-        and the checkpoint). Only files of our claim kind, named after a UID."""
+        and the checkpoint), and every spec under an old name. Only regular files of our
+        claim kind are removed; anything else under such a name is left alone, with a
+        warning; nothing here stops start-up."""
         removed = []
         with self._lock:
             known = set(self.checkpoint.claims)
-            for path in sorted(Path(self.cdi_dir).glob(f"{cdi.VENDOR}-*.json")):
-                uid = path.stem.removeprefix(f"{cdi.VENDOR}-")
-                legacy = _UID.match(uid) is not None  # an earlier release's name: always
-                uid = uid.removeprefix(cdi.CLAIM_SPEC_INFIX)
-                if not _UID.match(uid) or (uid in known and not legacy):
+            try:
+                names = sorted(os.listdir(self.cdi_dir))
+            except FileNotFoundError:
+                names = []
+            except OSError as e:
+                log.warning("%s cannot be listed (%s): claim specs not swept", self.cdi_dir, e)
+                names = []
+            for name in names:
+                found = spec_uid(name)
+                if found is None or (found[1] and found[0] in known):
                     continue
-                if _kind(path) == cdi.CLAIM_KIND and cdi.remove(path):
+                path = Path(self.cdi_dir) / name
+                if self._sweep_one(path):
                     removed.append(path)
         for path in removed:
             log.info("removed %s: no prepared claim has it", path)
         return removed
+
+    @staticmethod
+    def _sweep_one(path: Path) -> bool:
+        """Remove one claim-named file if it is a regular file of our claim kind."""
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            log.warning("%s: %s; left alone", path, e.strerror or e)
+            return False
+        if not stat.S_ISREG(mode):
+            log.warning(
+                "%s: %s, not a regular file, under a claim spec's name; left alone (not opened)",
+                path,
+                kind_of(mode),
+            )
+            return False
+        if _kind(path) != cdi.CLAIM_KIND:
+            return False
+        try:
+            return cdi.remove(path)
+        except OSError as e:
+            log.warning("%s cannot be removed (%s); left alone", path, e.strerror or e)
+            return False
 
     # -- Prepare / Unprepare
 
@@ -169,6 +233,7 @@ class Preparer:
             devices = []
             for r in mine:
                 devices.append(self._device(ref, r))
+            self._refuse_held(ref, devices)
             prepared = PreparedClaim(ref.uid, ref.namespace, ref.name, tuple(devices))
             self._write_spec(prepared)
             self.checkpoint.put(prepared)
@@ -200,6 +265,19 @@ class Preparer:
             resource=entry.resource.name,
             cdi_ids=(cdi_id,),
         )
+
+    def _refuse_held(self, ref: ClaimRef, devices: list[PreparedDevice]) -> None:
+        """StillPrepared if another prepared claim holds one of `devices` (under the lock)."""
+        wanted = {(d.pool, d.device) for d in devices}
+        for other in self.checkpoint.claims.values():
+            if other.uid == ref.uid:
+                continue
+            held = sorted(d.device for d in other.devices if (d.pool, d.device) in wanted)
+            if held:
+                raise StillPrepared(
+                    f"device {held[0]} is still prepared for claim {other.namespace}/"
+                    f"{other.name} (UID {other.uid}); retried once that claim is unprepared"
+                )
 
     def unprepare(self, ref: ClaimRef) -> None:
         checked_uid(ref.uid)

@@ -37,7 +37,7 @@ from edgefd.runtime.metrics import Metrics
 from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
-from .claims import Preparer
+from .claims import ClaimSource, Preparer
 from .claimstatus import ClaimStatusWriter
 from .eviction import Eviction, Tainting
 from .health import HealthBoard
@@ -65,13 +65,15 @@ class DraFrontend:
         links: LinkLayout,
         api: Any,  # kubeapi.DraApi: a SliceApi and a ClaimSource
         metrics: Metrics,
+        claims: ClaimSource | None = None,  # what reads claims (else `api`): claim_reader
     ) -> None:
         self.opts = opts
         self.config = config
         self.metrics = DraMetrics(metrics)
         self.checkpoint = Checkpoint(KubeletPlugin.plugin_dir_of(opts.kubelet_dir), opts.node)
         self.checkpoint.load()
-        self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, api)
+        reader = claims if claims is not None else api
+        self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, reader)
         self.publisher = SlicePublisher(api, opts.node, self.metrics, opts.watch_seconds)
         self.health = HealthBoard(opts.node)
         self.claim_status = ClaimStatusWriter(api, on_write=self.metrics.status_written)

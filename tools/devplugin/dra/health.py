@@ -12,6 +12,13 @@ Every device of the pool is reported, not only the prepared ones: a claim prepar
 after a change then already has its device's health, and the kubelet keeps only what its pods
 use. Both proto packages the 1.37 kubelet speaks are served (it takes `v1` when offered, older
 kubelets `v1alpha1`): the messages are the same, field for field.
+
+An open stream holds one of the server's workers for its whole life (the kubelet keeps one
+open; a lingering one across its restart, a debugging client, add to it). So the streams of
+both packages together are capped at MAX_STREAMS (..streamcap: RESOURCE_EXHAUSTED beyond it),
+and the kubelet plugin's server has that many workers on top of the ones NodePrepareResources
+and NodeUnprepareResources need (kubeletplugin.py): however many streams are open, a claim is
+never prepared late for want of a worker.
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ import grpc
 
 from edgefd.inventory.device import Device
 
+from ..streamcap import REFUSED, StreamCap
 from .api import health_pb2, health_pb2_grpc, health_v1alpha1_pb2, health_v1alpha1_pb2_grpc
 
 HEARTBEAT = 10.0  # seconds between full reports when nothing changes
 TIMEOUT = 30  # seconds the kubelet trusts a report (its own default, said explicitly)
 MAX_MESSAGE = 1024  # the kubelet truncates longer messages
+MAX_STREAMS = 8  # open NodeWatchResources streams, both packages; the kubelet needs one
 
 # "<package>.<service>" as the registration's supported versions name them, newest first
 SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
@@ -57,7 +66,11 @@ class HealthBoard:
         self._since: dict[str, float] = {}  # when each device's health last changed
         self.version = 0
         self.closed = False
-        self.streams = 0
+        self.cap = StreamCap(MAX_STREAMS, "DRAResourceHealth: NodeWatchResources")
+
+    @property
+    def streams(self) -> int:
+        return self.cap.open
 
     def update(self, devices: Mapping[str, Device]) -> bool:
         """The devices of the latest snapshot, by name; True when any health changed."""
@@ -121,11 +134,12 @@ class HealthBoard:
     def stream(self, pb: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """What one NodeWatchResources call yields until the kubelet hangs up or we stop. A
         call that ends (the kubelet gone, the server stopping) wakes its wait at once, so a
-        stopping server never waits out a heartbeat for its worker."""
+        stopping server never waits out a heartbeat for its worker. Beyond the cap the call
+        is refused before it waits at all."""
+        if not self.cap.enter():
+            context.abort(REFUSED, self.cap.refusal)
         done = threading.Event()
         context.add_callback(lambda: self._wake(done))
-        with self._cond:
-            self.streams += 1
         try:
             seen = -1
             while not (self.closed or done.is_set()) and context.is_active():
@@ -134,8 +148,7 @@ class HealthBoard:
                     return
                 yield self.report(pb, health)
         finally:
-            with self._cond:
-                self.streams -= 1
+            self.cap.leave()
 
 
 def add_to_server(board: HealthBoard, server: grpc.Server) -> None:

@@ -1,7 +1,14 @@
 """The resource.k8s.io/v1 calls the DRA mode makes, on the shared client (edgefd.kube):
 ResourceSlices of this node (the query edgefd.kube.listwatch lists and watches them by, and
 create, replace, delete), reading a ResourceClaim, and reading its own Node (the slices'
-owner). Plain JSON, no typed models (see edgefd.kube.client)."""
+owner). Plain JSON, no typed models (see edgefd.kube.client).
+
+Claims are read on the kubelet's path (NodePrepareResources waits for the read), so they are
+read by a client of their own (`claim_reader`) with a rate of its own: on the publisher's
+(DEFAULT_QPS, 5 a second) a node starting many pods queued each read behind the others and
+behind the slice writes (500 claims took 98 s), and the reads took the publisher's tokens.
+Their rate is the kubelet's own default client rate: the kubelet asks for no more
+preparations than its own budget lets it start pods, so this one never binds before it."""
 
 from __future__ import annotations
 
@@ -10,13 +17,20 @@ from typing import Any
 from urllib.parse import urlencode
 
 from edgefd.kube.client import Client, quote
+from edgefd.kube.ratelimit import RateLimiter
 
 GROUP_VERSION = "resource.k8s.io/v1"
 SLICES = f"/apis/{GROUP_VERSION}/resourceslices"
 USER_AGENT = "edgefd-devplugin"
+CLAIM_QPS = 50.0  # claim reads a second (the kubelet's default --kube-api-qps)
+CLAIM_BURST = 100  # ... at once (its --kube-api-burst)
 
 
 class DraApi(Client):
+    def claim_reader(self) -> DraApi:
+        """This client's twin for reading claims, on a rate limiter of its own (see above)."""
+        return self.with_limiter(RateLimiter(CLAIM_QPS, CLAIM_BURST))
+
     @staticmethod
     def slices_query(node: str, driver: str) -> tuple[str, str]:
         """(resource, collection path with its selector) of this node's slices of `driver`:

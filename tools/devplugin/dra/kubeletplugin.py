@@ -16,9 +16,11 @@ backoff, so a new socket under the same name is found seconds late and then regi
 (the kubelet sees a newer file and registers again). A new name is a new plugin to the kubelet:
 registered within its next reconcile (1 s).
 
-Both services are unary; NodePrepareResources reads claims from the API server, so each
-server has a small pool of workers and a claim's failure is reported in its own entry (the
-kubelet retries those) rather than failing the call.
+NodePrepareResources reads claims from the API server, so the service has a small pool of
+workers and a claim's failure is reported in its own entry (the kubelet retries those)
+rather than failing the call. The health streams beside it each hold a worker for as long as
+they are open, so the pool is their cap (health.MAX_STREAMS) plus PREPARE_WORKERS: with
+every stream the cap allows open, preparation still has workers of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .api import pluginregistration_pb2 as reg
 from .api import pluginregistration_pb2_grpc as reg_grpc
 from .checkpoint import PreparedDevice
 from .claims import ClaimRef, Preparer
+from .health import MAX_STREAMS as MAX_HEALTH_STREAMS
 from .health import SERVICES as HEALTH_SERVICES
 from .health import HealthBoard
 from .health import add_to_server as add_health
@@ -57,6 +60,7 @@ REGISTRY_SUBDIR = "plugins_registry"
 PLUGINS_SUBDIR = "plugins"
 SERVICE_SOCKET = "dra.sock"
 REGISTRATION_PREFIX = f"{DRIVER}-reg"  # earlier releases: edgefd.io-reg.sock
+PREPARE_WORKERS = 4  # the service's workers for unary calls, whatever streams are open
 
 
 def registration_socket_name() -> str:
@@ -247,8 +251,9 @@ class KubeletPlugin:
             if health is not None:
                 add_health(health, server)
 
-        # a health stream holds a worker for as long as it is open: two beyond the four
-        return SocketServer(self.service_socket, add, 6 if health is not None else 4).start()
+        # a health stream holds a worker for as long as it is open: the cap's worth on top
+        workers = PREPARE_WORKERS + (MAX_HEALTH_STREAMS if health is not None else 0)
+        return SocketServer(self.service_socket, add, workers).start()
 
     def _serve_registration(self) -> SocketServer:
         versions = (SERVICE_VERSION, *(HEALTH_SERVICES if self.health is not None else ()))

@@ -9,9 +9,10 @@ on one asyncio loop shared by all resources (one thread, `_Loop`): an open strea
 coroutine parked on an asyncio.Event, costing a few kilobytes and no thread, and unary calls
 run on the same loop between wake-ups. Nothing a handler does blocks (each answer is a pure
 function of the advertised snapshot), so nothing can hold the loop. Open streams are still
-capped (MAX_STREAMS per server, refused beyond with RESOURCE_EXHAUSTED) so a client looping
-on ListAndWatch cannot grow memory without bound; the kubelet's own stream comes first on a
-fresh server (one per registration), so the cap never stands in its way.
+capped (MAX_STREAMS per server, refused beyond with RESOURCE_EXHAUSTED; the cap is
+..streamcap, the DRA health streams' too) so a client looping on ListAndWatch cannot grow
+memory without bound; the kubelet's own stream comes first on a fresh server (one per
+registration), so the cap never stands in its way.
 
 A `ResourceState` holds what the resource advertises and outlives servers: the plugin stops
 the server and starts a fresh one on every re-registration (an open ListAndWatch stream from
@@ -39,6 +40,7 @@ from edgefd.runtime.files import FileIdentity, file_identity
 from ..api import deviceplugin_pb2 as pb
 from ..api import deviceplugin_pb2_grpc as pb_grpc
 from ..links import LinkLayout
+from ..streamcap import REFUSED, StreamCap
 from .advertised import Advertised
 from .allocate import UnknownDevice, container_response, preferred, resolve
 
@@ -179,7 +181,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self.state = state
         self.loop = loop
         self.stopped = False
-        self.streams = 0
+        self.cap = StreamCap(MAX_STREAMS, f"{state.resource.name}: ListAndWatch")
         self._changed = asyncio.Event()
         state.subscribe(self._notify)
 
@@ -212,17 +214,8 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self, request: pb.Empty, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ListAndWatchResponse]:
         state = self.state
-        if self.streams >= MAX_STREAMS:
-            log.warning(
-                "%s: refusing a ListAndWatch stream: %d are open already",
-                state.resource.name,
-                self.streams,
-            )
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{state.resource.name}: {MAX_STREAMS} ListAndWatch streams are open already",
-            )
-        self.streams += 1
+        if not self.cap.enter():
+            await context.abort(REFUSED, self.cap.refusal)
         seen = -1
         try:
             while not self.stopped:
@@ -235,7 +228,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 log.debug("%s: sending %d device(s)", state.resource.name, len(adv.list_entries))
                 yield list_response(adv)
         finally:
-            self.streams -= 1
+            self.cap.leave()
 
     async def GetPreferredAllocation(
         self, request: pb.PreferredAllocationRequest, context: grpc.aio.ServicerContext
@@ -323,7 +316,7 @@ class PluginServer:
 
     @property
     def streams(self) -> int:
-        return self.servicer.streams if self.servicer is not None else 0
+        return self.servicer.cap.open if self.servicer is not None else 0
 
     def stop(self, remove_socket: bool = True) -> None:
         """End every stream, stop serving and (if ours) remove the socket."""
