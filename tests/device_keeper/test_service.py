@@ -201,7 +201,7 @@ def test_a_path_hard_linked_to_dev_full_does_not_choose_the_revoke(
 
 
 def test_grants_are_remembered_across_a_restart_and_a_removed_path(
-    v2_cgroup, runc_filter, standin, tmp_path
+    v2_cgroup, runc_filter, standin, tmp_path, caplog
 ):
     """Issue 30 item 6: the keeper grants 189:5, restarts; the device moves to 189:6 while it
     is away and the container removed its path: the next process still revokes the runtime's
@@ -215,6 +215,12 @@ def test_grants_are_remembered_across_a_restart_and_a_removed_path(
     )
     first.handle(MOVE)
     assert state.is_file()
+    again = Keeper(
+        Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
+    )
+    with caplog.at_level(logging.WARNING, logger="device-keeper"):
+        [same] = [d for d in again.handle(Move(CORAL, None, NEW)) if d.container]
+    assert same.node == "unchanged" and "a move missed" not in caplog.text  # nothing missed
     os.unlink(_path(p))
     later = Keeper(
         Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
@@ -262,3 +268,21 @@ def test_a_pid_reused_between_the_check_and_the_write_is_not_written_into(
     [done] = [d for d in keeper.handle(MOVE) if d.container]
     assert done.node.startswith("skipped:") and "pid reused" in done.node
     assert os.stat(_path(p)).st_rdev == os.makedev(189, 4)
+
+
+def test_a_node_the_container_holds_at_another_path_is_not_revoked(v2_cgroup, runc_filter, standin):
+    """Two Corals in one container: the second was given the first's boot minor 189:4 when it
+    re-enumerated; the first moving on revokes its own 189:5, not 189:4 (the second's now)."""
+    from edgefd.device_keeper.ledger import Ledger
+
+    _, runtime = _holder(v2_cgroup, runc_filter, standin)
+    second = "/dev/edgefd/coral-usb-1-1-4"
+    ledger = Ledger(None)
+    ledger.record("c0ffee", f"/{v2_cgroup.name}", second, DeviceNumber("c", 189, 4))
+    ledger.record("c0ffee", f"/{v2_cgroup.name}", PATH, NEW)
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=ledger)
+    keeper.handle(Move(CORAL, NEW, DeviceNumber("c", 189, 7)))
+    nodes = [("c", 189, m, "r") for m in (4, 5, 7)]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
+        zip(nodes, [True, False, True], strict=True)
+    )

@@ -122,6 +122,11 @@ class Ledger:
         entry = self.entries.get(container)
         return set(entry.paths.get(path, ())) if entry is not None else set()
 
+    def latest(self, container: str) -> dict[str, DeviceNumber]:
+        """Per path, the last number the keeper allowed there in `container`."""
+        entry = self.entries.get(container)
+        return {p: ns[-1] for p, ns in entry.paths.items() if ns} if entry is not None else {}
+
     def record(self, container: str, cgroup: str, path: str, number: DeviceNumber) -> None:
         """`number` was allowed at `path` in `container` (saved at once: a crash right after a
         grant must not forget it)."""

@@ -143,19 +143,10 @@ class Keeper:
         if move.old is not None:
             revoke.add(move.old)
         revoke.discard(move.new)
-        if move.old is None:
-            if not revoke:
-                done.node = "current"
-                return done
-            log.warning(
-                "%s (container %s): %s was given %s, not the device's %s: a move missed "
-                "while the keeper was not running",
-                c.holder,
-                c.id[:12],
-                path,
-                ", ".join(str(n) for n in sorted(revoke)),
-                move.new,
-            )
+        revoke -= self._held_elsewhere(c, path)
+        if move.old is None and not revoke:
+            done.node = "current"
+            return done
         if c.systemd:
             self.metrics.refused.labels("systemd").inc()
             done.refused = "systemd cgroup driver"
@@ -167,6 +158,7 @@ class Keeper:
                 move.new,
             )
             return done
+        changed = False
         for d in c.cgroup_dirs(self.cgroup_fs):
             try:
                 res = grant(d, {move.new: move.access}, revoke, dry_run=self.dry_run)
@@ -176,6 +168,7 @@ class Keeper:
                 self._not_granted(c, done, e)
                 continue
             done.cgroups.append(f"{res.version}:{d}")
+            changed = changed or res.changed
             if res.applied:
                 self.metrics.grants.labels(res.version).inc()
                 self.metrics.revokes.labels(res.version).inc()
@@ -194,10 +187,27 @@ class Keeper:
         if not done.cgroups:
             done.node = "skipped: no grant"
             return done
+        if move.old is None and changed:
+            log.warning(
+                "%s (container %s): %s was given %s, not the device's %s: a move missed "
+                "while the keeper was not running",
+                c.holder,
+                c.id[:12],
+                path,
+                ", ".join(str(n) for n in sorted(revoke)),
+                move.new,
+            )
         if not self.dry_run:
             self.ledger.record(c.id, c.cgroups_path, path, move.new)
         done.node = self._node(move, c, revoke)
         return done
+
+    def _held_elsewhere(self, c: Container, path: str) -> set[DeviceNumber]:
+        """The nodes the keeper last granted the container at its other paths: never revoked
+        for this path's move (the kernel may have numbered another device the container holds
+        with this one's boot minor). The runtime's nodes at other paths are not kept so: one
+        may be this device's own (a resource without the bus mount puts it at its host path)."""
+        return {n for p, n in self.ledger.latest(c.id).items() if p != path}
 
     def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
         """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
