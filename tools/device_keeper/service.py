@@ -244,6 +244,8 @@ class Keeper:
         try:
             names = nodes.current(c.pid, move.container_path, proc=self.proc, check=check)
             old = names if names in revoke else move.old
+            if old is None and revoke:  # a catch-up: the node the path should name, said
+                old = min(revoke)
             r = nodes.replace(
                 c.pid, move.container_path, move.new, old, proc=self.proc, check=check
             )
