@@ -88,6 +88,19 @@ def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
     }
 
 
+def test_serve_starts_on_a_broken_state_file(tmp_path):
+    """The ledger of grants is the keeper's own file on the host: a broken one is a warning
+    and an empty memory, never a failed start (`--state-dir`)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "granted.json").write_text("{broken")
+    r = _run(
+        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "",
+        "--state-dir", str(tmp_path / "state"), input="",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "granted.json: not read" in r.stderr and "starting with no earlier grants" in r.stderr
+
+
 def test_follow_needs_an_events_file():
     r = _run("serve", "--follow", "--listen", "")
     assert r.returncode == 2 and "--follow follows an --events file" in r.stderr

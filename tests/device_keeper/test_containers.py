@@ -58,6 +58,10 @@ def test_runtime_finds_the_running_container_by_the_kubelet_labels(serve):
         {},
         {"info": json.dumps({"pid": 0, "runtimeSpec": {"linux": {"cgroupsPath": "/a"}}})},
         {"info": json.dumps({"pid": 7})},
+        {"info": json.dumps({"pid": 7, "runtimeSpec": 1})},
+        {"info": json.dumps({"pid": "7", "runtimeSpec": {"linux": {"cgroupsPath": "/a"}}})},
+        {"info": "[1]"},
+        {"info": "[" * 100000},
     ],
 )
 def test_info_without_pid_or_cgroup_path_is_refused(info):
@@ -83,3 +87,79 @@ def test_systemd_driver_and_cgroup_dirs(tmp_path):
         str(tmp_path / "devices/kubepods/besteffort/pod1/x"),
         str(tmp_path / "unified/kubepods/besteffort/pod1/x"),
     ]
+
+
+def test_the_nodes_the_runtime_made_come_from_its_spec():
+    """containerd's and CRI-O's info both carry the OCI spec: linux.devices are the nodes made
+    at creation (a DeviceSpec's or CDI's), at their container paths."""
+    from edgefd.device_keeper.containers import parse_devices
+    from edgefd.device_keeper.rules import DeviceNumber
+
+    devices = [
+        {"path": "/dev/edgefd/coral-usb-1-1-3", "type": "c", "major": 189, "minor": 4,
+         "fileMode": 8630, "uid": 0, "gid": 0},
+        {"path": "/dev/edgefd/x", "type": "u", "major": 10, "minor": 200},
+        {"path": "/dev/sda", "type": "b", "major": 8, "minor": 0},
+        {"path": "/dev/p", "type": "p"},  # a FIFO: no number
+        {"path": "/dev/bad", "type": "c", "major": "189", "minor": 4},
+        {"path": "/dev/huge", "type": "c", "major": 1 << 40, "minor": 4},
+        "not an object",
+    ]  # fmt: skip
+    info = {"info": json.dumps({"pid": 9, "runtimeSpec": {"linux": {"devices": devices}}})}
+    got = parse_devices(info)
+    assert got == (
+        ("/dev/edgefd/coral-usb-1-1-3", DeviceNumber("c", 189, 4)),
+        ("/dev/edgefd/x", DeviceNumber("c", 10, 200)),
+        ("/dev/sda", DeviceNumber("b", 8, 0)),
+    )
+    c = Container(Holder("ns", "p", "c", "dra"), "x", 9, "/a", got)
+    assert c.spec_numbers("/dev/edgefd/coral-usb-1-1-3") == {DeviceNumber("c", 189, 4)}
+    for bad in ({}, {"info": "{"}, {"info": "[]"}, {"info": json.dumps({"runtimeSpec": 1})}):
+        assert parse_devices(bad) == ()
+
+
+def test_runtime_passes_the_spec_devices_on(serve):
+    class WithDevices(FakeRuntime):
+        def ContainerStatus(self, request, context):
+            doc = json.loads(_info(4242, "/kubepods/pod1/abc")["info"])
+            doc["runtimeSpec"]["linux"]["devices"] = [
+                {"path": "/dev/edgefd/n", "type": "c", "major": 189, "minor": 4}
+            ]
+            return cri.ContainerStatusResponse(info={"info": json.dumps(doc)})
+
+    sock = serve(cri_rpc.add_RuntimeServiceServicer_to_server, WithDevices())
+    [found] = Runtime(sock).containers(Holder("ns", "detector", "app", "device-plugin"))
+    assert [p for p, _ in found.devices] == ["/dev/edgefd/n"]
+
+
+def test_a_pid_is_the_container_s_only_in_its_cgroup_and_while_it_lives(tmp_path):
+    """The pid's own /proc/<pid>/cgroup, relative to the reader's namespace (`..`), names the
+    container's cgroup or one under it; its start time is what identify saw."""
+    import os
+
+    from edgefd.device_keeper.containers import NotThisContainer, process_start
+
+    h = Holder("ns", "p", "c", "dra")
+    proc = tmp_path / "proc"
+    (proc / "7").mkdir(parents=True)
+    stat = "7 (a) b) S" + " 1" * 18 + " 4242 0 0\n"  # field 22: the start time
+    (proc / "7" / "stat").write_text(stat)
+    assert process_start(str(proc), 7) == 4242
+    cgroup = proc / "7" / "cgroup"
+    cgroup.write_text("12:devices:/x\n0::/../../besteffort/pod1/abc/sub\n")
+    c = Container(h, "abc", 7, "/kubepods/besteffort/pod1/abc")
+    assert c.identify(str(proc)) == 4242
+    c.same(str(proc), 4242)
+    with pytest.raises(NotThisContainer, match="pid reused"):
+        c.same(str(proc), 4243)
+    cgroup.write_text("0::/kubepods/besteffort/pod2/abc\n")
+    with pytest.raises(NotThisContainer, match="not in the container's cgroup"):
+        c.identify(str(proc))
+    with pytest.raises(NotThisContainer, match="gone"):
+        Container(h, "abc", 8, "/a").identify(str(proc))
+    from pathlib import Path
+
+    mine = Path("/proc/self/cgroup").read_text().split("::")[-1].strip()
+    me = Container(h, "me", os.getpid(), mine)
+    if me.cgroups_path != "/":  # the real one, where this process is not in the root cgroup
+        assert me.identify("/proc") == process_start("/proc", os.getpid())

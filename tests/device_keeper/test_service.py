@@ -43,15 +43,22 @@ class Runtime:
         return [] if c is None else [Container(holder, *c)]
 
 
+def _spec(node):
+    """The runtime spec's linux.devices of a container given `node` ("189:4") at PATH."""
+    major, minor = (int(x) for x in node.split(":"))
+    return ((PATH, DeviceNumber("c", major, minor)),)
+
+
 def _two_pods(v2_cgroups, runc_filter, standin, *pods):
     """For each (pod, node its path names, runc rules or None: the holder's): a fresh v2
-    cgroup with runc's filter and a stand-in container in it; and the runtime finding them."""
+    cgroup with runc's filter and a stand-in container in it; and the runtime finding them
+    (its spec: that node at the path)."""
     made, by_pod = [], {}
     for (pod, node, rules), cid in zip(pods, ("c0ffee", "decaf"), strict=True):
         cg = v2_cgroups()
         runc_filter(cg, rules) if rules is not None else runc_filter(cg)
         p = standin("coral-usb-1-1-3", node, cgroups=[cg])
-        by_pod[pod] = (cid, p.pid, f"/{cg.name}")
+        by_pod[pod] = (cid, p.pid, f"/{cg.name}", _spec(node))
         made.append((cg, p))
     return (*made, Runtime(by_pod))
 
@@ -90,7 +97,7 @@ def test_only_the_holder_gets_the_new_node(v2_cgroups, runc_filter, standin, cap
 def test_dry_run_changes_nothing(v2_cgroup, runc_filter, standin):
     runc_filter(v2_cgroup)
     p = standin("coral-usb-1-1-3", "189:4", cgroups=[v2_cgroup])
-    runtime = Runtime({"detector": ("c0ffee", p.pid, f"/{v2_cgroup.name}")})
+    runtime = Runtime({"detector": ("c0ffee", p.pid, f"/{v2_cgroup.name}", _spec("189:4"))})
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), dry_run=True)
     done = keeper.handle(MOVE)
     assert done[0].node == "would name c 189:5"
@@ -132,9 +139,9 @@ def test_holder_listed_but_runtime_unreachable():
 def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
     v2_cgroups, runc_filter, standin, caplog
 ):
-    """The keeper's first look (old None): a holder whose /dev/edgefd/<name> still names the
-    boot node 189:4 missed the move while the keeper was away and gets 189:5 now; a holder
-    whose path already names 189:5 is left exactly as it is (no grant, no revoke)."""
+    """The keeper's first look (old None): a holder the runtime gave the boot node 189:4
+    missed the move while the keeper was away and gets 189:5 now; a holder created with
+    189:5 is left exactly as it is (no grant, no revoke)."""
     (missed_cg, missed), (current_cg, _), runtime = _two_pods(
         v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:5", None)
     )
@@ -153,3 +160,130 @@ def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
     assert metrics.value("edgefd_device_keeper_moves_total") == 0  # a catch-up is no move
     assert metrics.value("edgefd_device_keeper_grants_total", cgroup="v2") == 1
     assert "a move missed while the keeper was not running" in caplog.text
+
+
+NEW = DeviceNumber("c", 189, 5)
+FULL = ("c", 1, 7, "r")
+
+
+def _holder(cg, runc_filter, standin, v1=False):
+    """One holder, given 189:4 by the runtime (spec and runc's rules), in cgroup `cg`."""
+    runc_filter(cg, v1=v1)
+    p = standin("coral-usb-1-1-3", "189:4", cgroups=[cg])
+    return p, Runtime({"detector": ("c0ffee", p.pid, f"/{cg.name}", _spec("189:4"))})
+
+
+def _path(p, name=PATH):
+    return f"/proc/{p.pid}/root{name}"
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_a_path_hard_linked_to_dev_full_does_not_choose_the_revoke(
+    version, v2_cgroups, request, runc_filter, standin, tmp_path
+):
+    """Issue 30 item 1: a root process in the container links /dev/full over its path; the
+    keeper restarts and catches the device up: the boot minor the runtime allowed is revoked
+    (never c 1:7, which the path names), and the path is left alone."""
+    cg = v2_cgroups() if version == "v2" else request.getfixturevalue("v1_devices")
+    p, runtime = _holder(cg, runc_filter, standin, v1=version == "v1")
+    os.mknod(_path(p, "/dev/full"), 0o20666, os.makedev(1, 7))
+    os.unlink(_path(p))
+    os.link(_path(p, "/dev/full"), _path(p))
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    [done] = [d for d in keeper.handle(Move(CORAL, None, NEW)) if d.holder.pod == "detector"]
+    after = probe([str(cg / "cgroup.procs")], [("c", 189, 4, "r"), ("c", 189, 5, "r"), FULL])
+    assert after == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True, FULL: True}
+    assert done.node.startswith("failed:")
+    assert done.node.endswith("names c 1:7, not the old node c 189:4; left alone")
+    assert os.stat(_path(p)).st_rdev == os.makedev(1, 7)
+    if version == "v1":
+        listed = (cg / "devices.list").read_text().split("\n")
+        assert "c 189:5 rw" in listed and not any(x.startswith("c 189:4 ") for x in listed)
+
+
+def test_grants_are_remembered_across_a_restart_and_a_removed_path(
+    v2_cgroup, runc_filter, standin, tmp_path, caplog
+):
+    """Issue 30 item 6: the keeper grants 189:5, restarts; the device moves to 189:6 while it
+    is away and the container removed its path: the next process still revokes the runtime's
+    189:4 and its own earlier 189:5 (its ledger), and makes the path again."""
+    from edgefd.device_keeper.ledger import Ledger
+
+    p, runtime = _holder(v2_cgroup, runc_filter, standin)
+    state = tmp_path / "keeper" / "granted.json"
+    first = Keeper(
+        Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
+    )
+    first.handle(MOVE)
+    assert state.is_file()
+    again = Keeper(
+        Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
+    )
+    with caplog.at_level(logging.WARNING, logger="device-keeper"):
+        [same] = [d for d in again.handle(Move(CORAL, None, NEW)) if d.container]
+    assert same.node == "unchanged" and "a move missed" not in caplog.text  # nothing missed
+    os.unlink(_path(p))
+    later = Keeper(
+        Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
+    )
+    nodes = [("c", 189, m, "r") for m in (4, 5, 6)]
+    [done] = [d for d in later.handle(Move(CORAL, None, DeviceNumber("c", 189, 6))) if d.container]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
+        zip(nodes, [False, False, True], strict=True)
+    )
+    assert done.node == "replaced" and os.stat(_path(p)).st_rdev == os.makedev(189, 6)
+
+
+def test_a_pid_of_another_container_is_never_written_into(v2_cgroups, runc_filter, standin, caplog):
+    """Issue 30 item 9: the runtime's pid for the holder is now a process of another container
+    (reused): the holder's cgroup is granted, but nothing is written into the other's /dev."""
+    holder_cg, other_cg = v2_cgroups(), v2_cgroups()
+    runc_filter(holder_cg)
+    runc_filter(other_cg)
+    other = standin("coral-usb-1-1-3", "189:4", cgroups=[other_cg])
+    runtime = Runtime({"detector": ("c0ffee", other.pid, f"/{holder_cg.name}", _spec("189:4"))})
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    with caplog.at_level(logging.ERROR, logger="device-keeper"):
+        [done] = [d for d in keeper.handle(MOVE) if d.container]
+    assert done.node.startswith("skipped:") and "not in the container's cgroup" in done.node
+    assert os.stat(_path(other)).st_rdev == os.makedev(189, 4)
+    assert "its path not written" in caplog.text
+
+
+def test_a_pid_reused_between_the_check_and_the_write_is_not_written_into(
+    v2_cgroup, runc_filter, standin, monkeypatch
+):
+    """The pid was the container's when checked, and is another process (another start time)
+    once its root is open: nothing is written."""
+    from edgefd.device_keeper import containers
+
+    p, runtime = _holder(v2_cgroup, runc_filter, standin)
+    real, calls = containers.process_start, []
+
+    def start(proc, pid):
+        calls.append(pid)
+        return real(proc, pid) + (1 if len(calls) > 2 else 0)  # 2: identify's own two reads
+
+    monkeypatch.setattr(containers, "process_start", start)
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    [done] = [d for d in keeper.handle(MOVE) if d.container]
+    assert done.node.startswith("skipped:") and "pid reused" in done.node
+    assert os.stat(_path(p)).st_rdev == os.makedev(189, 4)
+
+
+def test_a_node_the_container_holds_at_another_path_is_not_revoked(v2_cgroup, runc_filter, standin):
+    """Two Corals in one container: the second was given the first's boot minor 189:4 when it
+    re-enumerated; the first moving on revokes its own 189:5, not 189:4 (the second's now)."""
+    from edgefd.device_keeper.ledger import Ledger
+
+    _, runtime = _holder(v2_cgroup, runc_filter, standin)
+    second = "/dev/edgefd/coral-usb-1-1-4"
+    ledger = Ledger(None)
+    ledger.record("c0ffee", f"/{v2_cgroup.name}", second, DeviceNumber("c", 189, 4))
+    ledger.record("c0ffee", f"/{v2_cgroup.name}", PATH, NEW)
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=ledger)
+    keeper.handle(Move(CORAL, NEW, DeviceNumber("c", 189, 7)))
+    nodes = [("c", 189, m, "r") for m in (4, 5, 7)]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
+        zip(nodes, [True, False, True], strict=True)
+    )

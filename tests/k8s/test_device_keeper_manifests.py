@@ -45,6 +45,7 @@ HOSTPATHS = {
     "/var/lib/kubelet/pod-resources": ("Directory", True),
     "/run/containerd/containerd.sock": ("Socket", False),  # a socket: ro would not matter
     "/var/run/crio/crio.sock": ("Socket", False),  # CRI-O's (chart: deviceKeeper.criSocket)
+    "/var/lib/edgefd/device-keeper": ("DirectoryOrCreate", False),  # what it granted
 }
 COMBINATIONS = [
     ("device-keeper",),
@@ -161,6 +162,7 @@ def test_flags_point_where_the_mounts_are(keeper_ds: dict[str, Any]) -> None:
     assert "/host" + flag_value(cmd, "--cri-socket") in mounts
     assert "/host" + flag_value(cmd, "--kubelet-dir") + "/pod-resources" in mounts
     assert "--events" not in cmd and "/host/sys" in mounts  # its own inventory, under /host
+    assert flag_value(cmd, "--state-dir") in mounts  # what it granted, kept across restarts
     # devplugin's configuration, at the path devplugin reads it: the same devices, same names
     plugin = container(pod_spec(keeper_ds), "devplugin")
     assert flag_value(cmd, "--config") == flag_value(plugin["command"], "--config")

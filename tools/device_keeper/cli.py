@@ -157,6 +157,14 @@ def grant_cmd(
     help="This node's name: the pool of its DRA devices (default $NODE_NAME; unset: any pool "
     "of edgefd's DRA driver).",
 )
+@click.option(
+    "--state-dir",
+    default="/var/lib/edgefd/device-keeper",
+    show_default=True,
+    envvar="EDGEFD_KEEPER_STATE_DIR",
+    help="Where the keeper remembers what it granted (granted.json), so that after a restart "
+    "every node it granted is still revoked when the device moves on ('': remember nothing).",
+)
 @watch_options
 @listen_option(":8083")
 @dry_run_option
@@ -171,6 +179,7 @@ def serve_cmd(
     kubelet_dir: str,
     cri_socket: str,
     node_name: str,
+    state_dir: str,
     poll_interval: float,
     rescan_interval: float,
     listen: Listen,
@@ -188,6 +197,7 @@ def serve_cmd(
     from edgefd.runtime.runner import Lifeline, Reload, run
 
     from .containers import Runtime
+    from .ledger import FILE, Ledger
     from .metrics import KeeperMetrics
     from .podresources import PodResources
     from .service import Keeper
@@ -208,7 +218,9 @@ def serve_cmd(
         proc=host("/proc"),
         metrics=metrics,
         dry_run=dry_run,
+        ledger=Ledger(os.path.join(state_dir, FILE) if state_dir else None),
     )
+    keeper.forget_gone()
 
     def report(move: Any, done: list[Any]) -> None:
         if output == "json":  # one line a move: a stream to follow, not one document
@@ -223,7 +235,11 @@ def serve_cmd(
             }
             write_stdout(json.dumps(doc, sort_keys=True).encode() + b"\n")
 
-    shown: dict[str, object] = {"host-root": host_root, "events": events or "off"}
+    shown: dict[str, object] = {
+        "host-root": host_root,
+        "events": events or "off",
+        "state-dir": state_dir or "off",
+    }
     reload = None
     if events is None:
         config = load_config(config_path)

@@ -8,6 +8,15 @@ state RUNNING gives the ID; `ContainerStatus(verbose)` gives the runtime's `info
 the spec, not from /proc/<pid>/cgroup: the latter is relative to the reader's cgroup
 namespace, which a container's is not. A path of the form `slice:prefix:name` is the systemd
 cgroup driver's.
+
+The same spec's `linux.devices` are the nodes the runtime made in the container at creation,
+each at its path with its number (a DeviceSpec's or a CDI spec's, the ones its cgroup allows):
+what the keeper revokes when the device moves on, whatever the container's path names later.
+
+A CRI pid is only a number: before the keeper writes into `/proc/<pid>/root`, the process must
+be in the container's cgroup (by its `/proc/<pid>/cgroup`), and its start time (`stat` field
+22) must be the one seen then, again once the root is open: a pid the container no longer has,
+reused by a process of another container, is never written into.
 """
 
 from __future__ import annotations
@@ -17,14 +26,21 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from edgefd.core.errors import Unreachable
+from edgefd.core.errors import EdgefdError, Unreachable
 
 from .holders import Holder
+from .rules import DeviceNumber
 
 SOCKETS = {"containerd": "/run/containerd/containerd.sock", "crio": "/var/run/crio/crio.sock"}
 LABEL_NAMESPACE = "io.kubernetes.pod.namespace"
 LABEL_POD = "io.kubernetes.pod.name"
 LABEL_CONTAINER = "io.kubernetes.container.name"
+MAX_SPEC_DEVICES = 4096
+Devices = tuple[tuple[str, DeviceNumber], ...]
+
+
+class NotThisContainer(EdgefdError):
+    """The pid the runtime gave is not (or no longer) a process of the container."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,34 @@ class Container:
     id: str
     pid: int
     cgroups_path: str
+    devices: Devices = ()  # the runtime spec's linux.devices: (container path, number)
+
+    def spec_numbers(self, path: str) -> set[DeviceNumber]:
+        """The numbers the runtime made at `path` when it created the container."""
+        return {n for p, n in self.devices if p == path}
+
+    def identify(self, proc: str) -> int:
+        """The start time of the container's pid, once the pid is seen in its cgroup;
+        NotThisContainer otherwise."""
+        start = process_start(proc, self.pid)
+        want = [c for c in self.cgroups_path.split("/") if c][-2:]
+        try:
+            with open(f"{proc}/{self.pid}/cgroup", encoding="utf-8", errors="replace") as f:
+                lines = f.read(65536).splitlines()
+        except OSError as e:
+            raise NotThisContainer(f"process {self.pid}: {e.strerror}") from None
+        paths = [line.split(":", 2)[2] for line in lines if line.count(":") >= 2]
+        if not want or not any(_below(p, want) for p in paths):
+            raise NotThisContainer(
+                f"process {self.pid} is not in the container's cgroup {self.cgroups_path}"
+            )
+        self.same(proc, start)  # the cgroup read was of the process timed
+        return start
+
+    def same(self, proc: str, start: int) -> None:
+        """NotThisContainer unless the pid is still the process that started at `start`."""
+        if process_start(proc, self.pid) != start:
+            raise NotThisContainer(f"process {self.pid} is another process now (pid reused)")
 
     @property
     def systemd(self) -> bool:
@@ -40,31 +84,84 @@ class Container:
         return not self.cgroups_path.startswith("/") and self.cgroups_path.count(":") == 2
 
     def cgroup_dirs(self, cgroup_fs: str) -> list[str]:
-        """Where this container's device rules live under the cgroup filesystem mount:
-        the v1 devices controller's directory and/or the v2 directory (both exist on a
-        hybrid host; the kernel applies both)."""
-        rel = self.cgroups_path.lstrip("/")
-        out = []
-        v1 = os.path.join(cgroup_fs, "devices", rel)
-        if os.path.isfile(os.path.join(v1, "devices.list")):
-            out.append(v1)
-        for v2_root in (os.path.join(cgroup_fs, "unified"), cgroup_fs):
-            if os.path.isfile(os.path.join(v2_root, "cgroup.controllers")):
-                d = os.path.join(v2_root, rel)
-                if os.path.isdir(d):
-                    out.append(d)
-                break
-        return out
+        return cgroup_dirs(self.cgroups_path, cgroup_fs)
+
+
+def cgroup_dirs(cgroups_path: str, cgroup_fs: str) -> list[str]:
+    """Where a container's device rules live under the cgroup filesystem mount: the v1
+    devices controller's directory and/or the v2 directory (both exist on a hybrid host; the
+    kernel applies both). None: the container is gone."""
+    rel = cgroups_path.lstrip("/")
+    out = []
+    v1 = os.path.join(cgroup_fs, "devices", rel)
+    if os.path.isfile(os.path.join(v1, "devices.list")):
+        out.append(v1)
+    for v2_root in (os.path.join(cgroup_fs, "unified"), cgroup_fs):
+        if os.path.isfile(os.path.join(v2_root, "cgroup.controllers")):
+            d = os.path.join(v2_root, rel)
+            if os.path.isdir(d):
+                out.append(d)
+            break
+    return out
+
+
+def _below(path: str, want: list[str]) -> bool:
+    """`path` (relative to the reader's cgroup namespace: `..` components) is the cgroup
+    whose last components are `want`, or one under it."""
+    parts = [c for c in path.split("/") if c]
+    n = len(want)
+    return any(parts[i : i + n] == want for i in range(len(parts) - n + 1))
+
+
+def process_start(proc: str, pid: int) -> int:
+    """The start time of `pid` (clock ticks after boot); NotThisContainer if it is gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read(4096)
+        return int(data[data.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError) as e:
+        raise NotThisContainer(f"process {pid} is gone ({type(e).__name__})") from None
+
+
+def parse_devices(info: dict[str, str]) -> Devices:
+    """The runtime spec's `linux.devices` (path, number) from a verbose status's info map;
+    entries that are not a char or block node with a number are skipped."""
+    try:
+        doc = json.loads(info.get("info") or "{}")
+    except (ValueError, RecursionError):
+        return ()
+    spec = doc.get("runtimeSpec") if isinstance(doc, dict) else None
+    linux = spec.get("linux") if isinstance(spec, dict) else None
+    devices = linux.get("devices") if isinstance(linux, dict) else None
+    out = []
+    for d in (devices if isinstance(devices, list) else [])[:MAX_SPEC_DEVICES]:
+        if not isinstance(d, dict) or not isinstance(d.get("path"), str):
+            continue
+        major, minor = d.get("major"), d.get("minor")
+        kind = {"c": "c", "u": "c", "b": "b"}.get(str(d.get("type")))  # OCI: u, unbuffered c
+        if kind is None or not isinstance(major, int) or not isinstance(minor, int):
+            continue
+        try:
+            out.append((d["path"], DeviceNumber(kind, major, minor)))
+        except ValueError:
+            continue
+    return tuple(out)
 
 
 def parse_info(info: dict[str, str]) -> tuple[int, str]:
     """(pid, cgroupsPath) from a verbose ContainerStatus's info map; ValueError if absent."""
-    doc = json.loads(info.get("info") or "{}")
-    pid = int(doc.get("pid") or 0)
-    path = ((doc.get("runtimeSpec") or {}).get("linux") or {}).get("cgroupsPath") or ""
-    if pid <= 0 or not path:
+    try:
+        doc = json.loads(info.get("info") or "{}")
+    except RecursionError:
+        raise ValueError("the runtime's info is nested too deep") from None
+    doc = doc if isinstance(doc, dict) else {}
+    spec = doc.get("runtimeSpec")
+    linux = spec.get("linux") if isinstance(spec, dict) else None
+    path = linux.get("cgroupsPath") if isinstance(linux, dict) else None
+    pid = doc.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or not isinstance(path, str) or not path:
         raise ValueError("the runtime's info has no pid or cgroupsPath")
-    return pid, str(path)
+    return pid, path
 
 
 class Runtime:
@@ -109,5 +206,5 @@ class Runtime:
                 pid, path = parse_info(dict(status.info))
             except ValueError as e:
                 raise Unreachable(f"container {c.id[:12]} of {holder}: {e}") from None
-            out.append(Container(holder, c.id, pid, path))
+            out.append(Container(holder, c.id, pid, path, parse_devices(dict(status.info))))
         return out

@@ -23,7 +23,7 @@ import errno
 import os
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from edgefd.core.errors import EdgefdError
@@ -80,8 +80,11 @@ def _node_of(st: os.stat_result) -> DeviceNumber | None:
 
 
 @contextlib.contextmanager
-def _parent(pid: int, path: str, proc: str) -> Iterator[tuple[int, str]]:
-    """(fd of the directory of `path` in the container of `pid`, the file's name)."""
+def _parent(
+    pid: int, path: str, proc: str, check: Callable[[], None] | None = None
+) -> Iterator[tuple[int, str]]:
+    """(fd of the directory of `path` in the container of `pid`, the file's name). `check`
+    runs once the root is open (it raises if `pid` is not the process meant: a reused pid)."""
     parent, _, name = path.rstrip("/").rpartition("/")
     if not path.startswith("/") or not name or name in (".", ".."):
         raise NodeNotReplaced(f"{path!r} is not an absolute path to a file")
@@ -91,6 +94,8 @@ def _parent(pid: int, path: str, proc: str) -> Iterator[tuple[int, str]]:
     except OSError as e:
         raise NodeNotReplaced(f"process {pid}: cannot open its root ({e.strerror})") from None
     with _fd(root):
+        if check is not None:
+            check()
         try:
             dfd = openat2(root, parent.lstrip("/") or ".", os.O_PATH | os.O_DIRECTORY, resolve)
         except OSError as e:
@@ -101,17 +106,24 @@ def _parent(pid: int, path: str, proc: str) -> Iterator[tuple[int, str]]:
 
 
 def replace(
-    pid: int, path: str, new: DeviceNumber, old: DeviceNumber | None, proc: str = "/proc"
+    pid: int,
+    path: str,
+    new: DeviceNumber,
+    old: DeviceNumber | None,
+    proc: str = "/proc",
+    check: Callable[[], None] | None = None,
 ) -> Replaced:
     """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
     names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
-    with _parent(pid, path, proc) as (dfd, name):
+    with _parent(pid, path, proc, check) as (dfd, name):
         return _swap(dfd, pid, path, name, new, old)
 
 
-def current(pid: int, path: str, proc: str = "/proc") -> DeviceNumber | None:
+def current(
+    pid: int, path: str, proc: str = "/proc", check: Callable[[], None] | None = None
+) -> DeviceNumber | None:
     """The node `path` names in the container of `pid` (None: missing, or not a node)."""
-    with _parent(pid, path, proc) as (dfd, name):
+    with _parent(pid, path, proc, check) as (dfd, name):
         try:
             return _node_of(os.stat(name, dir_fd=dfd, follow_symlinks=False))
         except FileNotFoundError:

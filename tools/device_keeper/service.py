@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
@@ -24,9 +24,10 @@ from edgefd.runtime.runner import Lifeline
 
 from . import nodes
 from .cgroupv2 import GrantRefused, Unrestricted
-from .containers import Container
+from .containers import Container, NotThisContainer, cgroup_dirs
 from .grant import SystemdManaged, grant
 from .holders import DeviceRef, Holder, holders
+from .ledger import Ledger
 from .metrics import KeeperMetrics
 from .rules import DEFAULT_ACCESS, DeviceNumber
 
@@ -37,9 +38,10 @@ log = logging.getLogger("device-keeper")
 class Move:
     """Device `device` re-enumerated at its place: its node went from `old` to `new`.
 
-    `old` None is a catch-up (the keeper's first look at a device): each holder whose path
-    still names another node than `new` missed a move while the keeper was not running, and
-    that node is its `old`; a holder whose path names `new` is left alone."""
+    `old` None is a catch-up (this process's first look at a device): a holder that the
+    runtime gave another node at the path, or the keeper (its ledger), missed a move while the
+    keeper was not running or not following; it gets `new` and loses those. What the
+    holder's path names is never asked: the container owns it."""
 
     device: DeviceRef
     old: DeviceNumber | None
@@ -95,7 +97,9 @@ class Keeper:
         proc: str,
         metrics: KeeperMetrics,
         dry_run: bool = False,
+        ledger: Ledger | None = None,
     ) -> None:
+        self.ledger = ledger if ledger is not None else Ledger(None)
         self.pods = pods
         self.runtime = runtime
         self.cgroup_fs = cgroup_fs
@@ -127,29 +131,22 @@ class Keeper:
                 out.append(Done(h, refused=str(e)))
                 continue
             out += [self._container(move, c) for c in found]
+        self.forget_gone(d.container for d in out)
         return out
 
     def _container(self, move: Move, c: Container) -> Done:
         done = Done(c.holder, c.id)
-        if move.old is None:
-            try:
-                missed = nodes.current(c.pid, move.container_path, proc=self.proc)
-            except nodes.NodeNotReplaced as e:
-                done.node = f"skipped: {e}"
-                return done
-            if missed is None or missed == move.new:
-                done.node = "current"
-                return done
-            log.warning(
-                "%s (container %s): %s names %s, not the device's %s: a move missed while "
-                "the keeper was not running",
-                c.holder,
-                c.id[:12],
-                move.container_path,
-                missed,
-                move.new,
-            )
-            move = replace(move, old=missed)
+        path = move.container_path
+        # what to take away: every node the runtime made at the path and every node the
+        # keeper allowed there, never what the path names now (the container owns it)
+        revoke = c.spec_numbers(path) | self.ledger.granted(c.id, path)
+        if move.old is not None:
+            revoke.add(move.old)
+        revoke.discard(move.new)
+        revoke -= self._held_elsewhere(c, path)
+        if move.old is None and not revoke:
+            done.node = "current"
+            return done
         if c.systemd:
             self.metrics.refused.labels("systemd").inc()
             done.refused = "systemd cgroup driver"
@@ -161,15 +158,17 @@ class Keeper:
                 move.new,
             )
             return done
+        changed = False
         for d in c.cgroup_dirs(self.cgroup_fs):
             try:
-                res = grant(d, {move.new: move.access}, {move.old}, dry_run=self.dry_run)
+                res = grant(d, {move.new: move.access}, revoke, dry_run=self.dry_run)
             except Unrestricted:
                 continue
             except EdgefdError as e:
                 self._not_granted(c, done, e)
                 continue
             done.cgroups.append(f"{res.version}:{d}")
+            changed = changed or res.changed
             if res.applied:
                 self.metrics.grants.labels(res.version).inc()
                 self.metrics.revokes.labels(res.version).inc()
@@ -181,15 +180,34 @@ class Keeper:
                 "would allow" if self.dry_run else "allowed",
                 move.new,
                 "would revoke" if self.dry_run else "revoked",
-                move.old,
+                ", ".join(str(n) for n in sorted(revoke)),
                 res.version,
                 d,
             )
         if not done.cgroups:
             done.node = "skipped: no grant"
             return done
-        done.node = self._node(move, c)
+        if move.old is None and changed:
+            log.warning(
+                "%s (container %s): %s was given %s, not the device's %s: a move missed "
+                "while the keeper was not running",
+                c.holder,
+                c.id[:12],
+                path,
+                ", ".join(str(n) for n in sorted(revoke)),
+                move.new,
+            )
+        if not self.dry_run:
+            self.ledger.record(c.id, c.cgroups_path, path, move.new)
+        done.node = self._node(move, c, revoke)
         return done
+
+    def _held_elsewhere(self, c: Container, path: str) -> set[DeviceNumber]:
+        """The nodes the keeper last granted the container at its other paths: never revoked
+        for this path's move (the kernel may have numbered another device the container holds
+        with this one's boot minor). The runtime's nodes at other paths are not kept so: one
+        may be this device's own (a resource without the bus mount puts it at its host path)."""
+        return {n for p, n in self.ledger.latest(c.id).items() if p != path}
 
     def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
         """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
@@ -208,11 +226,33 @@ class Keeper:
             e,
         )
 
-    def _node(self, move: Move, c: Container) -> str:
+    def _node(self, move: Move, c: Container, revoke: set[DeviceNumber]) -> str:
+        """The container's path made to name the new node (its convenience: nothing is
+        decided from it), once its pid is known to be the container's."""
         if self.dry_run:
             return f"would name {move.new}"
         try:
-            r = nodes.replace(c.pid, move.container_path, move.new, move.old, proc=self.proc)
+            start = c.identify(self.proc)
+        except NotThisContainer as e:
+            self.metrics.nodes.labels("failed").inc()
+            log.error("%s (container %s): its path not written: %s", c.holder, c.id[:12], e)
+            return f"skipped: {e}"
+
+        def check() -> None:
+            c.same(self.proc, start)
+
+        try:
+            names = nodes.current(c.pid, move.container_path, proc=self.proc, check=check)
+            old = names if names in revoke else move.old
+            if old is None and revoke:  # a catch-up: the node the path should name, said
+                old = min(revoke)
+            r = nodes.replace(
+                c.pid, move.container_path, move.new, old, proc=self.proc, check=check
+            )
+        except NotThisContainer as e:
+            self.metrics.nodes.labels("failed").inc()
+            log.error("%s (container %s): its path not written: %s", c.holder, c.id[:12], e)
+            return f"skipped: {e}"
         except nodes.NodeNotReplaced as e:
             self.metrics.nodes.labels("failed").inc()
             log.error("%s: %s", c.holder, e)
@@ -221,6 +261,13 @@ class Keeper:
         self.metrics.nodes.labels(result).inc()
         log.info("%s: %s now names %s (was %s)", c.holder, r.path, r.new, r.old or "missing")
         return result
+
+    def forget_gone(self, keep: Iterable[str] = ()) -> None:
+        """The ledger forgets containers whose cgroup is gone."""
+        if self.dry_run:
+            return
+        for cid in self.ledger.forget(lambda cg: not cgroup_dirs(cg, self.cgroup_fs), keep):
+            log.info("container %s is gone: its grants forgotten", cid[:12])
 
     def run(self, source: Iterable[Move], report: Callable[[Move, list[Done]], None]) -> None:
         """Handle every move the source yields until it ends (or the caller stops it)."""

@@ -7,10 +7,11 @@ A move is what the inventory's Diff calls one (`Change.moved`): a device present
 other device nodes than it last had, whether it re-enumerated within one scan or across an
 absence (presence keeps an absent device's last nodes: a Coral that loads its firmware comes
 back at the same port, 1a6e:089a -> 18d1:9302, as the same device with a new `major:minor`).
-The keeper remembers nothing about devices itself. The first snapshot is a catch-up: each
-present device is looked for in its holders, and a holder whose path names another node (the
-device moved while the keeper was not running: a restart, a rolling update) gets the node
-there now and loses the one its path named.
+The first time this process sees a served device present (at the first scan, or later: a
+Coral loading its firmware when the keeper started, a device a new configuration serves) is
+a catch-up: each holder that the runtime, or the keeper before a restart (its ledger), gave
+another node at the device's path missed a move and gets the node there now, losing those
+(service.py; never decided from what the holder's path names).
 
 Snapshots arrive on the inventory's scanning thread; the grants (kubelet, CRI, bpf(2)) are
 made on the thread that iterates, so a slow kubelet never holds up a scan, and moves are
@@ -88,23 +89,23 @@ def served(dev: Device) -> bool:
 
 
 class MoveTracker:
-    """From snapshots to moves: the first one's catch-ups, then what each Diff says moved."""
+    """From snapshots to moves: a catch-up of each served device the first time it is seen
+    present, then what each Diff says moved."""
 
     def __init__(self, node_name: str = "") -> None:
         self.node_name = node_name
-        self._started = False
+        self._seen: set[str] = set()
 
     def moves(self, snap: Snapshot) -> list[Move]:
-        if not self._started:
-            self._started = True
-            return [
-                m
-                for d in snap.devices
-                if d.present and served(d)
-                for m in catch_up(d, self.node_name)
-            ]
         out: list[Move] = []
+        first = [d for d in snap.devices if d.present and served(d) and d.name not in self._seen]
+        for d in first:
+            self._seen.add(d.name)
+            out += catch_up(d, self.node_name)
+        new = {d.name for d in first}
         for c in snap.diff.changes:
+            if c.name in new:
+                continue  # its catch-up already grants the node there now
             if c.moved and c.before is not None and c.after is not None and served(c.after):
                 moved = moves_between(c.before, c.after, self.node_name)
                 out += [replace(m, seen=snap.time) for m in moved]

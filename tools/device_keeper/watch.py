@@ -3,11 +3,12 @@ beside the `--events` feed (events.py): the keeper's own device inventory, built
 builds its own (both buses, the accelerator catalogue, and the same resources configuration,
 the same ConfigMap, reloaded when it changes) on the same read-only host view, so the keeper
 follows exactly the devices devplugin serves, named as devplugin names them: a device named by
-its serial or selected by a resource's own IDs is followed like any other. It keeps no state
-file: a move is what the inventory's Diff says moved, in this process; the first scan is a
-catch-up (source.py). Like the feed, it hands its moves to the service on a worker thread of
-its own (service.Worker), so a slow kubelet never holds up a scan; a worker that dies ends the
-process through its lifeline, with its error.
+its serial or selected by a resource's own IDs is followed like any other. A move is what the
+inventory's Diff says moved, in this process; a device's first sighting is a catch-up
+(source.py), decided from the runtime's spec and the keeper's own ledger of grants (ledger.py).
+Like the feed, it hands its moves to the service on a worker thread of its own
+(service.Worker), so a slow kubelet never holds up a scan; a worker that dies ends the process
+through its lifeline, with its error.
 """
 
 from __future__ import annotations
