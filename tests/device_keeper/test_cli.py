@@ -129,3 +129,24 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
     assert doc["old"].startswith("c 189:") and doc["seen"] > 0
     assert "coral-usb-2-1 re-enumerated at port 2-1" in err
     assert "cannot ask who holds it" in err
+
+
+def test_serve_skips_a_nested_an_overlong_and_a_non_utf8_line(tmp_path):
+    """issue 30 (7): a deeply nested line ended `serve --events` with exit 70."""
+    good = {"device": {"name": "coral-usb-1-1-3", "ids": ["x"]}, "old": "c:1:2", "new": "c:1:3"}
+    events = (
+        b"[" * 5_000 + b"]" * 5_000 + b"\n"
+        + b'{"device": "' + b"x" * 200_000 + b'"}\n'
+        + b"\xff\xfe{\n"
+        + json.dumps(good).encode() + b"\n"
+    )  # fmt: skip
+    r = subprocess.run(
+        ["device-keeper", "serve", "--events", "-", "--host-root", str(tmp_path), "--listen",
+         "", "-o", "json"],
+        capture_output=True, input=events, timeout=60,
+    )  # fmt: skip
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "event line 1: nested deeper" in err and "event line 2: longer than" in err
+    assert "event line 3: " in err
+    assert json.loads(r.stdout)["device"] == "coral-usb-1-1-3"

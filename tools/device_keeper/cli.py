@@ -252,19 +252,24 @@ def serve_cmd(
 
 
 def _lines(events: str, follow: bool, lifeline: Any) -> Any:
-    """The event lines: a file followed as it grows, stdin, or a file read once."""
+    """The event lines: a file followed as it grows, stdin, or a file read once; each line
+    bounded (events.bounded), bytes that are not UTF-8 read as replacement characters."""
+    import io
     import sys
+
+    from .events import bounded
 
     if follow:
         from .events import follow as follow_file
 
         return follow_file(events, lambda: lifeline.stopping, lifeline.wait)
     if events == "-":
-        return sys.stdin
-    f = open(events, encoding="utf-8")  # noqa: SIM115 - here, so a missing file is said at once
+        return bounded(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    # opened here, so a missing file is said at once
+    f = open(events, encoding="utf-8", errors="replace")  # noqa: SIM115
 
     def read() -> Any:
         with f:
-            yield from f
+            yield from bounded(f)
 
     return read()
