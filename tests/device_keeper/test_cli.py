@@ -150,3 +150,28 @@ def test_serve_skips_a_nested_an_overlong_and_a_non_utf8_line(tmp_path):
     assert "event line 1: nested deeper" in err and "event line 2: longer than" in err
     assert "event line 3: " in err
     assert json.loads(r.stdout)["device"] == "coral-usb-1-1-3"
+
+
+def test_grant_takes_ascii_digits_only():
+    """issue 30 (9): `c:١٨٩:٥` (Arabic-Indic digits) was taken as c 189:5."""
+    r = _run("grant", "--cgroup", "/tmp", "--allow", "c:\u0661\u0668\u0669:\u0665")
+    assert r.returncode == 2 and "is not a device node" in r.stderr
+
+
+@pytest.mark.root
+def test_grant_exit_codes_from_the_kernel(v2_cgroup, runc_filter):
+    """The kernel's answers as the table says: no capability is 4 (one line, what is
+    needed); a program beside runc's that is not the runtime's is 1 (refused: it may still
+    deny the node), not 0."""
+    from .foreign_programs import DENY_ALL, attach_other
+
+    runc_filter(v2_cgroup)
+    argv = ["grant", "--cgroup", str(v2_cgroup), "--allow", "c:189:5", "--revoke", "c:189:4"]
+    caps = ["setpriv", "--inh-caps=-all", "--bounding-set=-all,+bpf,+net_admin", "--"]
+    r = subprocess.run([*caps, "device-keeper", *argv], capture_output=True, text=True)
+    assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
+    assert "Operation not permitted (needs CAP_SYS_ADMIN" in r.stderr
+    attach_other(v2_cgroup, DENY_ALL, "agent_deny")
+    r = _run(*argv)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "not granted c 189:5: program " in r.stderr and "(agent_deny)" in r.stderr

@@ -14,6 +14,7 @@ from edgefd.device_keeper import bpf, cgroupv2, program
 from edgefd.device_keeper.grant import SystemdManaged, grant
 from edgefd.device_keeper.rules import DeviceNumber, Rule
 
+from .foreign_programs import ALLOW_ALL, DENY_ALL, attach_other
 from .probe import SPREAD, changed, probe
 
 pytestmark = pytest.mark.root
@@ -104,21 +105,6 @@ def test_v2_dry_run_loads_nothing(v2_cgroup, runc_filter):
     assert out.text().splitlines()[1:3] == ["deny c 189:4", "allow c 189:5 rw"]
 
 
-def _attach_other(cgroup: Path, insns: list, name: str) -> int:
-    """Attach another device program beside runc's (BPF_F_ALLOW_MULTI, as an agent would)."""
-    fd = bpf.load(program.pack(insns), name, b"GPL\0")
-    cg = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        bpf.attach(cg, fd, bpf.F_ALLOW_MULTI)
-        return bpf.prog_info(fd).id
-    finally:
-        os.close(cg)
-        os.close(fd)
-
-
-DENY_ALL = [program.Insn(0xB7, 0, imm=0), program.Insn(program.JMP | program.EXIT)]
-
-
 @pytest.mark.parametrize(
     ("name", "insns"),
     [
@@ -137,7 +123,7 @@ def test_v2_a_program_that_is_not_the_runtimes_is_left_alone_and_still_denies(
     runc_filter(v2_cgroup)
     [runc] = _programs(v2_cgroup)
     body = program.unpack(runc.insns) if insns is None else insns
-    other = _attach_other(v2_cgroup, body, name)
+    other = attach_other(v2_cgroup, body, name)
     procs = [str(v2_cgroup / "cgroup.procs")]
     before = probe(procs, SPREAD)
     with pytest.raises(cgroupv2.BlockedByOther, match=rf"not granted c 189:5: program {other}"):
@@ -159,7 +145,7 @@ def test_v2_an_allow_all_beside_runcs_shows_the_revocation_holds(v2_cgroup, runc
     """The other program is not evaluated, so the grant is not claimed even where it would
     pass; what the keeper did to runc's program is in force all the same."""
     runc_filter(v2_cgroup)
-    _attach_other(v2_cgroup, [program.Insn(0xB7, 0, imm=1), DENY_ALL[1]], "audit")
+    attach_other(v2_cgroup, ALLOW_ALL, "audit")
     procs = [str(v2_cgroup / "cgroup.procs")]
     before = probe(procs, SPREAD)
     with pytest.raises(cgroupv2.BlockedByOther, match="may still deny the node"):
@@ -168,7 +154,7 @@ def test_v2_an_allow_all_beside_runcs_shows_the_revocation_holds(v2_cgroup, runc
 
 
 def test_v2_no_runtime_program_at_all_is_refused_with_nothing_changed(v2_cgroup):
-    other = _attach_other(v2_cgroup, DENY_ALL, "agent_deny")
+    other = attach_other(v2_cgroup, DENY_ALL, "agent_deny")
     with pytest.raises(cgroupv2.GrantRefused, match="no attached device program is the runt"):
         grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
     assert [p.id for p in _programs(v2_cgroup)] == [other]

@@ -178,3 +178,13 @@ def test_the_verifiers_zero_extensions_are_tolerated_in_a_runtime_filter():
     with_zext = [*moved[:at], Insn(ALU | MOV | X, 1, 1), *moved[at:]]
     assert program.runtime_shaped(with_zext)
     assert not program.runtime_shaped([*plain[:at], Insn(ALU | MOV | X, 1, 1), *plain[at:]])
+
+
+def test_a_preamble_naming_no_device_is_not_ours():
+    """A program named like the keeper's whose preamble names a number no device has (a
+    major over 4095, a negative minor) was a ValueError out of split, a 70 for `grant`."""
+    good = program.build([Rule(DeviceNumber("c", 189, 4), None)], RUNC_LIKE)
+    for k, imm in ((9, 5000), (10, -1)):
+        bad = list(good)
+        bad[k] = Insn(bad[k].code, bad[k].dst, bad[k].src, bad[k].off, imm)
+        assert program.split(bad) is None

@@ -6,8 +6,10 @@
 
 
 Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
-device program, a program that cannot be extended), 2 usage, 3 the cgroup is missing or not
-a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
+device program, a program that cannot be extended or that the verifier refused extended,
+another program beside the runtime's that may still deny the node), 2 usage, 3 the cgroup is
+missing, not a cgroup directory, or removed during the grant, 4 the kernel refused the write
+(capabilities), 70 a bug (also: a component of `serve` that died).
 """
 
 from __future__ import annotations

@@ -169,7 +169,10 @@ def split(insns: Sequence[Insn]) -> tuple[tuple[Rule, ...], list[Insn]] | None:
         kind = next((t for t, bit in TYPE_BITS.items() if bit == m[0].imm), None)
         if kind is None:
             return None
-        node = DeviceNumber(kind, m[1].imm, m[2].imm)
+        try:  # a number no device has: not a preamble the keeper wrote
+            node = DeviceNumber(kind, m[1].imm, m[2].imm)
+        except ValueError:
+            return None
         t = take(2)
         if t == [Insn(ALU64 | MOV | K, 0, imm=0), Insn(JMP | EXIT)]:
             rules.append(Rule(node, None))
