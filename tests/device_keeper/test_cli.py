@@ -175,3 +175,63 @@ def test_grant_exit_codes_from_the_kernel(v2_cgroup, runc_filter):
     r = _run(*argv)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "not granted c 189:5: program " in r.stderr and "(agent_deny)" in r.stderr
+
+
+@pytest.mark.root
+def test_serve_goes_on_when_one_holder_planted_a_directory_at_the_temporary_name(
+    tmp_path, v2_cgroups, runc_filter, standin, serve
+):
+    """issue 30 (2): a directory at `/dev/edgefd/.<name>.edgefd-keeper` in one container
+    ended `serve --events` (exit 1) before another pod was granted. Now that container's
+    path is left alone and said, the other pod is granted, and the feed ends with 0. The
+    kubelet and the runtime are in-process gRPC servers from the same stubs."""
+    import os
+
+    from edgefd.device_keeper.api import cri_pb2 as cri
+    from edgefd.device_keeper.api import cri_pb2_grpc as cri_rpc
+    from edgefd.device_keeper.api import podresources_pb2 as pr
+    from edgefd.device_keeper.api import podresources_pb2_grpc as pr_rpc
+
+    from .pods import plugin, pod
+
+    name = "coral-usb-1-1-3"
+    made = {}
+    for p in ("planted", "other"):
+        cg = v2_cgroups()
+        runc_filter(cg)
+        made[p] = (cg, standin(name, "189:4", cgroups=[cg]))
+    planted_pid, other_pid = made["planted"][1].pid, made["other"][1].pid
+    os.mkdir(f"/proc/{planted_pid}/root/dev/edgefd/.{name}.edgefd-keeper")
+
+    class Kubelet(pr_rpc.PodResourcesListerServicer):
+        def List(self, request, context):
+            pods = [pod("ns", p, [plugin("app", "edgefd.io/coral-usb", name)]) for p in made]
+            return pr.ListPodResourcesResponse(pod_resources=pods)
+
+    class Runtime(cri_rpc.RuntimeServiceServicer):
+        def ListContainers(self, request, context):
+            labels = dict(request.filter.label_selector)
+            c = cri.Container(id=labels["io.kubernetes.pod.name"], labels=labels, state=0)
+            return cri.ListContainersResponse(containers=[c])
+
+        def ContainerStatus(self, request, context):
+            cg, proc = made[request.container_id]
+            doc = {"pid": proc.pid, "runtimeSpec": {"linux": {"cgroupsPath": f"/{cg.name}"}}}
+            return cri.ContainerStatusResponse(info={"info": json.dumps(doc)})
+
+    kubelet_dir = tmp_path / "kubelet"
+    (kubelet_dir / "pod-resources").mkdir(parents=True)
+    sock = serve(pr_rpc.add_PodResourcesListerServicer_to_server, Kubelet())
+    os.symlink(sock, kubelet_dir / "pod-resources" / "kubelet.sock")
+    cri_sock = serve(cri_rpc.add_RuntimeServiceServicer_to_server, Runtime())
+    move = {"device": {"name": name, "ids": [name]}, "old": "c:189:4", "new": "c:189:5"}
+    r = _run(
+        "serve", "--events", "-", "--host-root", "/", "--kubelet-dir", str(kubelet_dir),
+        "--cri-socket", cri_sock, "--listen", "", "-o", "json",
+        input=json.dumps(move) + "\n",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "cannot clear the temporary name" in r.stderr and "Traceback" not in r.stderr
+    nodes = {c["pod"]: c["node"] for c in json.loads(r.stdout)["containers"]}
+    assert nodes["other"] == "replaced" and nodes["planted"].startswith("failed: ")
+    assert os.minor(os.stat(f"/proc/{other_pid}/root/dev/edgefd/{name}").st_rdev) == 5

@@ -221,3 +221,27 @@ def test_a_worker_that_cannot_start_ends_the_process():
     worker.start([])
     worker.join(10)
     assert isinstance(lifeline.failure, ImportError)
+
+
+def test_a_program_beside_runcs_blocks_that_holder_only(v2_cgroups, runc_filter, standin, caplog):
+    """issue 30 (9): on a holder whose cgroup also carries a security agent's deny-all, the
+    agent's program is left as it is and the grant is said to be blocked (no "allowed" line,
+    its path left naming the old node); the other holder is granted as ever."""
+    from .foreign_programs import DENY_ALL, attach_other
+
+    (agent_cg, agent), (other_cg, other), runtime = _two_pods(
+        v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:4", None)
+    )
+    attach_other(agent_cg, DENY_ALL, "agent_deny")
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        done = {d.holder.pod: d for d in keeper.handle(MOVE)}
+    assert "not granted c 189:5: program " in done["detector"].refused
+    assert done["detector"].node == "skipped: no grant" and done["shared"].node == "replaced"
+    assert _probe(agent_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): False}
+    assert _probe(other_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert os.minor(os.stat(f"/proc/{agent.pid}/root{PATH}").st_rdev) == 4
+    assert os.minor(os.stat(f"/proc/{other.pid}/root{PATH}").st_rdev) == 5
+    assert metrics.value("edgefd_device_keeper_refused_total", reason="program") == 1
+    assert "ns/detector/app (container c0ffee" not in caplog.text  # never "allowed"

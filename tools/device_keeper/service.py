@@ -154,6 +154,7 @@ class Keeper:
             try:
                 missed = nodes.current(c.pid, move.container_path, proc=self.proc)
             except nodes.NodeNotReplaced as e:
+                log.warning("%s (container %s): %s", c.holder, c.id[:12], e)
                 done.node = f"skipped: {e}"
                 return done
             if missed is None or missed == move.new:
