@@ -18,7 +18,11 @@ from edgefd.device_keeper.program import EXIT, JMP, Insn
 from edgefd.device_keeper.rules import DeviceNumber, Rule
 
 OLD, NEW = DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5)
-RUNC_LIKE = [Insn(0x61, 2, 1, 0), Insn(0x54, 2, imm=0xFFFF), Insn(0xB4, 0, imm=0), Insn(JMP | EXIT)]
+# runc's shape (program.runtime_shaped): the context into r2..r5, then "deny the rest"
+RUNC_LIKE = [
+    Insn(0x61, 2, 1, 0), Insn(0x54, 2, imm=0xFFFF), Insn(0x61, 3, 1, 0), Insn(0x74, 3, imm=16),
+    Insn(0x61, 4, 1, 4), Insn(0x61, 5, 1, 8), Insn(0xB4, 0, imm=0), Insn(JMP | EXIT),
+]  # fmt: skip
 
 
 class Kernel:
@@ -127,7 +131,7 @@ def test_a_single_program_without_allow_multi_is_replaced_with_its_flags(
             bpf.ProgInfo(
                 7, bpf.PROG_TYPE_CGROUP_DEVICE, "x", program.pack([Insn(0x85, imm=12)]), 0
             ),
-            "cannot be extended",
+            "no attached device program is the runtime's",
         ),
     ],
 )
@@ -144,3 +148,31 @@ def test_no_program_attached_is_unrestricted(kernel: Kernel, tmp_path: Path) -> 
     kernel.progs.clear()
     with pytest.raises(cgroupv2.Unrestricted, match="no device program attached"):
         cgroupv2.apply(str(tmp_path), {NEW: "rw"}, {OLD})
+
+
+DENY_ALL = program.pack([Insn(0xB7, 0, imm=0), Insn(JMP | EXIT)])
+
+
+def test_only_the_runtimes_program_is_replaced_and_another_blocks_the_grant(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """issue 30 (9): a second program (a security agent's deny-all) was patched too, and
+    with it the agent's policy bypassed. Now it is left as it is; runc's is extended, and the
+    grant says the other may still deny the node (the dry run says so too, loading nothing)."""
+    kernel.progs[9] = bpf.ProgInfo(9, bpf.PROG_TYPE_CGROUP_DEVICE, "agent", DENY_ALL, 0)
+    with pytest.raises(cgroupv2.BlockedByOther, match="would be extended"):
+        cgroupv2.plan(str(tmp_path), {NEW: "rw"}, {OLD})
+    assert kernel.loaded == []
+    with pytest.raises(cgroupv2.BlockedByOther, match=r"not granted c 189:5: program 9 \(agent"):
+        cgroupv2.apply(str(tmp_path), {NEW: "rw"}, {OLD})
+    assert [(new, old) for new, _, old in kernel.attached] == [(101, 7)]
+    assert kernel.progs[9].insns == DENY_ALL
+
+
+def test_a_revocation_alone_is_not_blocked_by_another_program(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """Programs are ANDed: what runc's program now denies stays denied whatever else says."""
+    kernel.progs[9] = bpf.ProgInfo(9, bpf.PROG_TYPE_CGROUP_DEVICE, "agent", DENY_ALL, 0)
+    [patch] = cgroupv2.apply(str(tmp_path), {}, {OLD})
+    assert patch.prog_id == 7 and patch.after == (Rule(OLD, None),)

@@ -142,3 +142,109 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
     assert doc["old"].startswith("c 189:") and doc["seen"] > 0
     assert "coral-usb-2-1 re-enumerated at port 2-1" in err
     assert "cannot ask who holds it" in err
+
+
+def test_serve_skips_a_nested_an_overlong_and_a_non_utf8_line(tmp_path):
+    """issue 30 (7): a deeply nested line ended `serve --events` with exit 70."""
+    good = {"device": {"name": "coral-usb-1-1-3", "ids": ["x"]}, "old": "c:1:2", "new": "c:1:3"}
+    events = (
+        b"[" * 5_000 + b"]" * 5_000 + b"\n"
+        + b'{"device": "' + b"x" * 200_000 + b'"}\n'
+        + b"\xff\xfe{\n"
+        + json.dumps(good).encode() + b"\n"
+    )  # fmt: skip
+    r = subprocess.run(
+        ["device-keeper", "serve", "--events", "-", "--host-root", str(tmp_path), "--listen",
+         "", "-o", "json"],
+        capture_output=True, input=events, timeout=60,
+    )  # fmt: skip
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "event line 1: nested deeper" in err and "event line 2: longer than" in err
+    assert "event line 3: " in err
+    assert json.loads(r.stdout)["device"] == "coral-usb-1-1-3"
+
+
+def test_grant_takes_ascii_digits_only():
+    """issue 30 (9): `c:١٨٩:٥` (Arabic-Indic digits) was taken as c 189:5."""
+    r = _run("grant", "--cgroup", "/tmp", "--allow", "c:\u0661\u0668\u0669:\u0665")
+    assert r.returncode == 2 and "is not a device node" in r.stderr
+
+
+@pytest.mark.root
+def test_grant_exit_codes_from_the_kernel(v2_cgroup, runc_filter):
+    """The kernel's answers as the table says: no capability is 4 (one line, what is
+    needed); a program beside runc's that is not the runtime's is 1 (refused: it may still
+    deny the node), not 0."""
+    from .foreign_programs import DENY_ALL, attach_other
+
+    runc_filter(v2_cgroup)
+    argv = ["grant", "--cgroup", str(v2_cgroup), "--allow", "c:189:5", "--revoke", "c:189:4"]
+    caps = ["setpriv", "--inh-caps=-all", "--bounding-set=-all,+bpf,+net_admin", "--"]
+    r = subprocess.run([*caps, "device-keeper", *argv], capture_output=True, text=True)
+    assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
+    assert "Operation not permitted (needs CAP_SYS_ADMIN" in r.stderr
+    attach_other(v2_cgroup, DENY_ALL, "agent_deny")
+    r = _run(*argv)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "not granted c 189:5: program " in r.stderr and "(agent_deny)" in r.stderr
+
+
+@pytest.mark.root
+def test_serve_goes_on_when_one_holder_planted_a_directory_at_the_temporary_name(
+    tmp_path, v2_cgroups, runc_filter, standin, serve
+):
+    """issue 30 (2): a directory at `/dev/edgefd/.<name>.edgefd-keeper` in one container
+    ended `serve --events` (exit 1) before another pod was granted. Now that container's
+    path is left alone and said, the other pod is granted, and the feed ends with 0. The
+    kubelet and the runtime are in-process gRPC servers from the same stubs."""
+    import os
+
+    from edgefd.device_keeper.api import cri_pb2 as cri
+    from edgefd.device_keeper.api import cri_pb2_grpc as cri_rpc
+    from edgefd.device_keeper.api import podresources_pb2 as pr
+    from edgefd.device_keeper.api import podresources_pb2_grpc as pr_rpc
+
+    from .pods import plugin, pod
+
+    name = "coral-usb-1-1-3"
+    made = {}
+    for p in ("planted", "other"):
+        cg = v2_cgroups()
+        runc_filter(cg)
+        made[p] = (cg, standin(name, "189:4", cgroups=[cg]))
+    planted_pid, other_pid = made["planted"][1].pid, made["other"][1].pid
+    os.mkdir(f"/proc/{planted_pid}/root/dev/edgefd/.{name}.edgefd-keeper")
+
+    class Kubelet(pr_rpc.PodResourcesListerServicer):
+        def List(self, request, context):
+            pods = [pod("ns", p, [plugin("app", "edgefd.io/coral-usb", name)]) for p in made]
+            return pr.ListPodResourcesResponse(pod_resources=pods)
+
+    class Runtime(cri_rpc.RuntimeServiceServicer):
+        def ListContainers(self, request, context):
+            labels = dict(request.filter.label_selector)
+            c = cri.Container(id=labels["io.kubernetes.pod.name"], labels=labels, state=0)
+            return cri.ListContainersResponse(containers=[c])
+
+        def ContainerStatus(self, request, context):
+            cg, proc = made[request.container_id]
+            doc = {"pid": proc.pid, "runtimeSpec": {"linux": {"cgroupsPath": f"/{cg.name}"}}}
+            return cri.ContainerStatusResponse(info={"info": json.dumps(doc)})
+
+    kubelet_dir = tmp_path / "kubelet"
+    (kubelet_dir / "pod-resources").mkdir(parents=True)
+    sock = serve(pr_rpc.add_PodResourcesListerServicer_to_server, Kubelet())
+    os.symlink(sock, kubelet_dir / "pod-resources" / "kubelet.sock")
+    cri_sock = serve(cri_rpc.add_RuntimeServiceServicer_to_server, Runtime())
+    move = {"device": {"name": name, "ids": [name]}, "old": "c:189:4", "new": "c:189:5"}
+    r = _run(
+        "serve", "--events", "-", "--host-root", "/", "--kubelet-dir", str(kubelet_dir),
+        "--cri-socket", cri_sock, "--listen", "", "-o", "json",
+        input=json.dumps(move) + "\n",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "cannot clear the temporary name" in r.stderr and "Traceback" not in r.stderr
+    nodes = {c["pod"]: c["node"] for c in json.loads(r.stdout)["containers"]}
+    assert nodes["other"] == "replaced" and nodes["planted"].startswith("failed: ")
+    assert os.minor(os.stat(f"/proc/{other_pid}/root/dev/edgefd/{name}").st_rdev) == 5

@@ -88,3 +88,63 @@ def test_the_kernels_refusal_is_one_error_with_a_hint(
         grant.grant(str(v1_dir(tmp_path / "cg")), {NEW: "rw"}, {OLD})
     if kind is GrantFailed:
         assert e.value.exit_code == 4
+
+
+def _bpf(call: str, err: int, detail: str = "") -> OSError:
+    from edgefd.device_keeper.bpf import BpfError
+
+    return BpfError(call, err, detail)
+
+
+VERIFIER = "; verifier: BPF program is too large. Processed 1000001 insn"
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "message"),
+    [
+        # a capability missing: 4, with what is needed
+        (_bpf("BPF_PROG_QUERY", errno.EPERM), 4, "needs CAP_SYS_ADMIN"),
+        (_bpf("BPF_PROG_GET_FD_BY_ID", errno.EPERM), 4, "needs CAP_SYS_ADMIN"),
+        (_bpf("BPF_PROG_LOAD", errno.EPERM), 4, "needs CAP_SYS_ADMIN"),
+        (_bpf("BPF_PROG_ATTACH", errno.EPERM), 4, "needs CAP_SYS_ADMIN"),
+        (_bpf("BPF_PROG_LOAD", errno.ENOMEM), 4, "Cannot allocate memory$"),
+        # the verifier's no is not a capability: the program cannot be extended, 1
+        (_bpf("BPF_PROG_LOAD", errno.EACCES, VERIFIER), 1, "cannot be extended: .*too large"),
+        (_bpf("BPF_PROG_LOAD", errno.EINVAL, "; verifier: invalid"), 1, "cannot be extended"),
+        (_bpf("BPF_PROG_LOAD", errno.E2BIG), 1, "cannot be extended"),
+        (
+            _bpf("BPF_OBJ_GET_INFO_BY_FD", errno.EPERM, " (instructions withheld)"),
+            1,
+            "constant blinding",
+        ),
+        # the cgroup removed under the grant: 3, as a missing directory
+        (_bpf("BPF_PROG_QUERY", errno.ENOENT), 3, "the cgroup went away"),
+        (OSError(errno.ENODEV, "No such device"), 3, "the cgroup went away"),
+        # the programs replaced under every attempt: 1
+        (_bpf("BPF_PROG_ATTACH", errno.ENOENT), 1, "changed under every attempt"),
+    ],
+)
+def test_each_kernel_refusal_has_its_documented_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, code: int, message: str
+) -> None:
+    """issue 30 (9): the verifier's EACCES read as a missing capability (4, "needs
+    CAP_SYS_ADMIN"), a cgroup removed under the grant as a refused write (4: ENOENT from
+    BPF_PROG_QUERY, ENODEV from a v1 file) instead of 3, and so on; each errno as the
+    README's table says."""
+    from edgefd.core.errors import EdgefdError
+    from edgefd.device_keeper import cgroupv2
+
+    def refused(*args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(cgroupv2, "apply", refused)
+    monkeypatch.setattr(cgroupv1, "apply", refused)
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("")
+    cg = v1_dir(tmp_path / "v1") if error.errno == errno.ENODEV else v2
+    with pytest.raises(EdgefdError, match=message) as e:
+        grant.grant(str(cg), {NEW: "rw"}, {OLD})
+    assert e.value.exit_code == code
+    if code != 4:
+        assert "CAP_" not in str(e.value)

@@ -14,6 +14,7 @@ from edgefd.device_keeper import bpf, cgroupv2, program
 from edgefd.device_keeper.grant import SystemdManaged, grant
 from edgefd.device_keeper.rules import DeviceNumber, Rule
 
+from .foreign_programs import ALLOW_ALL, DENY_ALL, attach_other
 from .probe import SPREAD, changed, probe
 
 pytestmark = pytest.mark.root
@@ -104,23 +105,59 @@ def test_v2_dry_run_loads_nothing(v2_cgroup, runc_filter):
     assert out.text().splitlines()[1:3] == ["deny c 189:4", "allow c 189:5 rw"]
 
 
-def test_v2_every_attached_program_is_patched(v2_cgroup, runc_filter):
-    """Programs on one cgroup are ANDed: a second one (ALLOW_MULTI) that also denies the new
-    node would keep it shut unless it is patched too."""
+@pytest.mark.parametrize(
+    ("name", "insns"),
+    [
+        ("agent_deny", DENY_ALL),  # a security agent's policy: every device denied
+        ("", DENY_ALL),  # unnamed like runc's, but not its shape
+        ("other", None),  # runc's very instructions under another name
+    ],
+)
+def test_v2_a_program_that_is_not_the_runtimes_is_left_alone_and_still_denies(
+    v2_cgroup, runc_filter, name, insns
+):
+    """issue 30 (9): the keeper patched every attached program, so a security agent's
+    deny-all was bypassed for the granted node. Now only runc's program is extended (the
+    revocation holds), the other one is left exactly as it is, the kernel still ANDs it in,
+    and the grant says it is blocked instead of claiming success."""
     runc_filter(v2_cgroup)
-    second = program.unpack(_programs(v2_cgroup)[0].insns)  # another copy of runc's program
-    fd = bpf.load(program.pack(second), "other", b"GPL\0")
-    cg = os.open(v2_cgroup, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        bpf.attach(cg, fd, bpf.F_ALLOW_MULTI)
-    finally:
-        os.close(cg)
-        os.close(fd)
+    [runc] = _programs(v2_cgroup)
+    body = program.unpack(runc.insns) if insns is None else insns
+    other = attach_other(v2_cgroup, body, name)
     procs = [str(v2_cgroup / "cgroup.procs")]
     before = probe(procs, SPREAD)
-    grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    with pytest.raises(cgroupv2.BlockedByOther, match=rf"not granted c 189:5: program {other}"):
+        grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    after = probe(procs, SPREAD)
+    assert after[("c", 189, 5, "r")] is False and after[("c", 189, 4, "r")] is False
+    progs = {p.id: p for p in _programs(v2_cgroup)}
+    assert other in progs and program.unpack(progs[other].insns) == body  # left as it is
+    assert progs[other].name == name
+    [ours] = [p for p in progs.values() if p.id != other]
+    assert ours.name == program.NAME and runc.id not in progs  # runc's was extended
+    assert program.split(program.unpack(ours.insns))[0] == (Rule(OLD, None), Rule(NEW, "rw"))
+    # nothing opens; where the other program allowed the old node, the revocation holds
+    revoked = {k: v for k, v in _expect(OLD, NEW).items() if k[2] == OLD.minor}
+    assert changed(before, after) == ({} if insns is DENY_ALL else revoked)
+
+
+def test_v2_an_allow_all_beside_runcs_shows_the_revocation_holds(v2_cgroup, runc_filter):
+    """The other program is not evaluated, so the grant is not claimed even where it would
+    pass; what the keeper did to runc's program is in force all the same."""
+    runc_filter(v2_cgroup)
+    attach_other(v2_cgroup, ALLOW_ALL, "audit")
+    procs = [str(v2_cgroup / "cgroup.procs")]
+    before = probe(procs, SPREAD)
+    with pytest.raises(cgroupv2.BlockedByOther, match="may still deny the node"):
+        grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
     assert changed(before, probe(procs, SPREAD)) == _expect(OLD, NEW)
-    assert [p.name for p in _programs(v2_cgroup)] == [program.NAME, program.NAME]
+
+
+def test_v2_no_runtime_program_at_all_is_refused_with_nothing_changed(v2_cgroup):
+    other = attach_other(v2_cgroup, DENY_ALL, "agent_deny")
+    with pytest.raises(cgroupv2.GrantRefused, match="no attached device program is the runt"):
+        grant(str(v2_cgroup), {NEW: "rw"}, {OLD})
+    assert [p.id for p in _programs(v2_cgroup)] == [other]
 
 
 def test_v2_cgroup_without_a_program_is_refused(v2_cgroup):

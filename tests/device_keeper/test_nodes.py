@@ -75,3 +75,51 @@ def test_a_regular_file_is_left_alone(standin):
 def test_a_gone_process(standin):
     with pytest.raises(nodes.NodeNotReplaced, match="cannot open its root"):
         nodes.replace(2**22 + 1, PATH, NEW, OLD)
+
+
+def test_a_directory_at_the_temporary_name_is_left_alone_and_said(standin):
+    """issue 30 (2): the container owns its /dev; a directory where the keeper makes its new
+    node first (`.<name>.edgefd-keeper`) was an IsADirectoryError that killed the worker."""
+    p = standin("coral-usb-1-1-3", "189:4")
+    planted = f"/proc/{p.pid}/root/dev/edgefd/.coral-usb-1-1-3.edgefd-keeper"
+    os.mkdir(planted)
+    with pytest.raises(nodes.NodeNotReplaced, match=r"temporary name.*left alone"):
+        nodes.replace(p.pid, PATH, NEW, OLD)
+    assert os.path.isdir(planted) and os.minor(_inside(p).st_rdev) == 4
+
+
+# the keeper pod's capabilities (k8s/): no CAP_DAC_OVERRIDE, so a mode the container set binds it
+POD_CAPS = "-all,+sys_admin,+sys_ptrace,+mknod,+chown"
+
+
+def test_an_unsearchable_dev_edgefd_is_left_alone_with_the_pods_capabilities(standin):
+    """issue 30 (2): `chmod 000 /dev/edgefd` in the container: with the pod's capabilities
+    the keeper may not look inside, and that was a PermissionError out of the catch-up and
+    the replacement alike; now both say so for this container only."""
+    import subprocess
+    import sys
+
+    p = standin("coral-usb-1-1-3", "189:4")
+    os.chmod(f"/proc/{p.pid}/root/dev/edgefd", 0)
+    code = (
+        (
+            "from edgefd.device_keeper import nodes\n"
+            "from edgefd.device_keeper.rules import DeviceNumber as D\n"
+            "for call in (lambda: nodes.current(PID, PATH),\n"
+            "             lambda: nodes.replace(PID, PATH, D('c', 189, 5), D('c', 189, 4))):\n"
+            "    try:\n"
+            "        print('returned', call())\n"
+            "    except nodes.NodeNotReplaced as e:\n"
+            "        print('refused', e)\n"
+        )
+        .replace("PID", str(p.pid))
+        .replace("PATH", repr(PATH))
+    )
+    argv = ["setpriv", "--inh-caps=-all", f"--bounding-set={POD_CAPS}", sys.executable, "-c"]
+    r = subprocess.run([*argv, code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("refused ") for line in lines), lines
+    assert all("Permission denied; left alone" in line for line in lines)
+    os.chmod(f"/proc/{p.pid}/root/dev/edgefd", 0o755)
+    assert os.minor(_inside(p).st_rdev) == 4

@@ -28,8 +28,14 @@ def test_parse_node(text, node, access):
 
 
 @pytest.mark.parametrize(
-    "text", ["c:189", "x:1:2", "c:-1:2", "c:189:5:rx", "c:189:5:rr", "c:4096:0", "c:1:1048576", ""]
-)
+    "text",
+    [
+        "c:189", "x:1:2", "c:-1:2", "c:189:5:rx", "c:189:5:rr", "c:4096:0", "c:1:1048576", "",
+        "c:\u0661\u0668\u0669:\u0665",  # issue 30 (9): Arabic-Indic digits were 189:5
+        "c:189:\uff15",  # a fullwidth 5
+        "c:189:5\n:r",
+    ],
+)  # fmt: skip
 def test_bad_nodes_are_usage_errors(text):
     with pytest.raises(UsageError):
         parse_node(text)

@@ -15,7 +15,7 @@ from edgefd.device_keeper.containers import Container
 from edgefd.device_keeper.holders import DeviceRef, Holder
 from edgefd.device_keeper.metrics import KeeperMetrics
 from edgefd.device_keeper.rules import DeviceNumber
-from edgefd.device_keeper.service import Keeper, Move
+from edgefd.device_keeper.service import Keeper, Move, Worker
 
 from .cgroups import RUNC_RULES, v2_root
 from .pods import PODS
@@ -287,3 +287,95 @@ def test_a_node_the_container_holds_at_another_path_is_not_revoked(v2_cgroup, ru
     assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
         zip(nodes, [True, False, True], strict=True)
     )
+
+
+def test_what_one_container_did_to_its_dev_stops_neither_the_others_nor_the_worker(
+    v2_cgroups, runc_filter, standin, caplog
+):
+    """issue 30 (2): a holder that put a directory at the keeper's temporary name (or any
+    failure of one container) killed the worker, and with it every other pod's grant on the
+    node. Now its path is left alone and said, the other holder is granted, and the worker
+    goes on with the next move."""
+    (_, planted), (other_cg, other), runtime = _two_pods(
+        v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:4", None)
+    )
+    os.mkdir(f"/proc/{planted.pid}/root/dev/edgefd/.coral-usb-1-1-3.edgefd-keeper")
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    reported = []
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        keeper.run([MOVE, MOVE], lambda move, done: reported.append(done))
+
+    first = {d.holder.pod: d.node for d in reported[0]}
+    assert first["shared"] == "replaced" and first["detector"].startswith("failed: ")
+    assert "temporary name" in first["detector"]
+    assert len(reported) == 2  # the next move was handled too
+    assert os.minor(os.stat(f"/proc/{other.pid}/root{PATH}").st_rdev) == 5
+    assert os.minor(os.stat(f"/proc/{planted.pid}/root{PATH}").st_rdev) == 4
+    assert _probe(other_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert metrics.value("edgefd_device_keeper_node_replacements_total", result="failed") == 2
+
+
+def test_an_unexpected_failure_of_one_container_is_its_own(caplog):
+    """A failure the keeper did not foresee in one container (here its cgroup lookup) is
+    logged with its traceback and counted, and the next holder is still handled."""
+
+    class Odd(Container):
+        def cgroup_dirs(self, cgroup_fs):
+            raise RuntimeError("something no test foresaw")
+
+    class Both:
+        def containers(self, holder):
+            cls = Odd if holder.pod == "detector" else Container
+            return [cls(holder, f"id-{holder.pod}", 1, "/nonexistent-cgroup")]
+
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), Both(), "/nonexistent", "/proc", metrics)
+    with caplog.at_level(logging.ERROR, logger="device-keeper"):
+        done = keeper.handle(MOVE)
+    by_pod = {d.holder.pod: d for d in done}
+    assert by_pod["detector"].refused == "RuntimeError: something no test foresaw"
+    assert by_pod["shared"].node == "skipped: no grant"  # handled after the failure
+    assert metrics.value("edgefd_device_keeper_errors_total", stage="container") == 1
+    assert "the other holders go on" in caplog.text and "Traceback" in caplog.text
+
+
+def test_a_worker_that_cannot_start_ends_the_process():
+    """A failure before the first move (its preparation) ended the thread silently: the
+    process ran on with nobody granting anything."""
+    from edgefd.runtime.runner import Lifeline
+
+    class Unprepared(Worker):
+        def prepare(self):
+            raise ImportError("no gRPC stubs")
+
+    lifeline = Lifeline()
+    keeper = Keeper(Pods(), Runtime({}), "/nonexistent", "/proc", KeeperMetrics())
+    worker = Unprepared(keeper, lambda m, d: None, lifeline, "grants")
+    worker.start([])
+    worker.join(10)
+    assert isinstance(lifeline.failure, ImportError)
+
+
+def test_a_program_beside_runcs_blocks_that_holder_only(v2_cgroups, runc_filter, standin, caplog):
+    """issue 30 (9): on a holder whose cgroup also carries a security agent's deny-all, the
+    agent's program is left as it is and the grant is said to be blocked (no "allowed" line,
+    its path left naming the old node); the other holder is granted as ever."""
+    from .foreign_programs import DENY_ALL, attach_other
+
+    (agent_cg, agent), (other_cg, other), runtime = _two_pods(
+        v2_cgroups, runc_filter, standin, ("detector", "189:4", None), ("shared", "189:4", None)
+    )
+    attach_other(agent_cg, DENY_ALL, "agent_deny")
+    metrics = KeeperMetrics()
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
+    with caplog.at_level(logging.INFO, logger="device-keeper"):
+        done = {d.holder.pod: d for d in keeper.handle(MOVE)}
+    assert "not granted c 189:5: program " in done["detector"].refused
+    assert done["detector"].node == "skipped: no grant" and done["shared"].node == "replaced"
+    assert _probe(agent_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): False}
+    assert _probe(other_cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True}
+    assert os.minor(os.stat(f"/proc/{agent.pid}/root{PATH}").st_rdev) == 4
+    assert os.minor(os.stat(f"/proc/{other.pid}/root{PATH}").st_rdev) == 5
+    assert metrics.value("edgefd_device_keeper_refused_total", reason="program") == 1
+    assert "ns/detector/app (container c0ffee" not in caplog.text  # never "allowed"

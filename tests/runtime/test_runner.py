@@ -86,6 +86,33 @@ def test_a_component_that_fails_ends_the_run_with_its_error_after_stopping_all()
     assert journal == ["start a", "start b", "stop b", "stop a"]
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [
+        PermissionError(13, "Permission denied"),  # read as "the operation failed": 1
+        BrokenPipeError(32, "Broken pipe"),  # read as "the reader went away": 0
+        SystemExit(0),
+        KeyboardInterrupt(),  # read as an interrupt: 130
+        RuntimeError("a bug"),
+    ],
+)
+def test_a_component_that_dies_of_a_bug_ends_the_run_with_70_whatever_it_raised(
+    failure: BaseException,
+) -> None:
+    """issue 30 (2): a grant worker that died of the container's planted path ended `serve` as
+    whatever the thread's exception said as a command's own (1, or 0: a crash loop nobody sees
+    as one); a component's thread that dies is a bug, 70, with the exception as its cause."""
+    from edgefd.runtime.runner import ComponentDied
+
+    def build(lifeline: Lifeline) -> list[Part]:
+        later(0.1, lifeline.fail, failure)
+        return [Part("a", [])]
+
+    with pytest.raises(ComponentDied, match="a component died: ") as e:
+        run(build, startup_line="test starting")
+    assert e.value.exit_code == 70 and e.value.__cause__ is failure
+
+
 def test_a_component_whose_work_is_done_ends_the_run_cleanly() -> None:
     journal: list[str] = []
 

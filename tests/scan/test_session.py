@@ -71,3 +71,30 @@ def test_watch_json_says_how_changes_are_seen(host: Path) -> None:
         out, _ = stop(proc)
     first = json.loads(out[: out.index("\n}\n") + 2])
     assert first["watch"] == {"mode": "inotify", "hold_seconds": 3.0, "held_devices": 0}
+
+
+def test_a_bug_while_watching_is_logged_with_its_traceback_and_ends_the_run(
+    tmp_path: Path, caplog
+) -> None:
+    """The runner ends a run whose component died of a bug with 70 and one line
+    (edgefd.runtime.runner.died): the traceback is the component's to log, and this one did
+    not (issue 30 item 2's runner change)."""
+    import logging
+    from types import SimpleNamespace
+
+    from edgefd.runtime.runner import Lifeline
+    from edgefd.scan.session import WatchContext
+
+    lifeline = Lifeline()
+    session = ScanSession(
+        HostRoot.of(tmp_path), [], None, (), watch=WatchContext(inventory=None, lifeline=lifeline)
+    )
+
+    def broken(snap: object) -> None:
+        raise RuntimeError("a bug")
+
+    session._publish = broken  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR):
+        session.on_snapshot(SimpleNamespace(diff=SimpleNamespace(changes=[])))  # type: ignore[arg-type]
+    assert isinstance(lifeline.failure, RuntimeError)
+    assert "publishing the labels died: a bug" in caplog.text and "Traceback" in caplog.text

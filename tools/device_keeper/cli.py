@@ -6,8 +6,10 @@
 
 
 Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
-device program, a program that cannot be extended), 2 usage, 3 the cgroup is missing or not
-a cgroup directory, 4 the kernel refused the write (capabilities), 70 a bug.
+device program, a program that cannot be extended or that the verifier refused extended,
+another program beside the runtime's that may still deny the node), 2 usage, 3 the cgroup is
+missing, not a cgroup directory, or removed during the grant, 4 the kernel refused the write
+(capabilities), 70 a bug (also: a component of `serve` that died).
 """
 
 from __future__ import annotations
@@ -268,19 +270,24 @@ def serve_cmd(
 
 
 def _lines(events: str, follow: bool, lifeline: Any) -> Any:
-    """The event lines: a file followed as it grows, stdin, or a file read once."""
+    """The event lines: a file followed as it grows, stdin, or a file read once; each line
+    bounded (events.bounded), bytes that are not UTF-8 read as replacement characters."""
+    import io
     import sys
+
+    from .events import bounded
 
     if follow:
         from .events import follow as follow_file
 
         return follow_file(events, lambda: lifeline.stopping, lifeline.wait)
     if events == "-":
-        return sys.stdin
-    f = open(events, encoding="utf-8")  # noqa: SIM115 - here, so a missing file is said at once
+        return bounded(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    # opened here, so a missing file is said at once
+    f = open(events, encoding="utf-8", errors="replace")  # noqa: SIM115
 
     def read() -> Any:
         with f:
-            yield from f
+            yield from bounded(f)
 
     return read()

@@ -13,7 +13,10 @@ source gives); `dra`: (driver, pool, device), pool "" for any pool of the driver
 `new` may carry the access (`c:189:5:rwm`; default rw); `path` names the container's path when
 it is not `/dev/edgefd/<name>` (a device's second node: `/dev/edgefd/<name>.1`).
 
-A bad line is logged with its number and skipped; the stream goes on. With `--follow` the
+A bad line is logged with its number and skipped; the stream goes on. That includes what no
+move looks like: a line longer than MAX_LINE characters (never held whole: the rest of it is
+read past), JSON nested deeper than MAX_DEPTH (refused before the parser, whose recursion it
+would exhaust), bytes that are not UTF-8 (read as replacement characters). With `--follow` the
 file is read as it grows (a file the inventory appends to, in the pod). `EventsFeed` is the
 runner's component for `serve --events`: done when the lines end.
 """
@@ -24,7 +27,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from edgefd.core.errors import EdgefdError
 from edgefd.inventory.naming import CONTAINER_DIR
@@ -36,6 +39,8 @@ from .service import Keeper, Move, Report, Worker
 
 log = logging.getLogger("device-keeper")
 POLL = 0.05  # seconds between looks at a followed file that has no new line
+MAX_LINE = 64 * 1024  # characters; a move is a few hundred
+MAX_DEPTH = 16  # a move nests four deep ({"device": {"plugin": [[...]]}})
 
 
 def _pairs(value: Any, width: int, what: str) -> frozenset:
@@ -49,8 +54,34 @@ def _pairs(value: Any, width: int, what: str) -> frozenset:
     return frozenset(tuple(v) for v in value)
 
 
+def nesting(text: str) -> int:
+    """How deep the JSON text's arrays and objects nest (brackets inside strings are text)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse(line: str) -> Move:
     """One move; ValueError (or EdgefdError for a bad node) says what is wrong."""
+    if len(line.rstrip("\n")) > MAX_LINE:
+        raise ValueError(f"longer than {MAX_LINE} characters")
+    if nesting(line) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     doc = json.loads(line)
     if not isinstance(doc, dict) or not isinstance(doc.get("device"), dict):
         raise ValueError("expected an object with a 'device' object")
@@ -80,9 +111,24 @@ def moves(lines: Iterable[str]) -> Iterator[Move]:
         if not line.strip():
             continue
         try:
-            yield parse(line)
-        except (ValueError, EdgefdError) as e:
-            log.error("event line %d: %s; skipped", n, e)
+            move = parse(line)
+        except (ValueError, TypeError, RecursionError, EdgefdError) as e:
+            log.warning("event line %d: %s; skipped", n, e)
+            continue
+        yield move
+
+
+def bounded(stream: IO[str]) -> Iterator[str]:
+    """The lines of a stream, none held longer than MAX_LINE + 1 characters: of a longer
+    line the first MAX_LINE + 1 are given (parse refuses them), the rest is read past."""
+    while True:
+        line = stream.readline(MAX_LINE + 1)
+        if not line:
+            return
+        rest = line
+        while len(rest) > MAX_LINE and not rest.endswith("\n"):
+            rest = stream.readline(MAX_LINE + 1)
+        yield line
 
 
 def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]) -> Iterator[str]:
@@ -90,7 +136,7 @@ def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]
     does not exist yet is waited for, one replaced (a new inode) is read from its start."""
     f = None
     ino = None
-    partial = ""
+    partial = ""  # at most MAX_LINE + 1 characters of the line being written
     while not stopped():
         if f is None:
             try:
@@ -99,10 +145,12 @@ def follow(path: str, stopped: Callable[[], bool], wait: Callable[[float], None]
             except FileNotFoundError:
                 wait(POLL)
                 continue
-        chunk = f.readline()
+        chunk = f.readline(MAX_LINE + 1)
         if chunk:
-            partial += chunk
-            if partial.endswith("\n"):
+            ended = chunk.endswith("\n")
+            if len(partial) <= MAX_LINE:
+                partial = (partial + chunk)[: MAX_LINE + 1] if not ended else partial + chunk
+            if ended:
                 yield partial
                 partial = ""
             continue

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError
 
 from . import cgroupv1, cgroupv2
+from .bpf import BpfError
 from .cgroupv2 import GrantRefused
 from .rules import DeviceNumber, disjoint
 
@@ -113,13 +114,39 @@ def grant(
             out.patches = cgroupv2.apply(cgroup, allow, revoke)
     except GrantRefused:
         raise
-    except FileNotFoundError:
-        raise BadInput(f"{cgroup}: the cgroup went away") from None
     except OSError as e:
-        hint = ""
-        if e.errno in (errno.EPERM, errno.EACCES):
-            hint = " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
-            if ver == "v1":
-                hint = " (needs CAP_SYS_ADMIN and a parent devices cgroup that allows the node)"
-        raise GrantFailed(f"{cgroup}: {e.strerror or e}{hint}") from None
+        raise refusal(cgroup, ver, e) from None
     return out
+
+
+def refusal(cgroup: str, ver: str, e: OSError) -> EdgefdError:
+    """The kernel's no as the documented exit code: the cgroup gone (removed under us:
+    ENOENT, or ENODEV from a v1 file) is 3; a program the kernel will not take (the verifier
+    refused the extended program, a constant-blinded one whose instructions it withholds) is
+    1, as every program that cannot be extended; the programs changing under every attempt is
+    1; a missing capability (EPERM, EACCES) is 4 with what is needed, any other refused write
+    4. The verifier answers EACCES or EINVAL too: that is not a capability, and said so."""
+    call = e.call if isinstance(e, BpfError) else ""
+    why = e.strerror or str(e)
+    if e.errno == errno.ENODEV or (e.errno == errno.ENOENT and call in ("", "BPF_PROG_QUERY")):
+        return BadInput(f"{cgroup}: the cgroup went away")
+    if call == "BPF_PROG_LOAD" and e.errno in (errno.EACCES, errno.EINVAL, errno.E2BIG):
+        return GrantRefused(
+            f"{cgroup}: the runtime's program cannot be extended: the kernel refused the "
+            f"extended program ({why}); it was left as it was"
+        )
+    if call == "BPF_OBJ_GET_INFO_BY_FD" and "withheld" in why:
+        return GrantRefused(
+            f"{cgroup}: a device program cannot be extended: the kernel withholds its "
+            f"instructions (constant blinding, net.core.bpf_jit_harden=2): {why}"
+        )
+    if e.errno == errno.ENOENT:
+        return EdgefdError(
+            f"{cgroup}: the device programs changed under every attempt ({why}); try again"
+        )
+    hint = ""
+    if e.errno in (errno.EPERM, errno.EACCES):
+        hint = " (needs CAP_SYS_ADMIN and a writable cgroup directory)"
+        if ver == "v1":
+            hint = " (needs CAP_SYS_ADMIN and a parent devices cgroup that allows the node)"
+    return GrantFailed(f"{cgroup}: {why}{hint}")

@@ -9,6 +9,11 @@ beside the old one under a temporary name with the old one's mode and owner, the
 over it: the path names the old node or the new one, never nothing. A path that is not a
 device node, or that names a node other than the old or the new one, is left alone.
 
+Whatever the container made of its own /dev (a directory at the temporary name, `chmod 000
+/dev/edgefd`, a name swapped mid-way) is a NodeNotReplaced for that container, never an
+exception that escapes: the keeper serves every container of the node from one worker, and
+one container must not be able to stop it for the others.
+
 No setns: a thread of a multi-threaded process cannot enter another mount namespace, and the
 directory fd of the container's /dev is all mknodat/renameat need. libusb's
 `/dev/bus/usb/BBB/DDD` needs nothing here: it is the host's /dev/bus/usb, bind-mounted
@@ -128,6 +133,8 @@ def current(
             return _node_of(os.stat(name, dir_fd=dfd, follow_symlinks=False))
         except FileNotFoundError:
             return None
+        except OSError as e:
+            raise NodeNotReplaced(f"process {pid}: {path}: {e.strerror}; left alone") from None
 
 
 def _swap(
@@ -137,6 +144,8 @@ def _swap(
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         st = None
+    except OSError as e:
+        raise NodeNotReplaced(f"process {pid}: {path}: {e.strerror}; left alone") from None
     current = None if st is None else _node_of(st)
     if st is not None and current is None:
         raise NodeNotReplaced(f"process {pid}: {path} is not a device node; left alone")
@@ -149,8 +158,14 @@ def _swap(
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o660
     kind = stat.S_IFCHR if new.type == "c" else stat.S_IFBLK
     tmp = f".{name}.edgefd-keeper"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp, dir_fd=dfd)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)  # left by a keeper that stopped half-way
+    except OSError as e:  # a directory there, an unsearchable /dev/edgefd: the container's
+        raise NodeNotReplaced(
+            f"process {pid}: {path}: cannot clear the temporary name {tmp}: {e.strerror}; "
+            "left alone"
+        ) from None
     try:
         # the old node's mode exactly: not narrowed by our umask (no fchmodat without
         # following symlinks on Linux, and the container could swap the name for one)

@@ -169,7 +169,10 @@ def split(insns: Sequence[Insn]) -> tuple[tuple[Rule, ...], list[Insn]] | None:
         kind = next((t for t, bit in TYPE_BITS.items() if bit == m[0].imm), None)
         if kind is None:
             return None
-        node = DeviceNumber(kind, m[1].imm, m[2].imm)
+        try:  # a number no device has: not a preamble the keeper wrote
+            node = DeviceNumber(kind, m[1].imm, m[2].imm)
+        except ValueError:
+            return None
         t = take(2)
         if t == [Insn(ALU64 | MOV | K, 0, imm=0), Insn(JMP | EXIT)]:
             rules.append(Rule(node, None))
@@ -190,6 +193,68 @@ def split(insns: Sequence[Insn]) -> tuple[tuple[Rule, ...], list[Insn]] | None:
             return None
         rules.append(Rule(node, access_text(ALL_ACCESS & ~t[1].imm)))
     return tuple(rules), seq[pos:]
+
+
+# -- the runtime's own program
+
+# runc (opencontainers/cgroups devices/devicefilter.go) and crun (libcrun/ebpf.c) load one
+# shape, unnamed: type, access, major and minor into r2..r5, then one block per rule (each
+# test optional, in this order, each jumping to the next block), a verdict in r0, exit.
+_RUNTIME_HEAD = [
+    Insn(LDX | W | MEM, 2, 1, 0),
+    Insn(ALU | AND | K, 2, imm=0xFFFF),
+    Insn(LDX | W | MEM, 3, 1, 0),
+    Insn(ALU | RSH | K, 3, imm=16),
+    Insn(LDX | W | MEM, 4, 1, 4),
+    Insn(LDX | W | MEM, 5, 1, 8),
+]
+
+
+def runtime_shaped(insns: Sequence[Insn]) -> bool:
+    """Whether `insns` are exactly a runtime's device filter (runc's or crun's, as the
+    verifier gives them back): what the keeper may extend. Anything else attached to a
+    container's cgroup (a security agent's policy) is not the keeper's to change."""
+    keep = [n for n, i in enumerate(insns) if not (n and _is_zext(i))]
+    code = [insns[n] for n in keep]
+    at = {orig: k for k, orig in enumerate(keep)}
+    at[len(insns)] = len(code)
+    if code[:6] != _RUNTIME_HEAD:
+        return False
+    k = 6
+    while k < len(code):
+        jumps = []
+        tests = (
+            [Insn(JMP | JNE | K, 2)],
+            [Insn(ALU | MOV | X, 1, 3), Insn(ALU | AND | K, 1), Insn(JMP | JNE | X, 1, 3)],
+            [Insn(JMP | JNE | K, 4)],
+            [Insn(JMP | JNE | K, 5)],
+        )
+        for shape in tests:
+            got = code[k : k + len(shape)]
+            if [(i.code, i.dst, i.src) for i in got] != [(i.code, i.dst, i.src) for i in shape]:
+                continue
+            if shape[0].dst == 2 and got[0].imm not in (1, 2):  # block or char
+                return False
+            if shape[0].dst == 1 and not 0 < got[1].imm <= ALL_ACCESS:
+                return False
+            jumps.append(k + len(shape) - 1)
+            k += len(shape)
+        verdict = code[k : k + 2]
+        if (
+            len(verdict) != 2
+            or verdict[0].code not in (ALU | MOV | K, ALU64 | MOV | K)
+            or (verdict[0].dst, verdict[0].src, verdict[0].off) != (0, 0, 0)
+            or verdict[0].imm not in (0, 1)
+            or verdict[1] != Insn(JMP | EXIT)
+        ):
+            return False
+        k += 2
+        for j in jumps:  # every test of a block goes to the next block, nowhere else
+            if at.get(keep[j] + 1 + code[j].off) != k:
+                return False
+        if not jumps:  # a block without tests decides everything: the program's end
+            return k == len(code)
+    return False
 
 
 def check_reloadable(body: Sequence[Insn]) -> None:

@@ -16,7 +16,8 @@ from edgefd.core.errors import UsageError
 ACCESS_BITS = {"m": 1, "r": 2, "w": 4}
 TYPE_BITS = {"b": 1, "c": 2}
 DEFAULT_ACCESS = "rw"  # what both device APIs give a container (DeviceSpec and CDI "rw")
-_NODE = re.compile(r"^([cb]):(\d{1,10}):(\d{1,10})(?::([rwm]{1,3}))?$")
+# ASCII digits only: `\d` alone also takes other scripts' digits (c:١٨٩:٥ would be 189:5)
+_NODE = re.compile(r"([cb]):([0-9]{1,10}):([0-9]{1,10})(?::([rwm]{1,3}))?", re.ASCII)
 MAX_MAJOR = (1 << 12) - 1  # the kernel's dev_t: 12-bit major, 20-bit minor
 MAX_MINOR = (1 << 20) - 1
 
@@ -84,7 +85,7 @@ class Rule:
 
 def parse_node(text: str, default_access: str = DEFAULT_ACCESS) -> tuple[DeviceNumber, str]:
     """`c:189:5` or `c:189:5:rwm` -> (node, access); UsageError says what is wrong."""
-    m = _NODE.match(text.strip())
+    m = _NODE.fullmatch(text.strip())
     if not m:
         raise UsageError(
             f"{text!r} is not a device node: expected TYPE:MAJOR:MINOR[:ACCESS] such as "

@@ -130,9 +130,28 @@ class Keeper:
                 log.error("%s: cannot find its container: %s", h, e)
                 out.append(Done(h, refused=str(e)))
                 continue
-            out += [self._container(move, c) for c in found]
+            out += [self._contained(move, c) for c in found]
         self.forget_gone(d.container for d in out)
         return out
+
+    def _contained(self, move: Move, c: Container) -> Done:
+        """One container's grant, whatever it did to its own /dev or cgroup: a failure is
+        its own (logged with its traceback, counted), and the other holders are still
+        granted by the same worker, which goes on with the next move."""
+        try:
+            return self._container(move, c)
+        except Exception as e:
+            self.metrics.errors.labels("container").inc()
+            log.error(
+                "%s (container %s): %s not granted: %s: %s; the other holders go on",
+                c.holder,
+                c.id[:12],
+                move.new,
+                type(e).__name__,
+                e,
+                exc_info=True,
+            )
+            return Done(c.holder, c.id, node=f"failed: {e}", refused=f"{type(e).__name__}: {e}")
 
     def _container(self, move: Move, c: Container) -> Done:
         done = Done(c.holder, c.id)
@@ -300,8 +319,8 @@ class Worker:
         self.thread.start()
 
     def _run(self) -> None:
-        self.prepare()
         try:
+            self.prepare()  # inside: a worker that cannot even start ends the process too
             self.keeper.run(self._moves, self.report)
         except BaseException as e:  # a bug: the process must not run on without its worker
             log.critical("the grant worker died: %s", e, exc_info=True)

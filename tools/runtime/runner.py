@@ -16,7 +16,11 @@ configuration (an error keeps the one in use, said once) and every component tha
 reconfigured last, hands them its next snapshot under the new configuration). Components stop
 in reverse order too. A component's own thread that dies, or whose work is done (an events
 file read to its end), says so through the `Lifeline` it was built with; the process then
-stops as on a signal and exits with that failure's code (or 0).
+stops as on a signal and exits with that failure's code (or 0). A failure that is not an
+expected one (an EdgefdError, with its own code) is a component that died of a bug: the run
+ends with ComponentDied, exit 70, whatever the exception was. Raised as it came, a thread's
+OSError would read as a failed operation (1), a BrokenPipeError or a SystemExit(0) as success,
+a KeyboardInterrupt as an interrupt: a crash loop that reports 0 is not seen for what it is.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from edgefd.core.errors import EXIT_INTERNAL, EdgefdError
 from edgefd.core.log import get_logger
 from edgefd.core.service import Listen
 
@@ -38,6 +43,12 @@ log = get_logger(__name__)
 class Component(Protocol):
     def start(self) -> object: ...
     def stop(self) -> object: ...
+
+
+class ComponentDied(EdgefdError):
+    """A component's thread died of something unexpected (a bug): the run ends with 70."""
+
+    exit_code = EXIT_INTERNAL
 
 
 class Lifeline:
@@ -154,8 +165,19 @@ def run(
             if server is not None:
                 server.stop()
     if lifeline.failure is not None:
-        raise lifeline.failure
+        raise died(lifeline.failure)
     return 0
+
+
+def died(failure: BaseException) -> BaseException:
+    """What a component's failure ends the run with: an expected failure as it is (its exit
+    code is the tool's), anything else as ComponentDied (exit 70), caused by it."""
+    if isinstance(failure, EdgefdError):
+        return failure
+    what = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+    out = ComponentDied(f"a component died: {what}")
+    out.__cause__ = failure
+    return out
 
 
 def serve_probes(listen: Listen, metrics: Any, components: Sequence[object]) -> Any:
@@ -169,8 +191,6 @@ def serve_probes(listen: Listen, metrics: Any, components: Sequence[object]) -> 
 
 
 def _reload(reload: Reload, components: Sequence[object]) -> None:
-    from edgefd.core.errors import EdgefdError
-
     where = f" from {reload.path}" if reload.path is not None else ""
     log.info("reloading the configuration%s", where)
     try:

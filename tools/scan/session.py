@@ -108,7 +108,8 @@ class ScanSession:
             if self.metrics:
                 self.metrics.write_failures.inc()
             log.error("%s (keeping the previous files; retrying on the next change)", e)
-        except Exception as e:
+        except Exception as e:  # a bug: its traceback here, the process ends with 70
+            log.exception("publishing the labels died: %s", e)
             self.watch.lifeline.fail(e)
 
     # -- as a component of the runner
