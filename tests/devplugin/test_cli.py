@@ -103,6 +103,18 @@ def test_bad_config_exits_3_naming_the_field(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
+def test_a_fifo_as_the_configuration_exits_3_at_once_in_one_line(tmp_path: Path) -> None:
+    """Issue 30 item 9: a FIFO behind the ConfigMap's symlink must not block the start."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "resources.yaml").symlink_to(tmp_path / "fifo")
+    proc = run_plugin(
+        ["--config", str(tmp_path / "resources.yaml"), "--plugin-dir", str(tmp_path / "dp")]
+    )
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+    assert "resources.yaml: a FIFO, not a regular file" in err and "Traceback" not in err
+
+
 def test_devplugin_with_an_empty_configuration_warns_at_start_up(
     plugin_dir: Path, tmp_path: Path
 ) -> None:
