@@ -107,3 +107,22 @@ def test_a_configuration_that_is_not_a_small_regular_file_is_bad_input_at_once(
     if kind == "fifo":
         with pytest.raises(BadInput, match=phrase):
             read_yaml(tmp_path / "resources.yaml", "configuration")
+
+
+def test_a_kubeconfig_may_be_a_pipe_read_to_its_end(tmp_path: Path) -> None:
+    """`--kubeconfig <(...)` (`pipe=True`): read, within the limit; a configuration is not."""
+    r, w = os.pipe()
+    os.write(w, b"a: 1\n")
+    os.close(w)
+    try:
+        assert read_text(f"/dev/fd/{r}", "kubeconfig", pipe=True) == "a: 1\n"
+    finally:
+        os.close(r)
+    r, w = os.pipe()
+    os.write(w, b"x" * 32)
+    os.close(w)
+    try:
+        with pytest.raises(BadInput, match="larger than 16 bytes"):
+            read_text(f"/dev/fd/{r}", "kubeconfig", 16, pipe=True)
+    finally:
+        os.close(r)
