@@ -56,3 +56,18 @@ def test_anything_else_is_refused_without_blocking(
     assert (e.value.kind, str(e.value)) == (refused, phrase)
     if kind == "large":
         assert e.value.size == 4
+
+
+def test_a_configuration_is_read_through_its_symlinks_and_still_checked(tmp_path: Path) -> None:
+    """`follow=True` (a ConfigMap volume is made of symlinks): what they lead to is read only
+    if it is a regular file; a FIFO at `..data/resources.yaml` is refused at once (issue 30,
+    item 9: it stopped every later reload)."""
+    data = tmp_path / "..data"
+    data.mkdir()
+    (data / "resources.yaml").write_text("a: 1\n")
+    (tmp_path / "resources.yaml").symlink_to("..data/resources.yaml")
+    assert read_regular(tmp_path / "resources.yaml", 8, follow=True)[0] == b"a: 1\n"
+    (data / "resources.yaml").unlink()
+    os.mkfifo(data / "resources.yaml")
+    with pytest.raises(Refused, match=r"^a FIFO, not a regular file$"):
+        read_regular(tmp_path / "resources.yaml", 8, follow=True)

@@ -5,12 +5,13 @@ rather than defaulted, and numbers and durations must be finite and in range."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from edgefd.core.errors import BadInput
-from edgefd.core.schema import Fields, parse_yaml, read_yaml
+from edgefd.core.schema import Fields, parse_yaml, read_text, read_yaml
 
 DOC = {"resources": [{"name": "a"}, {"name": "b", "usb": [{"vendor": "xyz1"}]}]}
 
@@ -83,3 +84,45 @@ def test_yaml_that_does_not_parse_or_read_is_bad_input(tmp_path: Path) -> None:
         read_yaml(tmp_path / "latin1.yaml", "configuration")
     with pytest.raises(BadInput, match="No such file or directory"):
         read_yaml(tmp_path / "missing.yaml", "configuration")
+
+
+@pytest.mark.parametrize(
+    ("kind", "phrase"),
+    [("fifo", "a FIFO, not a regular file"), ("large", "larger than 16 bytes")],
+)
+def test_a_configuration_that_is_not_a_small_regular_file_is_bad_input_at_once(
+    tmp_path: Path, kind: str, phrase: str
+) -> None:
+    """Every tool's configuration (devplugin's and device-keeper's `--config`, the scanners',
+    the catalogue) is read here: a FIFO, even behind the ConfigMap's symlink, is refused
+    without blocking (issue 30, item 9), and the size is bounded."""
+    target = tmp_path / "target.yaml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.write_text("a: " + "x" * 20 + "\n")
+    (tmp_path / "resources.yaml").symlink_to(target)
+    with pytest.raises(BadInput, match=rf"^cannot read configuration .*resources.yaml: {phrase}$"):
+        read_text(tmp_path / "resources.yaml", "configuration", limit=16)
+    if kind == "fifo":
+        with pytest.raises(BadInput, match=phrase):
+            read_yaml(tmp_path / "resources.yaml", "configuration")
+
+
+def test_a_kubeconfig_may_be_a_pipe_read_to_its_end(tmp_path: Path) -> None:
+    """`--kubeconfig <(...)` (`pipe=True`): read, within the limit; a configuration is not."""
+    r, w = os.pipe()
+    os.write(w, b"a: 1\n")
+    os.close(w)
+    try:
+        assert read_text(f"/dev/fd/{r}", "kubeconfig", pipe=True) == "a: 1\n"
+    finally:
+        os.close(r)
+    r, w = os.pipe()
+    os.write(w, b"x" * 32)
+    os.close(w)
+    try:
+        with pytest.raises(BadInput, match="larger than 16 bytes"):
+            read_text(f"/dev/fd/{r}", "kubeconfig", 16, pipe=True)
+    finally:
+        os.close(r)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from edgefd.devplugin.v1beta1.resource import socket_name
+from edgefd.inventory.resources import MAX_RESOURCES
 from tests.devplugin.command import ROOT, run_plugin
 from tests.devplugin.kubelet import FakeKubelet
 from tests.fixturegen import build_host
@@ -101,6 +102,104 @@ def test_bad_config_exits_3_naming_the_field(tmp_path: Path) -> None:
     assert proc.returncode == 3
     assert "resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits" in err
     assert "Traceback" not in err
+
+
+def test_a_fifo_as_the_configuration_exits_3_at_once_in_one_line(tmp_path: Path) -> None:
+    """Issue 30 item 9: a FIFO behind the ConfigMap's symlink must not block the start."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "resources.yaml").symlink_to(tmp_path / "fifo")
+    proc = run_plugin(
+        ["--config", str(tmp_path / "resources.yaml"), "--plugin-dir", str(tmp_path / "dp")]
+    )
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+    assert "resources.yaml: a FIFO, not a regular file" in err and "Traceback" not in err
+
+
+def many_resources(n: int) -> str:
+    return "resources:\n" + "".join(
+        f"  - {{name: edgefd.io/r{i}, kind: edgetpu}}\n" for i in range(n)
+    )
+
+
+def test_too_many_resources_exit_3_at_once_in_one_line(tmp_path: Path) -> None:
+    """Issue 30 item 8: 14,000 resources in a valid 1 MiB ConfigMap took 345 MiB and 3,741
+    threads; the count is refused before anything starts."""
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(many_resources(14_000))
+    t0 = time.monotonic()
+    proc = run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    said = "resources: 14000 resources (each is a server and a thread of its own), at most"
+    assert f"{said} {MAX_RESOURCES}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "dp").exists() or not list((tmp_path / "dp").iterdir())
+
+
+def test_a_reload_with_too_many_resources_keeps_the_configuration(
+    host: Path, plugin_dir: Path, tmp_path: Path
+) -> None:
+    k = FakeKubelet(plugin_dir)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
+    args = ["--host-root", str(host), "--plugin-dir", str(plugin_dir), "--config", str(cfg)]
+    proc = run_plugin([*args, "--listen", ""])
+    try:
+        wait_until(lambda: k.last(CORAL), timeout=15)
+        cfg.write_text(many_resources(MAX_RESOURCES + 1))
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert (plugin_dir / socket_name(CORAL)).exists()  # still served as it was
+        assert not (plugin_dir / socket_name("edgefd.io/r0")).exists()
+        cfg.write_text(
+            "resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n"
+            "  - {name: edgefd.io/ncs2, accelerator: ncs2}\n"
+        )
+        proc.send_signal(signal.SIGHUP)  # a later valid one is taken
+        wait_until(lambda: k.last("edgefd.io/ncs2"), timeout=10)
+        assert k.count(CORAL) == 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+        assert proc.returncode == 0, err
+        assert (
+            f"ERROR: {cfg}: resources: {MAX_RESOURCES + 1} resources (each is a server and a "
+            f"thread of its own), at most {MAX_RESOURCES}; keeping the configuration in use"
+        ) in err, err
+        assert "Traceback" not in err
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        k.stop()
+
+
+def test_sigterm_while_the_most_resources_start_ends_it_promptly(
+    host: Path, plugin_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 30 item 8: SIGTERM while every one of the most resources allowed, each with a
+    device, is starting: exit 0, promptly, no socket left behind."""
+    k = FakeKubelet(plugin_dir)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(many_resources(MAX_RESOURCES))
+    proc = run_plugin(
+        ["--host-root", str(host), "--plugin-dir", str(plugin_dir), "--config", str(cfg),
+         "--listen", ""]
+    )  # fmt: skip
+    try:
+        wait_until(lambda: any(plugin_dir.glob("edgefd-*.sock")), timeout=30)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+        assert proc.returncode == 0, err
+        assert took < 10, took
+        assert "Traceback" not in err
+        assert not list(plugin_dir.glob("edgefd-*.sock"))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        k.stop()
 
 
 def test_devplugin_with_an_empty_configuration_warns_at_start_up(

@@ -158,10 +158,11 @@ def test_an_absent_device_says_since_when_from_the_first_scan_without_it() -> No
 
 
 def test_a_restart_keeps_an_absence_but_starts_none_early() -> None:
-    """Persisted: a device already absent when the last run saved it keeps since when (an
-    eviction deadline survives the restart); one that was present counts from the first scan
-    of this run that does not see it (a Coral loading its firmware at the restart must not
-    count its absence from the last run's last_seen)."""
+    """Persisted: a device already absent when the last run saved it keeps since when; one
+    that was present counts from the first scan of this run that does not see it (a Coral
+    loading its firmware at the restart must not count its absence from the last run's
+    last_seen). The eviction clock (`missed_since`) starts at this run's first scan without
+    it for both (issue 30, item 3)."""
     absent = dev(BOOT, "coral-usb", t=900.0)._replace(present=False, missing_since=950.0)
     present = dev(HUB, "hub", t=990.0)
     p = Presence(3.0, None)
@@ -170,4 +171,7 @@ def test_a_restart_keeps_an_absence_but_starts_none_early() -> None:
     got = {d.name: d for d in p.devices(7.0)}
     assert got[absent.name].missing_since == 950.0
     assert got[present.name].missing_since == 1002.0
+    assert {d.missed_since for d in got.values()} == {1002.0}
+    p.update(seen(), 1004.0, 9.0)
+    assert {d.missed_since for d in p.devices(9.0)} == {1002.0}  # fixed from then on
     assert not any(d.present for d in got.values()) and p.held_names(7.0) == frozenset()

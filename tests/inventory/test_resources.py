@@ -21,6 +21,8 @@ from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.core.errors import BadInput
 from edgefd.inventory.device import Device
 from edgefd.inventory.resources import (
+    MAX_LIST,
+    MAX_RESOURCES,
     Config,
     Resource,
     check_resource_name,
@@ -139,6 +141,27 @@ def test_bad_config_names_the_field(doc: object, message: str) -> None:
         parse_config(doc, "resources.yaml")
     assert str(e.value).startswith("resources.yaml: ")
     assert message in str(e.value)
+
+
+def test_the_number_of_resources_and_of_their_entries_is_bounded() -> None:
+    """Issue 30 item 8: 14,000 resources (a valid 1 MiB ConfigMap) took 345 MiB and 3,741
+    threads; each resource is a server and a thread, so their number has a limit, said as any
+    other configuration error, before anything is built."""
+    many = [{"name": f"edgefd.io/r{i}", "kind": "edgetpu"} for i in range(MAX_RESOURCES)]
+    assert len(parse_config({"resources": many}, "resources.yaml").resources) == MAX_RESOURCES
+    with pytest.raises(BadInput) as e:
+        parse_config({"resources": [*many, many[0]] * 200}, "resources.yaml")
+    assert str(e.value) == (
+        f"resources.yaml: resources: {(MAX_RESOURCES + 1) * 200} resources (each is a server"
+        f" and a thread of its own), at most {MAX_RESOURCES}"
+    )
+    usb = [{"vendor": "1a6e", "product": f"{i:04x}"} for i in range(MAX_LIST + 1)]
+    with pytest.raises(BadInput, match=rf"resources\[0\].usb: {MAX_LIST + 1} entries, at most"):
+        parse_config(_cfg({**GOOD, "usb": usb}), "resources.yaml")
+    env = {f"V{i}": "x" for i in range(MAX_LIST + 1)}
+    with pytest.raises(BadInput, match=rf"resources\[0\].env: {MAX_LIST + 1} entries, at most"):
+        parse_config(_cfg({**GOOD, "env": env}), "resources.yaml")
+    assert len(default_config().resources) <= MAX_RESOURCES  # the catalogue's fits
 
 
 def test_config_accelerator_fills_matchers_and_overrides_apply() -> None:

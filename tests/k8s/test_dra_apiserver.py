@@ -232,6 +232,7 @@ def test_a_noexecute_device_taint_is_accepted_as_written(clean: dict[str, Any]) 
         reason="unplugged from port 2-1",
         last_seen=1_700_000_000.0,
         missing_since=1_700_000_010.0,
+        missed_since=1_700_000_010.0,
     )
     taints = slices.taints(gone, Eviction(after=2.0, hold=3.0), 1_800_000_000.0)
     body = slice_body(f"{NODE_A}-edgefd.io-0", NODE_A)

@@ -1,5 +1,6 @@
 """A mounted ConfigMap's file is noticed when the kubelet swaps `..data` (issue 25 item 4: a
-ConfigMap edit was picked up only on a restart)."""
+ConfigMap edit was picked up only on a restart); a FIFO in its place is an error that keeps the
+configuration, never a watcher blocked for good (issue 30 item 9)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,43 @@ def test_an_unreadable_file_keeps_the_configuration(tmp_path: Path) -> None:
         assert calls == [1]
     finally:
         watch.stop()
+
+
+def plant_fifo(vol: ConfigMapVolume, key: str) -> None:
+    """A FIFO where the key's file is, behind `..data` (what a writer of the volume could do)."""
+    target = vol.dir / "..data" / key
+    target.unlink()
+    os.mkfifo(target)
+
+
+def test_a_fifo_keeps_the_configuration_and_a_later_change_is_still_noticed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n"})
+    calls: list[int] = []
+    watch = ConfigFileWatch(vol.path("resources.yaml"), lambda: calls.append(1), poll=0.1)
+    watch.start()
+    try:
+        plant_fifo(vol, "resources.yaml")
+        vol.update({"resources.yaml": "a: 1\n", "other": "x"})  # a swap: the watch looks
+        plant_fifo(vol, "resources.yaml")
+        wait_until(lambda: "a FIFO, not a regular file" in caplog.text, 5, what="the error")
+        [rec] = [r for r in caplog.records if "FIFO" in r.getMessage()]
+        assert rec.levelname == "ERROR" and "keeping the configuration in use" in rec.getMessage()
+        assert calls == []
+        vol.update({"resources.yaml": "a: 2\n", "other": "x"})  # the FIFO replaced
+        wait_until(lambda: calls, 5, what="the change after the FIFO")
+        assert calls == [1]
+    finally:
+        watch.stop()
+
+
+def test_a_fifo_there_at_the_start_does_not_block_it(tmp_path: Path) -> None:
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n"})
+    plant_fifo(vol, "resources.yaml")
+    done = threading.Event()
+    threading.Thread(
+        target=lambda: (ConfigFileWatch(vol.path("resources.yaml"), lambda: None), done.set()),
+        daemon=True,
+    ).start()
+    assert done.wait(5), "reading the configuration blocked on the FIFO"

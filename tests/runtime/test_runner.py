@@ -260,3 +260,38 @@ def test_the_log_says_starting_first_and_stopping(caplog: pytest.LogCaptureFixtu
         run(lambda lifeline: [Part("a", [])], startup_line=json.dumps({"mode": "test"}))
     messages = [r.getMessage() for r in caplog.records if r.name == "edgefd.runtime.runner"]
     assert messages[0] == '{"mode": "test"}' and messages[-1] == "stopping"
+
+
+def test_a_reload_that_meets_a_fifo_keeps_the_configuration_and_later_ones_work(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 30 item 9: SIGHUP while a FIFO is at `..data/resources.yaml` is an error that keeps
+    the configuration in use, at once; the next valid one is picked up (by the watch)."""
+    from edgefd.core.schema import read_yaml
+    from tests.configmap import ConfigMapVolume
+
+    vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n"})
+    conf = vol.path("resources.yaml")
+    part = Part("p", [])
+
+    def fifo_then_valid() -> None:
+        target = vol.dir / "..data" / "resources.yaml"
+        target.unlink()
+        os.mkfifo(target)
+        signal_self(signal.SIGHUP)
+        wait_until(lambda: "a FIFO, not a regular file" in caplog.text, 5, what="the error")
+        vol.update({"resources.yaml": "a: 2\n"})
+        wait_until(lambda: part.config == {"a": 2}, 5, what="the reload after the FIFO")
+        signal_self(signal.SIGTERM)
+
+    later(0.3, fifo_then_valid)
+    with caplog.at_level(logging.INFO):
+        run(
+            lambda lifeline: [part],
+            startup_line="x",
+            reload=Reload(lambda: read_yaml(conf, "configuration"), conf),
+        )
+    assert part.config == {"a": 2}
+    errors = [r.getMessage() for r in caplog.records if "FIFO" in r.getMessage()]
+    assert errors and all("keeping the configuration in use" in e for e in errors)
+    assert {r.levelname for r in caplog.records if "FIFO" in r.getMessage()} == {"ERROR"}

@@ -1,6 +1,7 @@
 """Reading a file that lives where others can write: the one bounded, non-blocking reader of
-edgefd's own state (the inventory's state file, the DRA checkpoint, CDI specs) and of
-features.d.
+edgefd's own state (the inventory's state file, the DRA checkpoint, CDI specs), of
+features.d, and of every configuration file a tool is given (schema.read_text, the
+configuration watch).
 
 Such a directory is on the host and shared: a FIFO planted there blocks a plain open() for
 ever (and a signal handler that only sets a flag cannot end that wait), a symlink makes the
@@ -10,6 +11,11 @@ with fstat on the opened descriptor (no race between a check and the open), and 
 `limit` + 1 bytes are read. Anything but a regular file within the limit is `Refused`, with a
 short phrase for a log line; a missing file is FileNotFoundError, so the caller decides what
 "none yet" means.
+
+A configuration file is the one kind read through symlinks (`follow=True`): a ConfigMap volume
+is made of them (`resources.yaml -> ..data/resources.yaml`), and the operator chose the path.
+What it leads to is checked all the same: a FIFO at `..data/resources.yaml` would otherwise
+block every later reload for ever, silently.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import errno
 import os
 import stat
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FOLLOW_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_FLAGS = _FOLLOW_FLAGS | os.O_NOFOLLOW
 
 
 class Refused(Exception):
@@ -47,12 +54,17 @@ def kind_of(mode: int) -> str:
 
 
 def read_regular(
-    path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None
+    path: str | os.PathLike[str],
+    limit: int,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = False,
 ) -> tuple[bytes, os.stat_result]:
-    """(content, fstat) of the regular file at `path` (relative to `dir_fd` if given).
-    FileNotFoundError when it is missing; Refused for anything else that is not read."""
+    """(content, fstat) of the regular file at `path` (relative to `dir_fd` if given;
+    through symlinks with `follow`). FileNotFoundError when it is missing; Refused for
+    anything else that is not read."""
     try:
-        fd = os.open(path, _OPEN_FLAGS, dir_fd=dir_fd)
+        fd = os.open(path, _FOLLOW_FLAGS if follow else _OPEN_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
     except OSError as e:

@@ -32,10 +32,31 @@ def parse_yaml(text: str, source: str | Path) -> Any:
         raise BadInput(f"{source}: not valid YAML: {e}") from None
 
 
-def read_text(path: str | Path, what: str) -> str:
-    """A config file's text; unreadable or not UTF-8 is BadInput naming `what` it was."""
+# far above any real one (a ConfigMap holds at most 1 MiB), far below what hurts a 256 Mi pod
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def read_text(
+    path: str | Path, what: str, limit: int = MAX_CONFIG_BYTES, *, pipe: bool = False
+) -> str:
+    """A config file's text; unreadable, not a regular file (a FIFO would block the start, or
+    every reload, for ever), over `limit` or not UTF-8 is BadInput naming `what` it was. The
+    one reader of every tool's configuration (regular.py). With `pipe`, a pipe is read to its
+    end as well (bounded all the same): a kubeconfig named on the command line may be one
+    (`--kubeconfig <(...)`), read once at the start, where a stop signal ends the wait."""
+    from .regular import Refused, read_regular
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if pipe:
+            with open(path, "rb") as fh:
+                data = fh.read(limit + 1)
+            if len(data) > limit:
+                raise Refused("too-large", f"larger than {limit} bytes", len(data))
+        else:
+            data, _ = read_regular(path, limit, follow=True)
+        return data.decode("utf-8")
+    except Refused as e:
+        raise BadInput(f"cannot read {what} {path}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else e
         raise BadInput(f"cannot read {what} {path}: {reason}") from None

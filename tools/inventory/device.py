@@ -38,8 +38,9 @@ class Device(Record):
     named by its serial (`by_serial`); `name` is made from it (naming.py) and keys every
     consumer. A device that goes away stays known, `present` False, with `reason` saying why
     in words a person reads ("unplugged from port 1-1.3", "re-enumerating at port 2-1"),
-    until it is forgotten; its nodes, IDs and facts are then the last ones seen, and
-    `missing_since` says since when it is away.
+    until it is forgotten; its nodes, IDs and facts are then the last ones seen,
+    `missing_since` says since when it is away (as far as any run knows: kept across
+    restarts), and `missed_since` since when this process finds it away (the eviction clock).
     """
 
     name: str
@@ -57,6 +58,7 @@ class Device(Record):
     last_seen: float = 0.0  # wall clock, the last scan that saw it
     by_serial: bool = False  # identified by its serial (`id_from: serial`), not its place
     missing_since: float | None = None  # wall clock, while absent: see presence.py
+    missed_since: float | None = None  # wall clock, while absent: this process's first miss
 
     @property
     def healthy(self) -> bool:

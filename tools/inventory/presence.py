@@ -16,10 +16,13 @@ remembered by an earlier run (the state file) come back absent.
 **Since when** (eviction's, health's and device-keeper's view). An absent device says since when
 it is missing (`Device.missing_since`, wall clock): the first scan of this process that did not
 see it, or, for one already absent when an earlier run saved it, the time that run found it
-missing (kept in the state file, so a restart keeps an eviction deadline but never starts one
-early for a device that was there when the last run stopped). It keeps the nodes it had when
-last seen, so a device present again with other nodes is told by the snapshots' Diff as moved
-(`Change.moved`): nobody downstream keeps a memory of its own.
+missing (kept in the state file). And since when *this process* finds it missing
+(`Device.missed_since`): the first scan of this process without it, whatever an earlier run
+saved. Eviction counts from that one only: a Coral loading its firmware while the plugin
+restarts must be given the whole hold again, never have it used up by an earlier run's saved
+times (the state file says what was, not what this process saw). It keeps the nodes it had
+when last seen, so a device present again with other nodes is told by the snapshots' Diff as
+moved (`Change.moved`): nobody downstream keeps a memory of its own.
 
 Identity: a device's name (its model and place, or serial: naming.py); a record nothing
 selects (a hub, a NIC) is known by its place alone. Times: both the hold and the memory count
@@ -41,7 +44,7 @@ RESTORED = float("-inf")  # missing since before this process started: never hel
 
 
 class _Entry:
-    __slots__ = ("device", "gone_at", "missing_since", "record", "seen_at")
+    __slots__ = ("device", "gone_at", "missed_since", "missing_since", "record", "seen_at")
 
     def __init__(
         self,
@@ -56,6 +59,7 @@ class _Entry:
         self.seen_at = seen_at  # monotonic: the last scan that saw it
         self.gone_at = gone_at  # monotonic: the first scan without it; None while present
         self.missing_since = missing_since  # wall clock of the same; None while present
+        self.missed_since: float | None = None  # wall clock: this process's first scan without it
 
 
 def record_identity(record: Any) -> str:
@@ -73,8 +77,9 @@ class Presence:
 
     def restore(self, devices: Iterable[Device], wall: float, mono: float) -> None:
         """Devices an earlier run knew; absent until a scan sees them. One that was absent
-        then keeps since when; for one that was present, the absence starts when a scan of
-        this process finds it missing."""
+        then keeps since when (`missing_since`); for one that was present, the absence starts
+        when a scan of this process finds it missing. Either way `missed_since`, the eviction
+        clock, starts at this process's first scan without it."""
         for d in devices:
             if d.name not in self._entries:
                 away = max(0.0, wall - d.last_seen)  # a time in the future: seen now
@@ -96,6 +101,8 @@ class Presence:
                 e.gone_at = mono
             if e.missing_since is None:
                 e.missing_since = wall
+            if e.missed_since is None:
+                e.missed_since = wall
             if not (self._held(e, mono) or self._remembered(e, mono)):
                 del self._entries[ident]
         self._entries.update(now)
@@ -150,5 +157,12 @@ class Presence:
                 why = f"not seen since the start (last at {e.device.key.where})"
             else:
                 why = absence(e.device, self._held(e, mono))
-            out.append(e.device._replace(present=False, reason=why, missing_since=e.missing_since))
+            out.append(
+                e.device._replace(
+                    present=False,
+                    reason=why,
+                    missing_since=e.missing_since,
+                    missed_since=e.missed_since,
+                )
+            )
         return out

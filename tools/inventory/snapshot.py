@@ -13,8 +13,10 @@ from edgefd.core.record import Record
 from .device import Device
 
 # what a change is made of; `last_seen` moves on every scan and is not a change, and
-# `missing_since` changes only with `present`
-COMPARED = tuple(f for f in Device._fields if f not in ("name", "last_seen", "missing_since"))
+# `missing_since` and `missed_since` change only with `present`
+COMPARED = tuple(
+    f for f in Device._fields if f not in ("name", "last_seen", "missing_since", "missed_since")
+)
 
 
 class Change(Record):

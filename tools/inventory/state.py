@@ -9,9 +9,9 @@ last-seen time, not before 1970; one in the future counts as now). What is wrong
 with one warning; nothing here raises. Written atomically (temp file, fsync, rename),
 replacing whatever was there.
 
-An absent device is saved with since when it is missing (presence.py): a restart keeps an
-eviction deadline. A present one is saved without: its absence, if it is not there after the
-restart, starts then.
+An absent device is saved with since when it is missing (presence.py); a present one without:
+its absence, if it is not there after the restart, starts then. Neither starts an eviction
+clock: that one counts from what the new process itself sees (presence.py, `missed_since`).
 """
 
 from __future__ import annotations

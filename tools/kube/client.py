@@ -275,7 +275,7 @@ def _kubeconfig_dict(path: str, label: str) -> dict[str, Any]:
     from edgefd.core.schema import parse_yaml, read_text
 
     try:
-        doc = parse_yaml(read_text(path, label), f"{label} {path}")
+        doc = parse_yaml(read_text(path, label, pipe=True), f"{label} {path}")
     except BadInput as e:  # YAML's own messages span lines
         raise BadInput(" ".join(str(e).split())) from None
     if not isinstance(doc, dict):

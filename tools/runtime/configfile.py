@@ -9,24 +9,36 @@ there the file's bytes, read through the symlinks, decide: the same bytes are no
 kubelet also refreshes the directory when nothing changed), other bytes are a new
 configuration. A subPath mount never changes at all (the kubelet's documented limitation);
 the chart and the manifests mount the whole volume.
+
+The bytes are read as the tool's loader reads them (core.regular, through schema.read_text's
+rules): never blocking on a FIFO or a device node found at `..data/resources.yaml`, at most
+MAX_CONFIG_BYTES. Such a file is an error, said once, and the configuration in use is kept; the
+next readable change is a reload as any other. (A plain read blocked the watcher's one thread
+on the FIFO: reloads stopped, silently, for good.)
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from edgefd.core.log import get_logger
+from edgefd.core.regular import Refused, read_regular
+from edgefd.core.schema import MAX_CONFIG_BYTES
 
 log = get_logger(__name__)
 
 
-def read_bytes(path: Path) -> bytes | None:
+def read_config_bytes(path: Path) -> tuple[bytes | None, str]:
+    """(the file's bytes, "") or (None, why not, a phrase for a log line)."""
     try:
-        return path.read_bytes()
-    except OSError:
-        return None
+        return read_regular(path, MAX_CONFIG_BYTES, follow=True)[0], ""
+    except Refused as e:
+        return None, str(e)
+    except OSError as e:
+        return None, e.strerror or str(e)
 
 
 class ConfigFileWatch:
@@ -38,8 +50,8 @@ class ConfigFileWatch:
         self.path = Path(path)
         self.on_change = on_change
         self.poll = poll
-        self._seen = read_bytes(self.path)  # the bytes in use (the last readable version)
-        self._unreadable = False
+        self._seen, _ = read_config_bytes(self.path)  # the bytes in use (the last readable)
+        self._unreadable = ""  # why it cannot be read now, as last said
         self._watcher = None
 
     def start(self) -> ConfigFileWatch:
@@ -56,15 +68,19 @@ class ConfigFileWatch:
         return self
 
     def _changed(self, _names: frozenset[str]) -> None:
-        now = read_bytes(self.path)
-        if now is None:  # the key left the ConfigMap, or a swap half seen: not a new config
-            if not self._unreadable:
-                log.warning("%s cannot be read; keeping the configuration in use", self.path)
-            self._unreadable = True
+        now, why = read_config_bytes(self.path)
+        if now is None:
+            if why != self._unreadable:
+                # the key left the ConfigMap, or a swap half seen: a warning; a FIFO, a device
+                # node, a directory, a huge file: never a configuration, an error
+                missing = why == os.strerror(errno.ENOENT)
+                say = log.warning if missing else log.error
+                say("%s cannot be read: %s; keeping the configuration in use", self.path, why)
+            self._unreadable = why
             return
         if self._unreadable:
             log.info("%s can be read again", self.path)
-            self._unreadable = False
+            self._unreadable = ""
         if now == self._seen:
             return
         self._seen = now

@@ -80,3 +80,56 @@ def test_an_unplugged_device_is_tainted_noexecute_after_hold_and_duration(
         assert fe[0].tainting.evicting == set()
     finally:
         app.stop()
+
+
+def test_after_a_restart_a_device_away_at_the_first_scan_gets_the_whole_hold(
+    short_dir: Path,
+) -> None:
+    """Issue 30 item 3: the state file says the Coral has been missing for an hour (the last
+    run stopped while it was away); the plugin starts while it is away again (loading its
+    firmware). The NoExecute taint came 0.9 s after the start, dated in the past, and the
+    eviction controller evicted a pod whose Coral was back 2.7 s later; now it comes no
+    earlier than the hold plus `--evict-after` after the start, dated then."""
+    from edgefd.devplugin.links import STATE_FILE
+    from edgefd.inventory import state
+    from tests.devplugin.devices import coral
+
+    host = build_host("rpi4-coral", short_dir / "host", devicetree=False)
+    HostBuilder(host).remove_usb("2-1")
+    links = short_dir / "links"
+    links.mkdir()
+    now = time.time()
+    old = coral(
+        port="2-1",
+        present=False,
+        resources=("edgefd.io/coral-usb",),
+        last_seen=now - 3600,
+        missing_since=now - 3000,
+    )
+    state.save(links / STATE_FILE, [old])
+    api = FakeSliceApi()
+    dra_opts = DraOptions(
+        node="n1", kubelet_dir=str(short_dir / "k"), cdi_dir=str(short_dir / "c"), evict_after=0.5
+    )
+    opts = Options(
+        plugin_dir=str(short_dir / "dp"),
+        host=HostRoot.of(host),
+        links_dir=str(links),
+        api="dra",
+        settings=WatchSettings(rescan_interval=3600),
+    )
+    app = App(opts, default_config(), dra=lambda cfg, lk, m: DraFrontend(dra_opts, cfg, lk, api, m))
+    start = time.time()
+    try:
+        app.start()
+        wait_until(lambda: _effect(api, "coral-usb-2-1") == "NoSchedule", timeout=5)
+        hold = app.inventory.hold
+        time.sleep(hold)  # well past the 0.9 s the state file's times gave
+        assert _effect(api, "coral-usb-2-1") == "NoSchedule"
+        wait_until(lambda: _effect(api, "coral-usb-2-1") == "NoExecute", timeout=hold + 3)
+        assert time.time() - start >= hold + 0.5
+        [taint] = api.devices()["coral-usb-2-1"]["taints"]
+        added = time.mktime(time.strptime(taint["timeAdded"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        assert added >= int(start + hold + 0.5) - 1  # dated at this run's deadline, not the past
+    finally:
+        app.stop()

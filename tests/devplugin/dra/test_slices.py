@@ -128,7 +128,11 @@ def test_attribute_values_are_limited_to_64_bytes_not_characters(
 
 # last seen at 1000, found missing by the scan at 1010
 GONE = coral(
-    present=False, reason="unplugged from port 2-1", last_seen=1000.0, missing_since=1010.0
+    present=False,
+    reason="unplugged from port 2-1",
+    last_seen=1000.0,
+    missing_since=1010.0,
+    missed_since=1010.0,
 )
 
 

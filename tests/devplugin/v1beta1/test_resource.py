@@ -140,3 +140,27 @@ def test_kubelet_restart_during_a_registration_attempt(
     finally:
         p.stop()
         kubelet.stop()
+
+
+def test_starting_a_started_resource_again_is_nothing(plugin: App, kubelet: FakeKubelet) -> None:
+    """The front-end's start and a snapshot arriving meanwhile may both start a resource (seen
+    with many resources starting, issue 30 item 8): "threads can only be started once" lost
+    the snapshot for every resource after it."""
+    wait_until(lambda: kubelet.count(CORAL) == 1)
+    rp = plugin.v1.resources[CORAL]
+    errors: list[BaseException] = []
+
+    def again() -> None:
+        try:
+            rp.start()
+        except BaseException as e:  # what the test looks for
+            errors.append(e)
+
+    threads = [threading.Thread(target=again) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert errors == [] and rp.started
+    time.sleep(0.3)
+    assert kubelet.count(CORAL) == 1  # no second registration

@@ -4,13 +4,17 @@ evicted, so that their controller places them on a node with a healthy one.
 
 A device counts as gone for good once it has been missing longer than the inventory's hold
 (a Coral's or an NCS2's re-enumeration fits in it, and must never evict) plus `after`,
-measured from when it was found missing: the inventory's `Device.missing_since` (the first
-scan without it; for a device already absent when an earlier run saved it, that run's time,
-so a restart keeps the deadline), never its `last_seen`, which is the last scan that saw it
-and may be a whole rescan period older than the unplug. The deadline is therefore fixed once
-the device is missing, so the slice says the same thing at every rewrite. The taint's
-`timeAdded` is the deadline: a workload's `tolerationSeconds` counts from when eviction
-began, not from the unplug.
+measured from when *this process* found it missing: the inventory's `Device.missed_since`
+(its first scan without it). Never its `last_seen`, which is the last scan that saw it and may
+be a whole rescan period older than the unplug, and never an earlier run's saved times
+(`missing_since` of a device absent when that run stopped): a Coral loading its firmware while
+the plugin restarts was away at the first scan, and counted from the state file its NoExecute
+taint came 0.9 s after the start, dated in the past, and the eviction controller evicted a
+pod whose Coral was back 2.7 s later. A restart therefore gives an absent device the whole
+hold and `after` again; it delays an eviction by at most the time the plugin was down. The
+deadline is fixed once the device is missing, so the slice says the same thing at every
+rewrite. The taint's `timeAdded` is the deadline: a workload's `tolerationSeconds` counts
+from when eviction began, not from the unplug.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class Eviction:
 
     def deadline(self, dev: Device) -> float | None:
         """Wall-clock time the device's taint becomes NoExecute; None: it never does."""
-        since = dev.missing_since
+        since = dev.missed_since
         if self.after is None or dev.present or since is None or since <= 0:
             return None
         return since + self.hold + self.after
@@ -80,7 +84,7 @@ class Tainting:
                 log.warning(
                     "%s: absent for %.0fs (%s): NoExecute taint, the pods using it are evicted",
                     e.name,
-                    now - (dev.missing_since or now),
+                    now - (dev.missed_since or now),
                     dev.reason,
                 )
         self.evicting = evicting

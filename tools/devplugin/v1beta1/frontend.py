@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from edgefd.inventory.inventory import Inventory
@@ -31,10 +32,12 @@ from .advertised import Advertised
 from .metrics import DevicePluginMetrics
 from .registration import KUBELET_SOCKET
 from .resource import ResourcePlugin
-from .server import ResourceState
+from .server import ResourceState, stop_all
 from .server import shutdown as shutdown_servers
 
 log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT = 2.0  # for every registration thread together, at stop
 
 
 class DevicePluginFrontend:
@@ -212,6 +215,10 @@ class DevicePluginFrontend:
             plugins = list(self.resources.values())
         for rp in plugins:
             rp.request_stop()
+        # one deadline for all, then every server stopped at once: one resource after the
+        # other, a SIGTERM among hundreds of starting resources outlasted the kubelet's grace
+        deadline = time.monotonic() + JOIN_TIMEOUT
         for rp in plugins:
-            rp.stop()
+            rp.join(max(0.0, deadline - time.monotonic()))
+        stop_all([s for rp in plugins if (s := rp.take_server()) is not None])
         shutdown_servers()

@@ -55,7 +55,13 @@ class ResourcePlugin:
         )
 
     def start(self) -> ResourcePlugin:
-        self.started = True
+        """Serve and register (once: the front-end's start and a snapshot arriving meanwhile
+        may both find the resource not started yet; the second one ended in "threads can only
+        be started once", seen with many resources starting)."""
+        with self._lock:
+            if self.started:
+                return self
+            self.started = True
         self._trigger.set()
         self._thread.start()
         return self
@@ -204,9 +210,19 @@ class ResourcePlugin:
     def stop(self) -> None:
         """Stop serving and remove the socket; a Register in flight is abandoned."""
         self.request_stop()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(2)
-        with self._lock:
-            server, self._server = self._server, None
+        self.join(2)
+        server = self.take_server()
         if server is not None:
             server.stop()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` for the registration thread to end (after `request_stop`)."""
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def take_server(self) -> PluginServer | None:
+        """The server to stop (the second half of `stop`, for a front-end that stops all of
+        its servers at once); a thread still starting one stops it itself (`_fresh_server`)."""
+        with self._lock:
+            server, self._server = self._server, None
+        return server
