@@ -372,6 +372,9 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
         (["--set-json", 'labels.allowNamespaces=["Example.COM"]'], "allowNamespaces"),
         (["--set-json", 'labels.allowNamespaces=["topology.kubernetes.io"]'], "Kubernetes"),
         (["--set-json", 'labels.allowNamespaces=["k8s.io"]'], "Kubernetes"),
+        (["--set-string", "devicePlugin.config=resources: [oops"], "not a YAML mapping"),
+        (["--set-string", "devicePlugin.config=- coral"], "not a YAML mapping"),
+        (["--set-string", "devicePlugin.config=resources: 3"], "must be a list"),
     ],
     ids=[
         "mode",
@@ -384,6 +387,9 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
         "namespace-not-dns",
         "namespace-kubernetes",
         "namespace-k8s",
+        "config-not-yaml",
+        "config-a-list",
+        "config-resources-not-a-list",
     ],
 )
 def test_bad_values_are_refused(args: list[str], message: str) -> None:
