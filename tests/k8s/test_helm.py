@@ -673,6 +673,31 @@ def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
     assert "--mode=nodefeature" in container(pod_spec(ds), "feature-sink")["command"]
 
 
+DRA_POLICIES = ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction")
+
+
+@pytest.mark.realpeer
+def test_helm_upgrade_to_dra_stores_its_policies_before_its_rights(
+    kube_apiserver: Any, release: list[str]
+) -> None:
+    """An upgrade that adds a mode adds rights and the policies restricting them: the
+    pre-upgrade hook stores the new policies first, and the upgrade takes them over."""
+    before = _revisions(kube_apiserver)
+    helm("upgrade", RELEASE, str(CHART), *release,
+         *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra"))  # fmt: skip
+    created = _creations(kube_apiserver, before)
+    policies = {k: v for k, v in created.items() if k[0].startswith("ValidatingAdmission")}
+    assert {name for _, name in policies} == set(DRA_POLICIES), created
+    assert ("ClusterRoleBinding", "edgefd-dra") in created, created
+    rights = [v for k, v in created.items() if k not in policies]
+    assert max(policies.values()) < min(rights), created
+    for name in DRA_POLICIES:
+        got = json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name,
+                                 "-o", "json").stdout)  # fmt: skip
+        assert got["metadata"]["annotations"].get("meta.helm.sh/release-name") == RELEASE
+        assert HOOK not in got["metadata"]["annotations"]
+
+
 @pytest.mark.realpeer
 def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[str]) -> None:
     helm("uninstall", RELEASE, *release)
@@ -681,3 +706,6 @@ def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[s
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name)
     r = kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS)
     assert "NotFound" in r.stderr
+    for name in DRA_POLICIES:  # hooks too, but objects of the release: deleted with it
+        r = kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name)
+        assert "NotFound" in r.stderr, name
