@@ -280,6 +280,9 @@ def test_admission_policies_are_in_force_before_the_rights(name: str) -> None:
         assert weight == (-20 if key[0] == "ValidatingAdmissionPolicy" else -10)
         assert ann == {HOOK: POLICY_HOOK}
     assert keyed_hooks == keyed(copy.deepcopy(policies))
+    # client-side installs (which cannot take the hook copies over) turn them off
+    off = template_all(*value_set(name), *s("policiesFirst=false"))
+    assert not [d for d in off if is_policy_hook(d)] and len(off) == len(docs) - len(hooks)
     for d in docs:
         if d["kind"] in RIGHTS or d["kind"] in ("Role", "ClusterRole", "DaemonSet"):
             hook = (d["metadata"].get("annotations") or {}).get(HOOK, "")
