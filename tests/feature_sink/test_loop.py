@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgefd.feature_sink.desired import Desired, read_directory
-from edgefd.feature_sink.loop import FIGHT_REPAIRS, LoopConfig, SinkLoop
+from edgefd.feature_sink.loop import DRIFT_COALESCE, FIGHT_REPAIRS, LoopConfig, SinkLoop
 from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.nodeapi import ApiUnreachable
 from edgefd.feature_sink.sync import SyncResult
@@ -164,6 +164,40 @@ def test_repairs_seconds_apart_are_no_fight():
         finally:
             loopmod.FIGHT_WINDOW = saved
         assert metrics.value("edgefd_sink_repair_holds_total") == 0
+    finally:
+        loop.stop()
+        t.join(5)
+
+
+class NothingToRepair(DriftSyncer):
+    """Every sync finds the object as it should be (another writer changed labels the sink
+    neither owns nor wants)."""
+
+    def sync(self, desired: Desired, now: datetime, fresh: bool = True) -> SyncResult:
+        self.calls.append((time.monotonic(), fresh))
+        return SyncResult(wrote=False)
+
+
+def test_a_burst_of_drift_that_repairs_nothing_is_coalesced():
+    """Issue 30 item 9: 50 foreign changes in a second were 50 syncs."""
+    syncer = NothingToRepair()
+    metrics = SinkMetrics()
+    loop = SinkLoop(Desired, syncer, metrics, LoopConfig(3600))
+    t = run_loop(loop)
+    try:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        for _ in range(50):
+            loop.drifted()
+            time.sleep(0.02)
+        time.sleep(DRIFT_COALESCE + 0.3)
+        drift = syncer.calls[1:]
+        assert drift[0][0] - t0 < 0.1  # the first at once
+        # then one per window at most: 1 s of burst and the window after it
+        assert 2 <= len(drift) <= 4, [c[0] - t0 for c in drift]
+        assert metrics.value("edgefd_sink_sync_triggers_total", trigger="drift") == len(drift)
+        # the last change of the burst is synced, within a window of it
+        assert drift[-1][0] - (t0 + 1.0) < DRIFT_COALESCE + 0.2
     finally:
         loop.stop()
         t.join(5)

@@ -38,24 +38,38 @@ def watched() -> tuple[WatchedObject, list[int]]:
 
 
 def test_only_a_change_of_labels_or_the_annotation_is_drift():
+    a = f"{F}/a"
     w, drifts = watched()
     assert w.get() == (False, None)  # nothing known yet: read from the API server
-    w.listed({"n1": node(5, {"a": "1"})}, "start")
+    w.listed({"n1": node(5, {a: "1"})}, "start")
     assert drifts == [] and w.get()[0]
-    w.event("MODIFIED", node(6, {"a": "1"}, status={"conditions": ["Ready"]}))
+    w.event("MODIFIED", node(6, {a: "1"}, status={"conditions": ["Ready"]}))
     assert drifts == []  # a kubelet status update
-    w.event("MODIFIED", node(7, {"a": "2"}))
+    w.event("MODIFIED", node(7, {a: "2"}))
     assert drifts == [1]
-    w.event("MODIFIED", node(6, {"a": "3"}))  # late, older than what is held
-    assert drifts == [1] and w.get()[1]["metadata"]["labels"] == {"a": "2"}
-    annotated = node(8, {"a": "2"})
+    w.event("MODIFIED", node(6, {a: "3"}))  # late, older than what is held
+    assert drifts == [1] and w.get()[1]["metadata"]["labels"] == {a: "2"}
+    annotated = node(8, {a: "2"})
     annotated["metadata"]["annotations"] = {"edgefd.io/owned-labels": "{}"}
     w.event("MODIFIED", annotated)
     assert drifts == [1, 1]
     w.event("MODIFIED", {"metadata": {"name": "other", "resourceVersion": "9"}})
     assert drifts == [1, 1]  # not the object the selector names
-    w.event("DELETED", node(9, {"a": "2"}))
+    w.event("DELETED", node(9, {a: "2"}))
     assert drifts == [1, 1, 1] and w.get() == (True, None)
+
+
+def test_labels_outside_the_sinks_namespaces_are_no_drift():
+    """Issue 30 item 9: another controller relabelling the Node in its own namespace (or
+    unprefixed) cost a sync per change; the plan never reads those labels."""
+    w, drifts = watched()
+    w.listed({"n1": node(5, {f"{F}/usb": "true", "example.com/gen": "0"})}, "start")
+    for rv in range(6, 56):
+        w.event("MODIFIED", node(rv, {f"{F}/usb": "true", "example.com/gen": str(rv), "x": "y"}))
+    assert drifts == []
+    assert w.get()[1]["metadata"]["labels"]["example.com/gen"] == "55"  # the copy is current
+    w.event("MODIFIED", node(56, {f"{F}/usb": "true", "edgefd.io/gen": "1"}))
+    assert drifts == [1]  # one of the sink's namespaces: its plan may depend on it
 
 
 def test_the_echo_of_the_sinks_own_write_is_not_drift():
@@ -72,12 +86,12 @@ def test_the_echo_of_the_sinks_own_write_is_not_drift():
 
 def test_a_relist_that_finds_the_same_object_changes_nothing():
     w, drifts = watched()
-    w.listed({"n1": node(5, {"a": "1"})}, "start")
+    w.listed({"n1": node(5, {f"{F}/a": "1"})}, "start")
     w.lost()
     assert w.get()[0] is False  # the watch failed: reads go to the API server
-    w.listed({"n1": node(9, {"a": "1"})}, "gone")
+    w.listed({"n1": node(9, {f"{F}/a": "1"})}, "gone")
     assert drifts == [] and w.get()[0]
-    w.listed({"n1": node(10, {"a": "2"})}, "gone")
+    w.listed({"n1": node(10, {f"{F}/a": "2"})}, "gone")
     assert drifts == [1]
 
 
@@ -214,3 +228,30 @@ def test_watch_survives_apiserver_restart_and_compaction_without_reapplying(
     cluster.set_label(node, f"{F}/n", None)
     wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "1", 5, "repaired after the restart")
     assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.realpeer
+def test_a_burst_of_foreign_label_changes_costs_no_sync_per_change(cluster, sinks, fdir):
+    """Issue 30 item 9: another controller changing labels 50 times was 50 syncs. In its own
+    namespace: none at all; in one of the sink's (a label the sink neither owns nor wants):
+    coalesced, a few for the whole burst. Nothing written either way."""
+    node = cluster.new_node({"example.com/gen": "0"})
+    owned = {f"{F}/usb": "true", "edgefd.io/edgetpu.present": "true"}
+    write(fdir, "usb-scan", owned)
+    s = sinks(node, fdir, *QUIET)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/usb") == "true", what="labels applied")
+    wait_for(lambda: s.watching(), what="the watch is open")
+    time.sleep(0.5)
+    drift0 = s.metric("edgefd_sink_sync_triggers_total", trigger="drift")
+    patches0, gets0 = s.requests("PATCH"), s.requests("GET")
+    for i in range(50):
+        cluster.set_label(node, "example.com/gen", str(i + 1))
+    for i in range(50):
+        cluster.set_label(node, f"{F}/other-controller", str(i))
+    time.sleep(1.5)
+    drift = s.metric("edgefd_sink_sync_triggers_total", trigger="drift") - drift0
+    assert 1 <= drift <= 8, drift
+    assert s.requests("PATCH") == patches0 and s.requests("GET") == gets0
+    labels = cluster.labels(node)
+    assert labels["example.com/gen"] == "50" and labels[f"{F}/other-controller"] == "49"
+    assert {k: labels[k] for k in owned} == owned

@@ -11,7 +11,9 @@ the pod's privileges are the base's.
 from __future__ import annotations
 
 import copy
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,7 @@ import pytest
 import yaml
 
 from edgefd.bus.catalogue import load_catalogue
+from edgefd.devplugin.dra.slices import DRIVER
 from edgefd.inventory.resources import default_config
 from tests.k8s import test_manifests as base
 from tests.k8s.test_manifests import (
@@ -204,6 +207,27 @@ def test_claim_status_policy_is_bound_denying_and_scoped() -> None:
     text = yaml.safe_dump(spec)
     assert "authentication.kubernetes.io/node-name" in text
     assert "nodeSelectorTerms" in text
+    assert "variables.foreignAfter == variables.foreignBefore" in text
+
+
+def test_the_policies_name_the_drivers_constant() -> None:
+    """The manifests hold the driver's name literally (CEL has no import): every driver name
+    they compare with, and the per-driver RBAC grant, is devplugin's DRIVER."""
+    docs = dra_docs()
+    named: set[str] = set()
+    for name in ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction"):
+        text = json.dumps(_policy(docs, name)[0])
+        named |= set(re.findall(r"driver [!=]= '([^']*)'", text))
+    assert named == {DRIVER}
+    names = {
+        n
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+        for r in d["rules"]
+        if r["resources"] == ["resourceclaims/driver"]
+        for n in r["resourceNames"]
+    }
+    assert names == {DRIVER}
 
 
 # -- the component over the base

@@ -174,9 +174,25 @@ def helm(*args: str, check: bool = True, timeout: float = 120) -> subprocess.Com
     return r
 
 
-def template(*args: str) -> list[dict[str, Any]]:
+HOOK = "helm.sh/hook"
+POLICY_HOOK = "pre-install,pre-upgrade"  # admission-policy-first.yaml
+
+
+def is_policy_hook(d: dict[str, Any]) -> bool:
+    """A policy's copy that Helm applies before the release's objects (issue 30 item 9)."""
+    ann = d["metadata"].get("annotations") or {}
+    return d["kind"].startswith("ValidatingAdmissionPolicy") and ann.get(HOOK) == POLICY_HOOK
+
+
+def template_all(*args: str) -> list[dict[str, Any]]:
     out = helm("template", RELEASE, str(CHART), *args).stdout
     return [d for d in yaml.safe_load_all(out) if d]
+
+
+def template(*args: str) -> list[dict[str, Any]]:
+    """The render without the policies' early copies: each object once, as the release holds
+    it (test_admission_policies_are_in_force_before_the_rights checks the copies)."""
+    return [d for d in template_all(*args) if not is_policy_hook(d)]
 
 
 def chart_objects() -> list[dict[str, Any]]:
@@ -241,6 +257,38 @@ def test_option_is_its_component(name: str) -> None:
     components = VALUE_SETS[name][1] or ()
     kustomized = render([K8S], overlay_dirs(components))
     assert normalise(template(*args)) == normalise(kustomized)
+
+
+RIGHTS = ("ClusterRoleBinding", "RoleBinding")
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_admission_policies_are_in_force_before_the_rights(name: str) -> None:
+    """Issue 30 item 9: Helm applies kinds it does not know last, so the policies came after
+    the RBAC bindings they restrict (and the DaemonSets using them). Every policy and binding
+    of the release is also a pre-install and pre-upgrade hook, the same object: Helm applies
+    hooks before any object of the release (each policy before its binding, by weight); none
+    is deleted before it is created again (a gap at every upgrade), and no right is a hook
+    (which would come first, or outlive `helm uninstall`)."""
+    docs = template_all(*value_set(name))
+    hooks = [d for d in docs if is_policy_hook(d)]
+    release = [d for d in docs if not (d["metadata"].get("annotations") or {}).get(HOOK)]
+    policies = [d for d in release if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    keyed_hooks = keyed(copy.deepcopy(hooks))
+    for key, hook in keyed_hooks.items():
+        ann = hook["metadata"].pop("annotations")
+        assert ann.pop("helm.sh/hook-delete-policy") == "hook-failed"
+        weight = int(ann.pop("helm.sh/hook-weight"))
+        assert weight == (-20 if key[0] == "ValidatingAdmissionPolicy" else -10)
+        assert ann == {HOOK: POLICY_HOOK}
+    assert keyed_hooks == keyed(copy.deepcopy(policies))
+    # client-side installs (which cannot take the hook copies over) turn them off
+    off = template_all(*value_set(name), *s("policiesFirst=false"))
+    assert not [d for d in off if is_policy_hook(d)] and len(off) == len(docs) - len(hooks)
+    for d in docs:
+        if d["kind"] in RIGHTS or d["kind"] in ("Role", "ClusterRole", "DaemonSet"):
+            hook = (d["metadata"].get("annotations") or {}).get(HOOK, "")
+            assert "pre-install" not in hook and "pre-upgrade" not in hook, d["metadata"]
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
@@ -504,6 +552,45 @@ SHARED = [
 HELM_NS = "edgefd-release"
 
 
+_created: dict[str, dict[tuple[str, str], int]] = {}
+
+
+def _listers(kube_apiserver: Any) -> dict[str, Any]:
+    from kubernetes import client
+
+    api = kube_apiserver.admin_api()
+    adm, rbac = client.AdmissionregistrationV1Api(api), client.RbacAuthorizationV1Api(api)
+    return {
+        "ValidatingAdmissionPolicy": adm.list_validating_admission_policy,
+        "ValidatingAdmissionPolicyBinding": adm.list_validating_admission_policy_binding,
+        "ClusterRoleBinding": rbac.list_cluster_role_binding,
+        "RoleBinding": rbac.list_role_binding_for_all_namespaces,
+        "DaemonSet": client.AppsV1Api(api).list_daemon_set_for_all_namespaces,
+    }
+
+
+def _revisions(kube_apiserver: Any) -> dict[str, str]:
+    return {
+        kind: lister(limit=1).metadata.resource_version
+        for kind, lister in _listers(kube_apiserver).items()
+    }
+
+
+def _creations(kube_apiserver: Any, since: dict[str, str]) -> dict[tuple[str, str], int]:
+    """(kind, name) -> the etcd revision that created it, for what was created after `since`
+    (one revision counter for every kind: the order the API server stored them in)."""
+    from kubernetes import watch
+
+    out: dict[tuple[str, str], int] = {}
+    for kind, lister in _listers(kube_apiserver).items():
+        w = watch.Watch()
+        for ev in w.stream(lister, resource_version=since[kind], timeout_seconds=2):
+            md = ev["object"].metadata
+            if ev["type"] == "ADDED":
+                out.setdefault((kind, md.name), int(md.resource_version))
+    return out
+
+
 @pytest.fixture(scope="module")
 def release(kube_apiserver: Any) -> Iterator[list[str]]:
     """A fresh `helm install` (what was there from other tests' applies is deleted first: a
@@ -512,7 +599,9 @@ def release(kube_apiserver: Any) -> Iterator[list[str]]:
         kubectl(kube_apiserver, "delete", kind, name, "--ignore-not-found",
                 *(["-n", ns] if ns else []))  # fmt: skip
     args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--namespace=default"]
+    before = _revisions(kube_apiserver)
     helm("install", RELEASE, str(CHART), *args, *s(f"namespace.name={HELM_NS}"))
+    _created[RELEASE] = _creations(kube_apiserver, before)
     yield args
     helm("uninstall", RELEASE, *args, check=False)
 
@@ -530,6 +619,27 @@ def test_helm_install_applies_server_side(kube_apiserver: Any, release: list[str
     for kind, ns, name in [("namespace", None, HELM_NS), *SHARED]:
         r = kubectl(kube_apiserver, "get", kind, name, *(["-n", ns] if ns else []))
         assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.realpeer
+def test_helm_install_stores_the_policies_before_the_rights(
+    kube_apiserver: Any, release: list[str]
+) -> None:
+    """Issue 30 item 9: every policy and its binding were stored after the RBAC bindings and
+    DaemonSets (Helm applies kinds it does not know last); now before any of them, and still
+    objects of the release (without the hook's annotations: `helm uninstall` deletes them)."""
+    created = _created[RELEASE]
+    policies = {k: v for k, v in created.items() if k[0].startswith("ValidatingAdmission")}
+    rights = {k: v for k, v in created.items() if not k[0].startswith("ValidatingAdmission")}
+    assert {name for _, name in policies} == set(POLICIES)
+    assert ("ClusterRoleBinding", "edgefd-nodes") in rights and len(rights) >= 3, rights
+    assert max(policies.values()) < min(rights.values()), created
+    for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+        for name in POLICIES:
+            got = json.loads(kubectl(kube_apiserver, "get", kind, name, "-o", "json").stdout)
+            ann = got["metadata"].get("annotations") or {}
+            assert ann.get("meta.helm.sh/release-name") == RELEASE, (kind, name, ann)
+            assert HOOK not in ann, (kind, name, ann)
 
 
 @pytest.mark.realpeer
@@ -574,6 +684,31 @@ def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
     assert setting(container(pod_spec(ds), "feature-sink"), "--mode") == "nodefeature"
 
 
+DRA_POLICIES = ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction")
+
+
+@pytest.mark.realpeer
+def test_helm_upgrade_to_dra_stores_its_policies_before_its_rights(
+    kube_apiserver: Any, release: list[str]
+) -> None:
+    """An upgrade that adds a mode adds rights and the policies restricting them: the
+    pre-upgrade hook stores the new policies first, and the upgrade takes them over."""
+    before = _revisions(kube_apiserver)
+    helm("upgrade", RELEASE, str(CHART), *release,
+         *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra"))  # fmt: skip
+    created = _creations(kube_apiserver, before)
+    policies = {k: v for k, v in created.items() if k[0].startswith("ValidatingAdmission")}
+    assert {name for _, name in policies} == set(DRA_POLICIES), created
+    assert ("ClusterRoleBinding", "edgefd-dra") in created, created
+    rights = [v for k, v in created.items() if k not in policies]
+    assert max(policies.values()) < min(rights), created
+    for name in DRA_POLICIES:
+        got = json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name,
+                                 "-o", "json").stdout)  # fmt: skip
+        assert got["metadata"]["annotations"].get("meta.helm.sh/release-name") == RELEASE
+        assert HOOK not in got["metadata"]["annotations"]
+
+
 @pytest.mark.realpeer
 def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[str]) -> None:
     helm("uninstall", RELEASE, *release)
@@ -582,3 +717,6 @@ def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[s
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name)
     r = kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS)
     assert "NotFound" in r.stderr
+    for name in DRA_POLICIES:  # hooks too, but objects of the release: deleted with it
+        r = kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name)
+        assert "NotFound" in r.stderr, name

@@ -279,6 +279,23 @@ def test_dra_component_renders_with_the_base() -> None:
     assert setting(container(spec, "devplugin"), "--api") == "dra"
 
 
+POLICY_STEP = ("app.kubernetes.io/component", "admission-policy")
+
+
+@pytest.mark.parametrize("components", [(), ("dra",)], ids=["base", "dra"])
+def test_the_policy_step_selects_every_policy_and_nothing_else(
+    components: tuple[str, ...],
+) -> None:
+    """k8s/README.md, "Policies first" (issue 30 item 9): `kubectl apply -k ... -l
+    app.kubernetes.io/component=admission-policy` applies the policies and their bindings,
+    all of them and nothing else (no right), before the rest."""
+    key, value = POLICY_STEP
+    docs = render([K8S], overlay_dirs(components))
+    selected = [d for d in docs if (d["metadata"].get("labels") or {}).get(key) == value]
+    policies = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert selected == policies and len(policies) == (8 if components else 4)
+
+
 def test_dra_evict_adds_only_the_flag() -> None:
     """On top of dra, in either order: one flag more for devplugin, nothing else."""
     with_dra = daemonset(combo(("dra",)), DEVPLUGIN_DS)
@@ -473,6 +490,21 @@ def test_apply_k_server_side(applied: Any, kube_apiserver: Any) -> None:
     again = kubectl(kube_apiserver, "apply", "--server-side",
                     *SSA, "-k", str(K8S))  # fmt: skip
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.realpeer
+def test_the_policy_step_applies_only_the_policies(kube_apiserver: Any) -> None:
+    """The first of k8s/README.md's two steps, as written there (a server-side dry run)."""
+    key, value = POLICY_STEP
+    r = kubectl(kube_apiserver, "apply", "-k", str(K8S), "-l", f"{key}={value}",
+                "--dry-run=server", "-o", "name")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    kinds = {line.split("/")[0] for line in r.stdout.split()}
+    assert kinds == {
+        "validatingadmissionpolicy.admissionregistration.k8s.io",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io",
+    }, r.stdout
+    assert len(r.stdout.split()) == 4, r.stdout
 
 
 @pytest.mark.realpeer

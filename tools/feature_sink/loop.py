@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 # max_backoff) before undoing the other writer again.
 FIGHT_WINDOW = 2.0
 FIGHT_REPAIRS = 3
+# A drift sync that found nothing to repair (another writer changed a label in the sink's
+# namespaces that it neither owns nor wants) holds the next drift sync this long: a burst of
+# such changes costs one sync per window, not one per change. A repair lifts the hold.
+DRIFT_COALESCE = 0.5
 
 
 @dataclass
@@ -111,6 +115,7 @@ class SinkLoop:
         self._drift_seen = 0.0  # when the pending drift was first seen
         self._repairing_since = 0.0  # ... and the one the running sync repairs
         self._repair_at = 0.0
+        self._quiet_until = 0.0  # see DRIFT_COALESCE
         # the failure being lived through (its reason), since when, and how many attempts
         self.failing: str | None = None
         self.failing_since: float | None = None
@@ -165,6 +170,8 @@ class SinkLoop:
         self._expiry = result.next_expiry
         if trigger == "drift" and result.wrote:
             self._repaired(self._repairing_since)
+        if trigger == "drift":
+            self._quiet_until = 0.0 if result.wrote else self.clock() + DRIFT_COALESCE
         return True
 
     _retry_in = 0.0
@@ -195,6 +202,10 @@ class SinkLoop:
             delay,
             self.config.max_backoff,
         )
+
+    def _drift_due(self) -> float:
+        """When a pending drift may be synced: after a fight's hold and a quiet window."""
+        return max(self._repair_at, self._quiet_until)
 
     def changed(self, _names: frozenset[str] = frozenset()) -> None:
         """Something in features.d changed (called on the watcher's thread, debounced)."""
@@ -247,7 +258,7 @@ class SinkLoop:
             if self._changed and not self.retry.failing:
                 self._changed = self._drift = False
                 next_sync, why = now, "features"
-            elif self._drift and not self.retry.failing and now >= self._repair_at:
+            elif self._drift and not self.retry.failing and now >= self._drift_due():
                 self._drift = False
                 self._repairing_since = self._drift_seen
                 next_sync, why = now, "drift"
@@ -267,7 +278,7 @@ class SinkLoop:
                 continue
             wake_at = next_sync
             if self._drift and not self.retry.failing:
-                wake_at = min(wake_at, self._repair_at)
+                wake_at = min(wake_at, self._drift_due())
             # at most 1 s, to keep the heartbeat fresh for /healthz
             self._wait(min(1.0, max(0.0, wake_at - now)))
         log.info("stopped")

@@ -294,12 +294,18 @@ class NodeSyncer(Syncer):
         return self.api.node_query(self.node_name)
 
     def fingerprint(self, obj: dict[str, Any] | None) -> Any:
+        """Only labels in the namespaces the sink may write: the plan never reads any other
+        (desired and owned keys are vetted against the same policy), so another controller
+        relabelling the Node in its own namespace is no reason to sync (issue 30 item 9)."""
         if obj is None:
             return None
         md = obj.get("metadata") or {}
         labels = md.get("labels")
+        check = self.rules.policy.check
         return (
-            None if labels is None else tuple(sorted(labels.items())),
+            None
+            if labels is None
+            else tuple(sorted(kv for kv in labels.items() if not check(kv[0]))),
             (md.get("annotations") or {}).get(ANNOTATION),
             md.get("annotations") is None,
         )

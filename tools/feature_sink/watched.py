@@ -2,9 +2,10 @@
 current by one watch (edgefd.kube.listwatch), so that a sync reads no object and a foreign
 change is seen the moment it is made.
 
-What matters to the sink of that object is its *fingerprint* (the labels and the ownership
-annotation; the NodeFeature's spec labels): a change of anything else (a kubelet's status
-update, every few seconds on a real Node) is stored and nothing more. A changed fingerprint
+What matters to the sink of that object is its *fingerprint* (the labels in the namespaces
+the sink may write and the ownership annotation; the NodeFeature's spec labels): a change of
+anything else (a kubelet's status update, every few seconds on a real Node; another
+controller's label in its own namespace) is stored and nothing more. A changed fingerprint
 that the sink did not write itself is *drift* (someone removed or edited a label, the
 annotation was touched, the object was deleted): `on_drift` wakes the loop, which re-plans at
 once and repairs what it owns. The echo of the sink's own write is recognised by its
