@@ -173,6 +173,7 @@ def main(
         return _dry_run(config, opts, output, node_name)
 
     from edgefd.core.version import startup_line
+    from edgefd.inventory.confdiff import config_changes
     from edgefd.runtime.metrics import Metrics
     from edgefd.runtime.runner import Reload, run
 
@@ -194,7 +195,9 @@ def main(
         startup_line=startup_line(opts.api, shown(opts, config)),
         listen=listen,
         metrics=metrics,
-        reload=Reload(lambda: load_config(config_path), config_path),
+        reload=Reload(
+            lambda: load_config(config_path), config_path, current=config, changes=config_changes
+        ),
     )
 
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from edgefd.inventory.confdiff import resource_changes
 from edgefd.inventory.inventory import Inventory
 from edgefd.inventory.resources import Config, Resource
 from edgefd.inventory.snapshot import Snapshot
@@ -187,8 +188,14 @@ class DevicePluginFrontend:
         wanted = config.by_name()
         with self._lock:
             for name, rp in list(self.resources.items()):
-                if wanted.get(name) != rp.resource:
-                    log.info("%s: %s", name, "removed" if name not in wanted else "changed")
+                new = wanted.get(name)
+                if new != rp.resource:
+                    what = (
+                        "removed: no longer served"
+                        if new is None
+                        else ", ".join(resource_changes(rp.resource, new)) + ": served anew"
+                    )
+                    log.info("%s: %s", name, what)
                     rp.stop()
                     del self.resources[name]
             for name, res in wanted.items():
