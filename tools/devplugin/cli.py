@@ -170,7 +170,7 @@ def main(
         settings=WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval),
     )
     if dry_run:
-        return _dry_run(config, opts, output, node_name)
+        return _dry_run(config, opts, output, node_name, evict_after)
 
     from edgefd.core.version import startup_line
     from edgefd.inventory.confdiff import config_changes
@@ -201,7 +201,11 @@ def main(
     )
 
 
-def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:
+def _dry_run(
+    config: Config, opts: Options, output: str, node: str | None, evict_after: float | None
+) -> int:
+    """What the live tool would serve, from the decisions it takes (v1beta1: a resource is
+    served only with a device; DRA: the slices of its first publish)."""
     code = 0
     if opts.device_plugin:
         from .v1beta1.dryrun import show
@@ -212,7 +216,8 @@ def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> in
         from .dra.dryrun import show as show_slices
 
         assert node
-        code = code or show_slices(config, make_inventory(opts.scratch(), config), node)
+        inventory = make_inventory(opts.scratch(), config)
+        code = code or show_slices(config, inventory, node, evict_after)
     return code
 
 

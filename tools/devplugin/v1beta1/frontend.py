@@ -29,7 +29,7 @@ from edgefd.runtime.metrics import Metrics, replace_series
 from edgefd.runtime.watch import Watcher
 
 from ..links import LinkLayout
-from .advertised import Advertised
+from .advertised import NOT_SERVED, Advertised
 from .metrics import DevicePluginMetrics
 from .registration import KUBELET_SOCKET
 from .resource import ResourcePlugin
@@ -85,7 +85,7 @@ class DevicePluginFrontend:
 
     @staticmethod
     def _has_devices(rp: ResourcePlugin) -> bool:
-        return bool(rp.state.advertised.list_entries)
+        return rp.state.advertised.served
 
     # -- the inventory's side
 
@@ -128,7 +128,7 @@ class DevicePluginFrontend:
 
     def _publish(self, rp: ResourcePlugin, snap: Snapshot) -> tuple[int, int]:
         res = rp.resource
-        adv = Advertised.build(snap.of_resource(res.name), res.replicas)
+        adv = Advertised.of(snap, res)
         healthy, unhealthy = adv.counts()
         if rp.state.publish(adv):
             log.info("%s: %d healthy, %d unhealthy", res.name, healthy, unhealthy)
@@ -166,7 +166,7 @@ class DevicePluginFrontend:
     def _say_idle(cls, pending: list[ResourcePlugin]) -> None:
         for rp in pending:
             if not cls._has_devices(rp):
-                log.info("%s: no device: not served until one comes", rp.resource.name)
+                log.info("%s: %s", rp.resource.name, NOT_SERVED)
 
     def _on_dir_change(self, names: frozenset[str]) -> None:
         """Plugin-dir entries changed (empty: anything may have); each resource decides."""
