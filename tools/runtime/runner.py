@@ -226,9 +226,7 @@ def _reload(reload: Reload, components: Sequence[object], status: ReloadStatus) 
         if callable(reconfigure):
             reconfigure(config)
     status.succeeded()
-    if reload.changes is not None and reload.current is not None:
+    if reload.changes is not None and reload.current is not None:  # else the components say it
         changes = reload.changes(reload.current, config)
         log.info("configuration reloaded: %s", "; ".join(changes) or "nothing changed")
-    else:
-        log.info("configuration reloaded")
     reload.current = config
