@@ -109,7 +109,10 @@ def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
     finally:
         _, err = stop(proc)
     assert f"usb-scan: INFO: {vol.path('nfd-worker.conf')} changed" in err, err
-    assert "usb-scan: INFO: configuration reloaded from " in err, err
+    assert (
+        "configuration reloaded from "
+        f"{vol.path('nfd-worker.conf')}: usb-scan: deviceClassWhitelist [fe] → [fe, 03]\n"
+    ) in err, err
     assert "keeping the configuration in use" in err, err
 
 
