@@ -110,7 +110,7 @@ def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_ch
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
         assert proc.returncode == 0, err
-        assert "edgefd.io/coral-usb: replicas 1 → 2: served anew\n" in err, err
+        assert "edgefd.io/coral-usb: replicas 1 → 2: restarting\n" in err, err
         assert "configuration reloaded: edgefd.io/coral-usb: replicas 1 → 2\n" in err, err
         assert ": changed\n" not in err
     finally:

@@ -193,7 +193,7 @@ class DevicePluginFrontend:
                     what = (
                         "removed: no longer served"
                         if new is None
-                        else ", ".join(resource_changes(rp.resource, new)) + ": served anew"
+                        else ", ".join(resource_changes(rp.resource, new)) + ": restarting"
                     )
                     log.info("%s: %s", name, what)
                     rp.stop()
