@@ -6,6 +6,11 @@ effect; one ERROR line was all that said so, and an operator who raised `replica
 nothing change and had no signal why. The state stays degraded until a reload succeeds: the
 pod stays ready (it serves, with the old configuration: not-ready would take working devices
 away), and /readyz names the reason beside the components' own details.
+
+The Event is posted through the `warn` a tool's Reload passes. None passes one today: the
+tools that reload hold no right to Events (devplugin has no token in device-plugin mode, and
+its DRA token is kept apart from feature-sink's, the one identity that may post Events;
+device-keeper and the scanners have none), so /readyz and the metrics are their signal.
 """
 
 from __future__ import annotations

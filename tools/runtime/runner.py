@@ -11,8 +11,9 @@ a sync loop, a device-plugin front-end: each is one, and knows nothing of signal
 file, an API server that does not answer; a stop signal then ends it at once), starts them in
 order, serves the probes, and waits. SIGTERM/SIGINT stop; SIGHUP, or a change of the watched
 configuration file (a ConfigMap update), reloads: the tool's loader reads the new
-configuration (an error keeps the one in use, said once) and every component that has
-`reconfigure` gets it, in reverse order (consumers first, so that the source they follow,
+configuration (an error keeps the one in use, said once and shown until a reload succeeds,
+in /readyz and the metrics: reloads.py) and every component that has `reconfigure` gets it,
+in reverse order (consumers first, so that the source they follow,
 reconfigured last, hands them its next snapshot under the new configuration). Components stop
 in reverse order too. A component's own thread that dies, or whose work is done (an events
 file read to its end), says so through the `Lifeline` it was built with; the process then
