@@ -144,6 +144,56 @@ def test_serve_follows_the_host_devices_by_default(tmp_path):
     assert "cannot ask who holds it" in err
 
 
+def test_serve_config_reload_says_what_changed_and_a_failed_one_shows(tmp_path):
+    """Issue 32 item 1, for `serve --config`: a reload says what it changed; a bad one keeps
+    the configuration in use and shows in /readyz (still 200) and /metrics."""
+    import signal
+    import urllib.request
+
+    from tests.fixturegen import build_host
+    from tests.helpers import free_port, wait_until
+
+    root = build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
+    port = free_port()
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except OSError:  # not listening yet, or 503 before the first scan
+            return 0, ""
+
+    def loaded_at():
+        for line in get("/metrics")[1].splitlines():
+            if line.startswith("edgefd_config_last_reload_success_timestamp_seconds "):
+                return float(line.split()[1])
+        return None
+
+    p = subprocess.Popen(
+        ["device-keeper", "serve", "--host-root", str(root), "--config", str(cfg),
+         "--listen", f"127.0.0.1:{port}", "--state-dir", "", "--node-name", "node1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        started = wait_until(loaded_at, timeout=20, step=0.1)
+        cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, "
+                       "replicas: 2}\n")  # fmt: skip
+        wait_until(lambda: loaded_at() != started, timeout=10, step=0.1)  # the file watch
+        cfg.write_text("resources: {not: a list}\n")
+        wait_until(lambda: "reload failed" in get("/readyz")[1], timeout=10, step=0.1)
+        code, body = get("/readyz")
+        metrics = get("/metrics")[1]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "configuration reloaded: edgefd.io/coral-usb: replicas 1 → 2" in err, err
+    assert code == 200 and f"configuration reload failed: {cfg}" in body, body
+    assert "edgefd_config_reload_failures_total 1.0" in metrics
+
+
 def test_serve_skips_a_nested_an_overlong_and_a_non_utf8_line(tmp_path):
     """issue 30 (7): a deeply nested line ended `serve --events` with exit 70."""
     good = {"device": {"name": "coral-usb-1-1-3", "ids": ["x"]}, "old": "c:1:2", "new": "c:1:3"}

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from edgefd.inventory.resources import MAX_RESOURCES
 from tests.devplugin.command import ROOT, run_plugin
 from tests.devplugin.kubelet import FakeKubelet
 from tests.fixturegen import build_host
-from tests.helpers import wait_until
+from tests.helpers import free_port, wait_until
 
 CORAL = "edgefd.io/coral-usb"
 
@@ -70,6 +71,48 @@ def test_sigterm_removes_sockets_and_exits_0_sighup_reloads(
             for p in plugin_dir.iterdir()
             if p.name.startswith("edgefd-") and p.name.endswith(".sock")
         ]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        k.stop()
+
+
+def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_changed(
+    host: Path, plugin_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 32 items 1 and 8: a bad reload was one ERROR line (/readyz unchanged, no metric)
+    and a good one said `edgefd.io/coral-usb: changed`; now /readyz (still 200) names the
+    failure, the metrics count it, and the next reload says `replicas 1 → 2`."""
+    k = FakeKubelet(plugin_dir)
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
+    port = free_port()
+    args = ["--host-root", str(host), "--plugin-dir", str(plugin_dir), "--config", str(cfg)]
+    proc = run_plugin([*args, "--listen", f"127.0.0.1:{port}"])
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+
+    try:
+        wait_until(lambda: k.last(CORAL), timeout=15)
+        cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: [\n")
+        wait_until(lambda: "configuration reload failed" in get("/readyz")[1], timeout=10)
+        code, body = get("/readyz")
+        assert code == 200 and "1 resource(s) registered" in body, body
+        assert f"configuration reload failed: {cfg}" in body and "in use is kept" in body
+        assert "edgefd_config_reload_failures_total 1.0" in get("/metrics")[1]
+        cfg.write_text(
+            "resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, replicas: 2}\n"
+        )  # the file watch reloads it, as a ConfigMap edit
+        wait_until(lambda: "reload failed" not in get("/readyz")[1], timeout=10)
+        wait_until(lambda: len(k.last(CORAL) or []) == 2, timeout=10)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+        assert proc.returncode == 0, err
+        assert "edgefd.io/coral-usb: replicas 1 → 2: restarting\n" in err, err
+        assert "configuration reloaded: edgefd.io/coral-usb: replicas 1 → 2\n" in err, err
+        assert ": changed\n" not in err
     finally:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

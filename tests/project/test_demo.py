@@ -16,7 +16,7 @@ def test_demo_runs_whole_pipeline_on_sample_node() -> None:
     assert "feature.node.kubernetes.io/usb-fe_1a6e_089a.present=true" in out
     assert "edgefd.io/edgetpu.present=true" in out
     assert "/metadata/annotations/edgefd.io~1owned-labels" in out
-    assert "edgefd.io/coral-usb (1 device(s)" in out
+    assert "edgefd.io/coral-usb: 1 healthy, 0 unhealthy; socket " in out
     assert "coral-usb-2-1: Healthy" in out
     assert "Traceback" not in out + proc.stderr
 

@@ -77,7 +77,10 @@ def test_a_fifo_keeps_the_configuration_and_a_later_change_is_still_noticed(
 ) -> None:
     vol = ConfigMapVolume(tmp_path / "config", {"resources.yaml": "a: 1\n"})
     calls: list[int] = []
-    watch = ConfigFileWatch(vol.path("resources.yaml"), lambda: calls.append(1), poll=0.1)
+    said: list[str] = []  # what the runner's ReloadStatus hears (issue 32 item 1)
+    watch = ConfigFileWatch(
+        vol.path("resources.yaml"), lambda: calls.append(1), poll=0.1, on_unreadable=said.append
+    )
     watch.start()
     try:
         plant_fifo(vol, "resources.yaml")
@@ -87,9 +90,10 @@ def test_a_fifo_keeps_the_configuration_and_a_later_change_is_still_noticed(
         [rec] = [r for r in caplog.records if "FIFO" in r.getMessage()]
         assert rec.levelname == "ERROR" and "keeping the configuration in use" in rec.getMessage()
         assert calls == []
+        assert said == [f"{vol.path('resources.yaml')}: a FIFO, not a regular file"]
         vol.update({"resources.yaml": "a: 2\n", "other": "x"})  # the FIFO replaced
         wait_until(lambda: calls, 5, what="the change after the FIFO")
-        assert calls == [1]
+        assert calls == [1] and said[1:] == [""]
     finally:
         watch.stop()
 

@@ -295,3 +295,62 @@ def test_a_reload_that_meets_a_fifo_keeps_the_configuration_and_later_ones_work(
     errors = [r.getMessage() for r in caplog.records if "FIFO" in r.getMessage()]
     assert errors and all("keeping the configuration in use" in e for e in errors)
     assert {r.levelname for r in caplog.records if "FIFO" in r.getMessage()} == {"ERROR"}
+
+
+def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_changed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 32 item 1: a failed reload was one ERROR line; /readyz (still 200) now names it,
+    the metrics count it, and the next good reload clears it and lists its changes."""
+    port = free_port()
+    metrics = Metrics()
+    configs = iter([BadInput("c.yaml: not valid YAML"), {"replicas": 2}])
+    answers: list[tuple[int, str, float]] = []
+
+    def load() -> Any:
+        c = next(configs)
+        if isinstance(c, Exception):
+            raise c
+        return c
+
+    def readyz() -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            failures = metrics.value("edgefd_config_reload_failures_total")
+            answers.append((r.status, r.read().decode(), failures))
+
+    def drive() -> None:
+        wait_until(lambda: _listening(port), 10)
+        signal_self(signal.SIGHUP)
+        wait_until(lambda: "keeping the configuration in use" in caplog.text, 5)
+        readyz()
+        signal_self(signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in caplog.text, 5)
+        readyz()
+        signal_self(signal.SIGTERM)
+
+    def changes(old: Any, new: Any) -> list[str]:
+        return [f"replicas {old['replicas']} → {new['replicas']}"]
+
+    later(0, drive)
+    with caplog.at_level(logging.INFO):
+        run(
+            lambda lifeline: [Part("p", [], ready=(True, "1 resource(s) registered"))],
+            startup_line="x",
+            listen=("127.0.0.1", port),
+            metrics=metrics,
+            reload=Reload(load, current={"replicas": 1}, changes=changes),
+        )
+    (code1, body1, n1), (code2, body2, n2) = answers
+    assert code1 == 200 and "1 resource(s) registered" in body1
+    assert "configuration reload failed: c.yaml: not valid YAML" in body1 and n1 == 1
+    assert code2 == 200 and body2 == "1 resource(s) registered\n" and n2 == 1
+    assert metrics.value("edgefd_config_last_reload_success_timestamp_seconds") > 0
+    assert "configuration reloaded: replicas 1 → 2" in caplog.text
+
+
+def _listening(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1):
+            return True
+    except OSError:
+        return False

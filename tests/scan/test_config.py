@@ -21,8 +21,10 @@ from edgefd.pci_scan.labels import RULES as PCI_RULES
 from edgefd.scan.config import (
     FIELDS_KEY,
     WHITELIST_KEY,
+    SourceConfig,
     load_config_file,
     resolve_config,
+    source_changes,
     split_list,
 )
 from edgefd.usb_scan.cli import main as usb_scan
@@ -176,3 +178,13 @@ def test_fuzz_command_line_lists(whitelist: list[str] | None, fields: list[str] 
         assert str(e).startswith(("--class-whitelist", "--label-fields")), str(e)
         return
     _check_source(config, USB_RULES)
+
+
+def test_a_reload_names_each_changed_setting_as_the_nfd_config_does() -> None:
+    """Issue 32 item 1: `configuration reloaded from F` said nothing of what changed."""
+    old = SourceConfig(class_whitelist=("fe",), label_fields=("vendor", "device"))
+    new = SourceConfig(class_whitelist=("fe", "03"), label_fields=("vendor", "device"))
+    assert source_changes(old, new) == ["deviceClassWhitelist [fe] → [fe, 03]"]
+    assert source_changes(old, old) == []
+    fields = SourceConfig(class_whitelist=("fe",), label_fields=("class", "vendor"))
+    assert source_changes(old, fields) == ["deviceLabelFields [vendor, device] → [class, vendor]"]

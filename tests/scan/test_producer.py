@@ -82,25 +82,37 @@ def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
     host: Path, tmp_path: Path
 ) -> None:
     """Issue 25 item 4, for the scanners' mounted --config: the kubelet swaps `..data`; the
-    labels follow the new settings (here: HID class 03 whitelisted), with no restart."""
+    labels follow the new settings (here: HID class 03 whitelisted), with no restart. A bad
+    edit is kept out, and shows (issue 32 item 1): /readyz still 200 with the reason, and
+    counted in /metrics."""
     conf = "sources:\n  usb:\n    deviceClassWhitelist: [{classes}]\n"
     vol = ConfigMapVolume(tmp_path / "config", {"nfd-worker.conf": conf.format(classes='"fe"')})
     features = tmp_path / "features.d"
+    port = free_port()
     proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
-                     "--config", str(vol.path("nfd-worker.conf")))  # fmt: skip
+                     "--config", str(vol.path("nfd-worker.conf")),
+                     "--listen", f"127.0.0.1:{port}")  # fmt: skip
     f = features / "usb-scan"
     try:
         wait_until(lambda: f.exists() and "usb-fe_1a6e_089a" in f.read_text(), 20)
         assert "usb-03_046d_c31c" not in f.read_text()
         vol.update({"nfd-worker.conf": conf.format(classes='"fe", "03"')})
         wait_until(lambda: "usb-03_046d_c31c.present=true" in f.read_text(), 10)
+        assert "reload failed" not in readyz(port)[1]
         vol.update({"nfd-worker.conf": "sources: [not, a, mapping]\n"})  # a bad edit: kept
-        time.sleep(1.5)
+        wait_until(lambda: "configuration reload failed" in readyz(port)[1], 10)
+        code, body = readyz(port)
+        assert code == 200 and "the configuration in use is kept" in body, body
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            assert "edgefd_config_reload_failures_total 1.0" in r.read().decode()
         assert "usb-03_046d_c31c.present=true" in f.read_text()
     finally:
         _, err = stop(proc)
     assert f"usb-scan: INFO: {vol.path('nfd-worker.conf')} changed" in err, err
-    assert "usb-scan: INFO: configuration reloaded from " in err, err
+    assert (
+        "configuration reloaded from "
+        f"{vol.path('nfd-worker.conf')}: usb-scan: deviceClassWhitelist [fe] → [fe, 03]\n"
+    ) in err, err
     assert "keeping the configuration in use" in err, err
 
 

@@ -246,7 +246,11 @@ def serve_cmd(
     if events is None:
         config = load_config(config_path)
         shown["config"] = config.source
-        reload = Reload(lambda: load_config(config_path), config_path)
+        from edgefd.inventory.confdiff import config_changes
+
+        reload = Reload(
+            lambda: load_config(config_path), config_path, current=config, changes=config_changes
+        )
     shown["listen"] = "off" if listen is None else f"{listen[0]}:{listen[1]}"
 
     def build(lifeline: Lifeline) -> list[Any]:

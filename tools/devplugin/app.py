@@ -196,8 +196,7 @@ class App:
         for fe in self.frontends:
             fe.reconfigure(new)
         self.inventory.configure(selectors=new.selectors, forget_after=new.memory)
-        self.inventory.refresh()
-        log.info("configuration reloaded: %d resource(s)", len(new.resources))
+        self.inventory.refresh()  # the runner says what changed (inventory.confdiff)
 
     def stop(self) -> None:
         for fe in reversed(self.frontends):

@@ -170,9 +170,10 @@ def main(
         settings=WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval),
     )
     if dry_run:
-        return _dry_run(config, opts, output, node_name)
+        return _dry_run(config, opts, output, node_name, evict_after)
 
     from edgefd.core.version import startup_line
+    from edgefd.inventory.confdiff import config_changes
     from edgefd.runtime.metrics import Metrics
     from edgefd.runtime.runner import Reload, run
 
@@ -194,11 +195,17 @@ def main(
         startup_line=startup_line(opts.api, shown(opts, config)),
         listen=listen,
         metrics=metrics,
-        reload=Reload(lambda: load_config(config_path), config_path),
+        reload=Reload(
+            lambda: load_config(config_path), config_path, current=config, changes=config_changes
+        ),
     )
 
 
-def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> int:
+def _dry_run(
+    config: Config, opts: Options, output: str, node: str | None, evict_after: float | None
+) -> int:
+    """What the live tool would serve, from the decisions it takes (v1beta1: a resource is
+    served only with a device; DRA: the slices of its first publish)."""
     code = 0
     if opts.device_plugin:
         from .v1beta1.dryrun import show
@@ -209,7 +216,8 @@ def _dry_run(config: Config, opts: Options, output: str, node: str | None) -> in
         from .dra.dryrun import show as show_slices
 
         assert node
-        code = code or show_slices(config, make_inventory(opts.scratch(), config), node)
+        inventory = make_inventory(opts.scratch(), config)
+        code = code or show_slices(config, inventory, node, evict_after)
     return code
 
 

@@ -42,13 +42,21 @@ def read_config_bytes(path: Path) -> tuple[bytes | None, str]:
 
 
 class ConfigFileWatch:
-    """Calls `on_change()` (on the watcher's thread) when the bytes of `path` change."""
+    """Calls `on_change()` (on the watcher's thread) when the bytes of `path` change, and
+    `on_unreadable(why)` when they cannot be read for a reason that is no swap half seen (a
+    FIFO, a directory, too large), then `on_unreadable("")` once they can again."""
 
     def __init__(
-        self, path: str | os.PathLike[str], on_change: Callable[[], None], *, poll: float = 1.0
+        self,
+        path: str | os.PathLike[str],
+        on_change: Callable[[], None],
+        *,
+        poll: float = 1.0,
+        on_unreadable: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.on_change = on_change
+        self.on_unreadable = on_unreadable
         self.poll = poll
         self._seen, _ = read_config_bytes(self.path)  # the bytes in use (the last readable)
         self._unreadable = ""  # why it cannot be read now, as last said
@@ -76,10 +84,14 @@ class ConfigFileWatch:
                 missing = why == os.strerror(errno.ENOENT)
                 say = log.warning if missing else log.error
                 say("%s cannot be read: %s; keeping the configuration in use", self.path, why)
+                if not missing and self.on_unreadable is not None:
+                    self.on_unreadable(f"{self.path}: {why}")
             self._unreadable = why
             return
         if self._unreadable:
             log.info("%s can be read again", self.path)
+            if self._unreadable != os.strerror(errno.ENOENT) and self.on_unreadable is not None:
+                self.on_unreadable("")
             self._unreadable = ""
         if now == self._seen:
             return

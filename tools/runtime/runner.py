@@ -11,8 +11,9 @@ a sync loop, a device-plugin front-end: each is one, and knows nothing of signal
 file, an API server that does not answer; a stop signal then ends it at once), starts them in
 order, serves the probes, and waits. SIGTERM/SIGINT stop; SIGHUP, or a change of the watched
 configuration file (a ConfigMap update), reloads: the tool's loader reads the new
-configuration (an error keeps the one in use, said once) and every component that has
-`reconfigure` gets it, in reverse order (consumers first, so that the source they follow,
+configuration (an error keeps the one in use, said once and shown until a reload succeeds,
+in /readyz and the metrics: reloads.py) and every component that has `reconfigure` gets it,
+in reverse order (consumers first, so that the source they follow,
 reconfigured last, hands them its next snapshot under the new configuration). Components stop
 in reverse order too. A component's own thread that dies, or whose work is done (an events
 file read to its end), says so through the `Lifeline` it was built with; the process then
@@ -36,6 +37,7 @@ from edgefd.core.service import Listen
 
 if TYPE_CHECKING:  # prometheus_client only in a process that serves metrics
     from .metrics import Check
+    from .reloads import ReloadStatus, Warn
 
 log = get_logger(__name__)
 
@@ -85,11 +87,25 @@ class Lifeline:
 
 class Reload:
     """How a tool's configuration is reloaded: `load()` reads it anew (raising EdgefdError on
-    a bad one), `path` is the file to watch for changes (None: SIGHUP only)."""
+    a bad one), `path` is the file to watch for changes (None: SIGHUP only). With `current`
+    (the configuration loaded at start) and `changes(old, new)` (lines such as
+    `edgefd.io/coral-usb: replicas 1 → 2`), a reload says what it changed; with `warn`, a
+    failed one is also a Warning Event on the Node (reloads.ReloadStatus)."""
 
-    def __init__(self, load: Callable[[], Any], path: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        load: Callable[[], Any],
+        path: str | Path | None = None,
+        *,
+        current: Any = None,
+        changes: Callable[[Any, Any], list[str]] | None = None,
+        warn: Warn | None = None,
+    ) -> None:
         self.load = load
         self.path = Path(path) if path is not None else None
+        self.current = current
+        self.changes = changes
+        self.warn = warn
 
 
 def _checks(components: Sequence[object], name: str) -> list[Check]:
@@ -125,6 +141,7 @@ def run(
     ends it; then stop everything. The one place a tool's process takes the signals."""
     from edgefd.core import log as logs
 
+    from .reloads import ReloadStatus
     from .signals import Signals, StopDuringStartup
 
     logs.serving()  # a service's log is its output: every state change at info
@@ -134,22 +151,28 @@ def run(
         started: list[Component] = []
         config_watch = None
         server = None
+        status = ReloadStatus(metrics, reload.warn) if reload is not None else None
         try:
             with signals.starting():
                 if reload is not None and reload.path is not None:
                     # first: a change while the components start is a reload once they run
                     from .configfile import ConfigFileWatch
 
-                    config_watch = ConfigFileWatch(reload.path, signals.request_reload).start()
+                    assert status is not None
+                    config_watch = ConfigFileWatch(
+                        reload.path, signals.request_reload, on_unreadable=status.unreadable
+                    ).start()
                 components = build(lifeline)
                 for c in components:
                     started.append(c)  # before: one interrupted while starting is stopped too
                     c.start()
-                server = serve_probes(listen, metrics, components)
+                checked = [*components, status] if status is not None else components
+                server = serve_probes(listen, metrics, checked)
             while not (signals.stop_requested or lifeline.stopping):
                 signals.wait()
                 if reload is not None and signals.take_reload():
-                    _reload(reload, components)
+                    assert status is not None
+                    _reload(reload, components, status)
             if lifeline.failure is None:
                 log.info("stopping")
         except StopDuringStartup as e:
@@ -190,15 +213,21 @@ def serve_probes(listen: Listen, metrics: Any, components: Sequence[object]) -> 
     return serve(listen, metrics, combined(alive), combined(ready))
 
 
-def _reload(reload: Reload, components: Sequence[object]) -> None:
+def _reload(reload: Reload, components: Sequence[object], status: ReloadStatus) -> None:
     where = f" from {reload.path}" if reload.path is not None else ""
     log.info("reloading the configuration%s", where)
     try:
         config = reload.load()
     except EdgefdError as e:
         log.error("%s; keeping the configuration in use", e)
+        status.failed(str(e))
         return
     for c in reversed(components):
         reconfigure = getattr(c, "reconfigure", None)
         if callable(reconfigure):
             reconfigure(config)
+    status.succeeded()
+    if reload.changes is not None and reload.current is not None:  # else the components say it
+        changes = reload.changes(reload.current, config)
+        log.info("configuration reloaded: %s", "; ".join(changes) or "nothing changed")
+    reload.current = config

@@ -127,6 +127,19 @@ def resolve_config(
     return SourceConfig(class_whitelist=wl, label_fields=sel), warnings
 
 
+def source_changes(old: SourceConfig, new: SourceConfig) -> list[str]:
+    """`deviceClassWhitelist [fe] → [fe, 03]`: each setting a reload changed, named as the
+    NFD config names it, so the log says whether the edit that was made is the one taken."""
+    out = []
+    for key, a, b in (
+        (WHITELIST_KEY, old.class_whitelist, new.class_whitelist),
+        (FIELDS_KEY, old.label_fields, new.label_fields),
+    ):
+        if a != b:
+            out.append(f"{key} [{', '.join(a)}] → [{', '.join(b)}]")
+    return out
+
+
 def whitelist_match(cls: str, whitelist: Sequence[str]) -> str | None:
     """The first whitelist entry that prefixes `cls` (NFD's rule), or None."""
     for w in whitelist:

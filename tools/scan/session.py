@@ -24,7 +24,7 @@ from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
 from edgefd.core.record import Record
 
-from .config import SourceConfig
+from .config import SourceConfig, source_changes
 from .derive import BusSpec, Evaluation, evaluate
 from .story import Warnings, label_changes, tell_devices
 
@@ -122,9 +122,18 @@ class ScanSession:
 
     def reconfigure(self, producers: Sequence[Producer]) -> None:
         """--config changed (a ConfigMap update): the labels follow, no restart."""
-        self.producers = tuple(producers)
+        old, self.producers = self.producers, tuple(producers)
         if self.watch is not None:
-            log.info("configuration reloaded from %s", self.watch.config_path)
+            changes = [
+                f"{p.spec.producer}: {change}"
+                for before, p in zip(old, self.producers, strict=True)
+                for change in source_changes(before.config, p.config)
+            ]
+            log.info(
+                "configuration reloaded from %s: %s",
+                self.watch.config_path,
+                "; ".join(changes) or "nothing changed",
+            )
             self.watch.inventory.refresh()
 
     def _publish(self, snap: Snapshot) -> None:

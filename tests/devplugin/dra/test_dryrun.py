@@ -38,3 +38,37 @@ def test_dry_run_prints_the_slice(tmp_path: Path) -> None:
     assert obj["kind"] == "ResourceSlice" and obj["spec"]["nodeName"] == "edge-1"
     assert {d["name"] for d in obj["spec"]["devices"]} == set(expected_devices("x86-server"))
     assert not list(tmp_path.glob("**/*.sock"))
+
+
+def test_the_dry_run_slice_is_what_the_live_front_end_publishes(short_dir: Path) -> None:
+    """Issue 32 item 8, the DRA side: the dry run takes the front-end's table, taints and
+    slicing, so its devices are the ones the live plugin publishes for the same host."""
+    from edgefd.core.hostroot import HostRoot
+    from edgefd.core.service import WatchSettings
+    from edgefd.devplugin.app import App, Options, make_inventory
+    from edgefd.devplugin.dra.dryrun import slices
+    from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
+    from edgefd.inventory.resources import default_config
+    from tests.devplugin.dra.fakeapi import FakeSliceApi
+    from tests.helpers import wait_until
+
+    host = build_host("x86-server", short_dir / "host", devicetree=False)
+    opts = Options(
+        plugin_dir=str(short_dir / "dp"),
+        host=HostRoot.of(host),
+        links_dir=str(short_dir / "links"),
+        api="dra",
+        settings=WatchSettings(rescan_interval=3600),
+    )
+    [dry] = slices(default_config(), make_inventory(opts.scratch(), default_config()), "n1")
+    api = FakeSliceApi()
+    dra = DraOptions(node="n1", kubelet_dir=str(short_dir / "k"), cdi_dir=str(short_dir / "c"))
+    app = App(opts, default_config(), lambda cfg, links, m: DraFrontend(dra, cfg, links, api, m))
+    try:
+        app.start()
+        wait_until(lambda: api.devices(), timeout=10)
+        [live] = list(api.objects.values())
+    finally:
+        app.stop()
+    assert dry["spec"]["devices"] == live["spec"]["devices"]
+    assert dry["metadata"]["name"] == live["metadata"]["name"]

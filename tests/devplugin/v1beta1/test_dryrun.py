@@ -9,10 +9,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from edgefd.devplugin.app import App
+from edgefd.devplugin.v1beta1.advertised import NOT_SERVED
+from edgefd.devplugin.v1beta1.resource import socket_name
 from tests.devplugin.command import ROOT, run_plugin
+from tests.devplugin.kubelet import FakeKubelet
 from tests.fixturegen import HostBuilder
+from tests.helpers import wait_until
 
 CORAL = "edgefd.io/coral-usb"
 
@@ -73,3 +79,31 @@ def test_dry_run_shows_hostile_device_strings_escaped_and_json_strict(tmp_path: 
             assert "\x1b" not in out and "\r" not in out
             assert not any(line.startswith("devplugin: ") for line in out.splitlines())
             assert "usb 1-\\xff" in out
+
+
+def test_the_dry_run_serves_what_the_live_plugin_serves(
+    plugin: App, kubelet: FakeKubelet, host: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 8: the dry run listed `edgefd.io/ncs1 (0 device(s), socket ...)` where the
+    live plugin serves no socket for it. Both now take Advertised.served: the same resources
+    served, with the same kubelet IDs, and the others said the same way."""
+    proc = run_plugin(["--host-root", str(host), "--plugin-dir", str(tmp_path / "dp"),
+                       "--dry-run", "-o", "json"])  # fmt: skip
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    doc = {r["resource"]: r for r in json.loads(out)["resources"]}
+    served = {name for name, r in doc.items() if r["served"]}
+    assert served and served != set(doc)  # the sample host has resources of both kinds
+    wait_until(lambda: all(kubelet.last(n) is not None for n in served))
+    time.sleep(0.3)  # a resource the dry run does not serve would have registered by now
+    assert {r for _, r, _ in kubelet.registrations} == served
+    for name in served:
+        ids = [i for d in doc[name]["devices"] for i in d["kubelet_ids"]]
+        assert sorted(i for i, _ in kubelet.last(name) or []) == sorted(ids)
+        assert doc[name]["socket"].endswith(socket_name(name))
+    assert all(doc[n]["socket"] is None for n in set(doc) - served)
+    proc = run_plugin(["--host-root", str(host), "--plugin-dir", str(tmp_path / "dp"), "--dry-run"])
+    text, _ = proc.communicate(timeout=30)
+    for name in set(doc) - served:
+        assert f"\n{name}: {NOT_SERVED}\n" in text
+    assert "0 device(s)" not in text

@@ -17,9 +17,13 @@ from dataclasses import dataclass
 
 from edgefd.inventory.device import Device
 from edgefd.inventory.naming import replica_ids
+from edgefd.inventory.resources import Resource
+from edgefd.inventory.snapshot import Snapshot
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
+# what the live plugin and the dry run both say of a resource with no device
+NOT_SERVED = "no device: not served until one comes"
 
 
 def health(dev: Device) -> str:
@@ -46,6 +50,26 @@ class Advertised:
                 entries.append((rid, health(d), d.numa_node))
         return cls(devs, replicas, by_id, tuple(entries))
 
+    @classmethod
+    def of(cls, snap: Snapshot, res: Resource) -> Advertised:
+        """What the kubelet is told of `res` after the scan `snap`: the front-end's list, and
+        the dry run's."""
+        return cls.build(snap.of_resource(res.name), res.replicas)
+
     def counts(self) -> tuple[int, int]:
         healthy = sum(1 for _, h, _ in self.list_entries if h == HEALTHY)
         return healthy, len(self.list_entries) - healthy
+
+    @property
+    def served(self) -> bool:
+        """Whether the resource is served (its socket made, registered with the kubelet): only
+        with a device to list, so a node without a Hailo has no `edgefd.io/hailo: 0`. The one
+        decision the front-end and `--dry-run` both take, so the dry run shows what runs."""
+        return bool(self.list_entries)
+
+    def summary(self) -> str:
+        """`1 healthy, 0 unhealthy`, or NOT_SERVED."""
+        if not self.served:
+            return NOT_SERVED
+        healthy, unhealthy = self.counts()
+        return f"{healthy} healthy, {unhealthy} unhealthy"

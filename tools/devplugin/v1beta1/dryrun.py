@@ -1,5 +1,7 @@
-"""What `devplugin --dry-run` shows: every resource, its devices and the Allocate answer each
-would get, from one scan, without touching the kubelet or any file."""
+"""What `devplugin --dry-run` shows: every resource, whether the live plugin would serve it
+(Advertised.served, the front-end's own decision: a resource with no device is not served, so
+no `(0 device(s), socket ...)` for a socket that would never be made), its devices and the
+Allocate answer each would get, from one scan, without touching the kubelet or any file."""
 
 from __future__ import annotations
 
@@ -49,10 +51,9 @@ def show(config: Config, opts: Options, output: str) -> int:
     layout = LinkLayout(opts.links_dir)
     doc: list[dict[str, Any]] = []
     for res in config.resources:
-        devs = snap.of_resource(res.name)
-        adv = Advertised.build(devs, res.replicas)
+        adv = Advertised.of(snap, res)
         entries = []
-        for d in devs:
+        for d in adv.devices:
             resp = container_response(res, [d], layout, opts.cdi_prefix)
             entry = _json(d)
             entry["kubelet_ids"] = [i for i, dev in adv.by_kubelet_id.items() if dev is d]
@@ -60,10 +61,13 @@ def show(config: Config, opts: Options, output: str) -> int:
                 resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
             )
             entries.append(entry)
+        socket = os.path.join(opts.plugin_dir, socket_name(res.name)) if adv.served else None
         doc.append(
             {
                 "resource": res.name,
-                "socket": os.path.join(opts.plugin_dir, socket_name(res.name)),
+                "served": adv.served,
+                "summary": adv.summary(),
+                "socket": socket,
                 "replicas": res.replicas,
                 "devices": entries,
             }
@@ -73,7 +77,8 @@ def show(config: Config, opts: Options, output: str) -> int:
         return 0
     _echo(f"# configuration: {config.source}")
     for r in doc:
-        _echo(f"{r['resource']} ({len(r['devices'])} device(s), socket {r['socket']})")
+        where = f"; socket {r['socket']}" if r["served"] else ""
+        _echo(f"{r['resource']}: {r['summary']}{where}")
         for d in r["devices"]:
             where = f"{d['bus']} {d['location']}"
             state = f" {d['state']}" if d["state"] else ""

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from edgefd.inventory.confdiff import resource_changes
 from edgefd.inventory.inventory import Inventory
 from edgefd.inventory.resources import Config, Resource
 from edgefd.inventory.snapshot import Snapshot
@@ -28,7 +29,7 @@ from edgefd.runtime.metrics import Metrics, replace_series
 from edgefd.runtime.watch import Watcher
 
 from ..links import LinkLayout
-from .advertised import Advertised
+from .advertised import NOT_SERVED, Advertised
 from .metrics import DevicePluginMetrics
 from .registration import KUBELET_SOCKET
 from .resource import ResourcePlugin
@@ -84,7 +85,7 @@ class DevicePluginFrontend:
 
     @staticmethod
     def _has_devices(rp: ResourcePlugin) -> bool:
-        return bool(rp.state.advertised.list_entries)
+        return rp.state.advertised.served
 
     # -- the inventory's side
 
@@ -127,7 +128,7 @@ class DevicePluginFrontend:
 
     def _publish(self, rp: ResourcePlugin, snap: Snapshot) -> tuple[int, int]:
         res = rp.resource
-        adv = Advertised.build(snap.of_resource(res.name), res.replicas)
+        adv = Advertised.of(snap, res)
         healthy, unhealthy = adv.counts()
         if rp.state.publish(adv):
             log.info("%s: %d healthy, %d unhealthy", res.name, healthy, unhealthy)
@@ -165,7 +166,7 @@ class DevicePluginFrontend:
     def _say_idle(cls, pending: list[ResourcePlugin]) -> None:
         for rp in pending:
             if not cls._has_devices(rp):
-                log.info("%s: no device: not served until one comes", rp.resource.name)
+                log.info("%s: %s", rp.resource.name, NOT_SERVED)
 
     def _on_dir_change(self, names: frozenset[str]) -> None:
         """Plugin-dir entries changed (empty: anything may have); each resource decides."""
@@ -187,8 +188,14 @@ class DevicePluginFrontend:
         wanted = config.by_name()
         with self._lock:
             for name, rp in list(self.resources.items()):
-                if wanted.get(name) != rp.resource:
-                    log.info("%s: %s", name, "removed" if name not in wanted else "changed")
+                new = wanted.get(name)
+                if new != rp.resource:
+                    what = (
+                        "removed: no longer served"
+                        if new is None
+                        else ", ".join(resource_changes(rp.resource, new)) + ": restarting"
+                    )
+                    log.info("%s: %s", name, what)
                     rp.stop()
                     del self.resources[name]
             for name, res in wanted.items():

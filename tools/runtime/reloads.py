@@ -1,0 +1,102 @@
+"""How a tool's configuration reloads went, told where an operator looks: /readyz, /metrics
+and, where the tool may post one, a Warning Event on its Node.
+
+A failed reload keeps the configuration in use, so nothing the operator changed takes
+effect; one ERROR line was all that said so, and an operator who raised `replicas` saw
+nothing change and had no signal why. The state stays degraded until a reload succeeds: the
+pod stays ready (it serves, with the old configuration: not-ready would take working devices
+away), and /readyz names the reason beside the components' own details.
+
+The Event is posted through the `warn` a tool's Reload passes. None passes one today: the
+tools that reload hold no right to Events (devplugin has no token in device-plugin mode, and
+its DRA token is kept apart from feature-sink's, the one identity that may post Events;
+device-keeper and the scanners have none), so /readyz and the metrics are their signal.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from edgefd.core.log import get_logger
+
+log = get_logger(__name__)
+
+FAILURES = "edgefd_config_reload_failures_total"
+LAST_SUCCESS = "edgefd_config_last_reload_success_timestamp_seconds"
+EVENT_REASON = "ConfigReloadFailed"
+
+# (reason, message): post a Warning Event on this node; raises on failure (said, not fatal)
+Warn = Callable[[str, str], None]
+
+
+class ReloadStatus:
+    """The outcome of the last reload: `failed(why)`, `succeeded()`, and `ready()` for /readyz.
+    `metrics` (an edgefd.runtime.metrics.Metrics, or None when the tool serves none) gets the
+    two series; the configuration loaded at start counts as the first success."""
+
+    def __init__(
+        self, metrics: Any = None, warn: Warn | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._warn = warn
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failure = ""  # why the configuration in use is not the file's; "" when it is
+        self._unreadable = ""  # the failure that is the file being unreadable, if it is one
+        self._failures = self._last_success = None
+        if metrics is not None:
+            self._failures = metrics.counter(
+                FAILURES,
+                "Configuration reloads that failed (the configuration in use was kept).",
+            )
+            self._last_success = metrics.gauge(
+                LAST_SUCCESS,
+                "When the configuration in use was loaded (Unix time; start-up counts).",
+            )
+            self._last_success.set(clock())
+
+    @property
+    def failure(self) -> str:
+        with self._lock:
+            return self._failure
+
+    def failed(self, why: str) -> None:
+        """A reload failed: counted, kept for /readyz, and posted as an Event if the tool can."""
+        with self._lock:
+            self._failure = why
+        if self._failures is not None:
+            self._failures.inc()
+        if self._warn is not None:
+            try:
+                self._warn(EVENT_REASON, f"configuration reload failed: {why}; kept the one in use")
+            except Exception as e:  # an Event is best effort: the log and /readyz still say it
+                log.warning("could not post the %s event: %s", EVENT_REASON, e)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failure = self._unreadable = ""
+        if self._last_success is not None:
+            self._last_success.set(self._clock())
+
+    def unreadable(self, why: str) -> None:
+        """From the file watch: the file cannot be read (a FIFO, a directory, too large:
+        a failed reload as any other), or "" once it can again (a reload follows if its
+        bytes changed; if not, the configuration in use is the file's again)."""
+        if why:
+            self.failed(why)
+            with self._lock:
+                self._unreadable = why
+            return
+        with self._lock:
+            if self._failure == self._unreadable:  # not a bad configuration read since
+                self._failure = ""
+            self._unreadable = ""
+
+    def ready(self) -> tuple[bool, str]:
+        """Always ready (the configuration in use still serves); the reason when degraded."""
+        why = self.failure
+        if not why:
+            return True, "ok"
+        return True, f"configuration reload failed: {why}; the configuration in use is kept"
