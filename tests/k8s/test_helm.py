@@ -693,6 +693,13 @@ def test_helm_upgrade_to_dra_stores_its_policies_before_its_rights(
 ) -> None:
     """An upgrade that adds a mode adds rights and the policies restricting them: the
     pre-upgrade hook stores the new policies first, and the upgrade takes them over."""
+    # the DRA mode's cluster-wide objects, as other tests' applies left them: a user's
+    # cluster has none of them (helm would refuse to take them over)
+    base = {(d["kind"], d["metadata"]["name"]) for d in template()}
+    for d in template(*s("devicePlugin.api=dra")):
+        if "namespace" not in d["metadata"] and (d["kind"], d["metadata"]["name"]) not in base:
+            kubectl(kube_apiserver, "delete", d["kind"].lower(), d["metadata"]["name"],
+                    "--ignore-not-found")  # fmt: skip
     before = _revisions(kube_apiserver)
     helm("upgrade", RELEASE, str(CHART), *release,
          *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra"))  # fmt: skip
