@@ -72,7 +72,7 @@ def test_config_file_bare_shape_and_errors(rpi4: Path, tmp_path: Path) -> None:
     assert code == 3 and "c.yaml: sources.usb.deviceClassWhitelist: must be a list" in err
     cfg.write_text("{ nope")
     code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
-    assert code == 3 and "not valid YAML" in err
+    assert code == 3 and "c.yaml:2:1: did not find expected ',' or '}' (in the {...}" in err
 
 
 def test_explain_covers_every_device(rpi4: Path) -> None:
