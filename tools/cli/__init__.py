@@ -336,19 +336,22 @@ def command(
 
     def deco(f: F) -> click.Command:
         cmd = make(f)
-        cmd.params.append(
-            click.Option(
-                ["--version"],
-                is_flag=True,
-                expose_value=False,
-                is_eager=True,
-                callback=_print_version,
-                help="Print the version and build (Python, platform) and exit.",
-            )
-        )
+        cmd.params.append(version_option())
         return cmd
 
     return deco
+
+
+def version_option() -> click.Option:
+    """`--version`, as every tool (and device-keeper's group) has it."""
+    return click.Option(
+        ["--version"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_print_version,
+        help="Print the version and build (Python, platform) and exit.",
+    )
 
 
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:
