@@ -337,3 +337,24 @@ def test_json_inventory_is_strict_utf8_whatever_the_device_says(tmp_path: Path) 
     by_name = {d["name"]: d for d in doc["devices"]}
     assert set(by_name) == {"usb1", "1-1", "1-\\xff"}
     assert by_name["1-1"]["serial"].startswith("AB12\nusb-scan: ERROR")  # JSON escapes it
+
+
+@pytest.mark.parametrize("tool", ["usb-scan", "pci-scan"])
+def test_a_missing_features_dir_is_exit_4_unless_told_to_create_it(
+    tool: str, rpi4: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 7: never a silent `mkdir -p` (a typo would be a directory no reader
+    watches); the flag, or its variable, creates it; a dry run needs none."""
+    fd = tmp_path / "features.d"
+    argv = [tool, "--host-root", str(rpi4), "--features-dir", str(fd)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 4 and not fd.exists()
+    assert p.stderr == (
+        f"{tool}: error: features directory {fd} does not exist "
+        "(pass --create-features-dir to create it)\n"
+    )
+    assert subprocess.run([*argv, "--dry-run"], capture_output=True, timeout=60).returncode == 0
+    env = {**os.environ, "EDGEFD_CREATE_FEATURES_DIR": "1"}
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert (fd / tool).is_file()

@@ -149,6 +149,16 @@ def features_dir_option(f: F) -> F:
     )(f)
 
 
+def create_features_dir_option(f: F) -> F:
+    """A producer writes into an existing features.d (the pod's emptyDir, NFD's directory):
+    a missing one is most likely a typo, which must not become a directory no reader watches."""
+    return click.option(
+        "--create-features-dir",
+        is_flag=True,
+        help="Create --features-dir (and its parents) if it is missing, instead of refusing.",
+    )(f)
+
+
 def dry_run_option(f: F) -> F:
     return click.option(
         "--dry-run",
@@ -276,6 +286,7 @@ def common_options(f: F) -> F:
         verbose_option,
         output_option,
         dry_run_option,
+        create_features_dir_option,
         features_dir_option,
         host_root_option,
     ):

@@ -88,6 +88,7 @@ TOOL = "dt-labeller"
 def main(
     host_root: str,
     features_dir: str,
+    create_features_dir: bool,
     dry_run: bool,
     output: str,
     verbose: int,
@@ -115,6 +116,10 @@ def main(
         raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):
         raise UsageError("--format reference only applies to --dry-run text output")
+    if not (dry_run or explain):
+        from edgefd.core.publish import features_directory
+
+        features_directory(features_dir, create_features_dir)
 
     from .discovery import discover, load_dtb
     from .labels import derive

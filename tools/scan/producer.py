@@ -23,7 +23,7 @@ from edgefd.bus.enumerate import BusReader
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
-from edgefd.core.publish import Publisher
+from edgefd.core.publish import Publisher, features_directory
 from edgefd.core.record import Record
 from edgefd.core.service import Listen, WatchSettings
 
@@ -67,6 +67,7 @@ class Outputs(Record):
     dry_run: bool = False
     output: str = "text"  # text | json
     explain: bool = False
+    create_dir: bool = False  # --create-features-dir
 
 
 class Watching(Record):
@@ -85,7 +86,9 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
         o["no_capabilities"],
         o["also"],
     )
-    outputs = Outputs(o["features_dir"], o["dry_run"], o["output"], o["explain"])
+    outputs = Outputs(
+        o["features_dir"], o["dry_run"], o["output"], o["explain"], o["create_features_dir"]
+    )
     watching = None
     if o["watch"]:
         settings = WatchSettings(
@@ -146,6 +149,8 @@ def run_producer(
     # --explain and a JSON dry run show something else than the file: nothing is printed
     echo = not (outputs.explain or outputs.output == "json")
     dry = outputs.dry_run or outputs.explain
+    if not dry:
+        features_directory(outputs.features_dir, outputs.create_dir)
     publishers = [Publisher(outputs.features_dir, s.producer, dry, echo) for s in specs]
     producers = configured(specs, labelling, publishers)
     readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())
