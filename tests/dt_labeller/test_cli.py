@@ -135,7 +135,10 @@ def test_explain_prints_the_reasons_and_writes_nothing(rpi4_blob: bytes, tmp_pat
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(rpi4_blob)
     fd = tmp_path / "features.d"
-    for extra in ((), ("--dry-run",), ("-o", "json")):
+    json_explain = run("--explain", "-o", "json", "--dtb", str(dtb), "--features-dir", str(fd))
+    assert json_explain.returncode == 2 and json_explain.stdout == ""  # issue 32 item 9
+    assert json_explain.stderr.startswith("dt-labeller: error: --explain prints text: drop -o")
+    for extra in ((), ("--dry-run",)):
         p = run_bytes("--explain", "--dtb", str(dtb), "--features-dir", str(fd), *extra)
         assert p.returncode == 0, p.stderr
         assert (

@@ -445,3 +445,27 @@ def test_fuzz_resources_yaml_text(forget: str, replicas: str) -> None:
         assert str(e).startswith("resources.yaml:") and "\n" not in str(e)
         return
     _check_config_or_refusal(doc)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"accelerator": "coarl-usb"},
+            "resources[0].accelerator: 'coarl-usb' is not in the accelerator catalogue (its ids: "
+            "coral-pcie, coral-usb, hailo8, ncs1, ncs2)",
+        ),
+        (
+            {"kind": "tpu"},
+            "resources[0].kind: 'tpu' is no kind of the accelerator catalogue (its kinds: "
+            "edgetpu, hailo, myriad2, myriadx)",
+        ),
+    ],
+)
+def test_an_unknown_catalogue_id_or_kind_lists_the_valid_ones(
+    entry: dict[str, str], message: str
+) -> None:
+    """Issue 32 item 9: a typo is answered with what would have been right."""
+    with pytest.raises(BadInput) as e:
+        parse_config({"resources": [{"name": "edgefd.io/a", **entry}]}, "r.yaml")
+    assert str(e.value) == f"r.yaml: {message}"

@@ -358,3 +358,20 @@ def test_a_missing_features_dir_is_exit_4_unless_told_to_create_it(
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     assert (fd / tool).is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-o", "json"], "--explain prints text: drop -o json (-o json --dry-run prints the JSON"),
+        (["--watch"], "--explain explains one scan: drop --watch"),
+    ],
+)
+def test_explain_refuses_json_and_watch_at_once(
+    extra: list[str], message: str, rpi4: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 9: text under -o json with exit 0, or a watch that writes nothing, were
+    both accepted; each is a usage error, before anything is read."""
+    code, out, err = run("--host-root", rpi4, "--explain", *extra)
+    assert code == 2 and out == ""
+    assert err.startswith(f"usb-scan: error: {message}") and err.count("\n") == 1

@@ -206,8 +206,9 @@ def watch_options(f: F) -> F:
         type=Duration(minimum=0.05, maximum=5.0),
         default=f"{d.poll_interval * 1000:g}ms",
         show_default=True,
-        help="How often the bus listing is compared when there are no uevents (hostUsers: "
-        "false; a tree inotify cannot see).",
+        help="How often the bus listing (sysfs) is compared when no uevent says it changed "
+        "(hostUsers: false; a tree inotify cannot see). Not feature-sink's --poll-interval, "
+        "which re-reads features.d.",
     )(f)
     return click.option(
         "--rescan-interval",
@@ -239,6 +240,9 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
     """--node-name, --kubeconfig and --api-timeout, for the tools that talk to the API server
     (`purpose` prefixes each help text, e.g. "DRA: ")."""
 
+    def said(text: str) -> str:  # a sentence: capitalised unless after the purpose
+        return f"{purpose}{text[0].lower()}{text[1:]}" if purpose else text
+
     def deco(f: F) -> F:
         for opt in reversed(
             (
@@ -247,21 +251,24 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                     envvar="NODE_NAME",
                     type=NODE_NAME,
                     metavar="NODE",
-                    help=f"{purpose}this node [env NODE_NAME].",
+                    help=said("This node [env NODE_NAME]."),
                 ),
                 click.option(
                     "--kubeconfig",
-                    type=click.Path(dir_okay=False),
-                    help=f"{purpose}kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
-                    "else the pod's in-cluster service account.",
+                    type=click.Path(),
+                    help=said(
+                        "Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the "
+                        "pod's in-cluster service account."
+                    ),
                 ),
                 click.option(
                     "--api-timeout",
                     type=Duration(minimum=0.1, maximum=600.0),
                     default="10s",
                     show_default=True,
-                    help=f"{purpose}timeout of each API request (a hung connection never "
-                    "blocks longer).",
+                    help=said(
+                        "Timeout of each API request (a hung connection never blocks longer)."
+                    ),
                 ),
             )
         ):

@@ -31,14 +31,14 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--config",
             "config_path",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),
             help="YAML config: an nfd-worker.conf (sources.<bus>) or a bare mapping with "
             "deviceClassWhitelist / deviceLabelFields. Command-line options win.",
         ),
         click.option(
             "--catalogue",
             "catalogue_path",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),
             help="Accelerator catalogue YAML (default: the packaged accelerators.yaml).",
         ),
         click.option(

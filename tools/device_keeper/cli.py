@@ -174,7 +174,7 @@ def grant_cmd(
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),  # a directory is bad input (3), as a missing file: the reader says so
     envvar="EDGEFD_DEVPLUGIN_CONFIG",
     help="devplugin's resources YAML (the same ConfigMap), so that the devices followed and "
     "their names are devplugin's; reloaded when it changes (default: one resource per "

@@ -34,7 +34,7 @@ TOOL = "dt-labeller"
 @common_options
 @click.option(
     "--dtb",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Read this devicetree blob instead of the host's.",
 )
 @click.option(
@@ -116,6 +116,11 @@ def main(
         raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):
         raise UsageError("--format reference only applies to --dry-run text output")
+    if explain and output == "json":
+        raise UsageError(
+            "--explain prints text: drop -o json (-o json --dry-run prints the JSON inventory: "
+            "its nodes, labels and where each label comes from)"
+        )
     if not (dry_run or explain):
         from edgefd.core.publish import features_directory
 

@@ -78,6 +78,8 @@ class Watching(Record):
 
 def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: Any) -> int:
     """The command's options (edgefd.cli.scanner), grouped."""
+    if o["explain"]:
+        explain_alone(o["output"], o["watch"])
     labelling = Labelling(
         o["class_whitelist"],
         o["label_fields"],
@@ -96,6 +98,19 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
         )
         watching = Watching(o["hold"], settings, o["listen"])
     return run_producer(spec, capability_buses, o["host_root"], labelling, outputs, watching)
+
+
+def explain_alone(output: str, watch: bool) -> None:
+    """--explain is one scan explained in text: with -o json it would print text under a
+    JSON flag, with --watch a watch that prints nothing; both are usage errors, said at once
+    (dt-labeller's --explain as well)."""
+    if output == "json":
+        raise UsageError(
+            "--explain prints text: drop -o json (-o json --dry-run prints the JSON inventory: "
+            "its devices and labels)"
+        )
+    if watch:
+        raise UsageError("--explain explains one scan: drop --watch")
 
 
 def configured(
