@@ -448,7 +448,7 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     "args, message",
     [
         (s("labels.mode=patch"), "labels/mode"),
-        (s("devicePlugin.api=both"), "devicePlugin/api"),
+        (s("devicePlugin.api=csi"), "devicePlugin/api"),
         (s("labels.removalGrace=10 minutes"), "removalGrace"),
         (s("hostNetwrok=true"), "hostNetwrok"),
         (s("labels.enabled=false", "devicePlugin.enabled=false"), "nothing would run"),
