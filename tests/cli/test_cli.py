@@ -195,5 +195,5 @@ def test_the_two_poll_intervals_say_what_each_compares():
 
     assert "features.d's files" in poll_help(sink) and "default: 500ms" in poll_help(sink)
     assert "the host's bus listing" in poll_help(sink)
-    assert "bus listing (sysfs)" in poll_help(scan) and "default: 250ms" in poll_help(scan)
-    assert "Not feature-sink's --poll-interval" in poll_help(scan)
+    assert "the host's bus listing" in poll_help(scan) and "default: 250ms" in poll_help(scan)
+    assert "Not feature-sink's --poll-interval, which compares features.d's" in poll_help(scan)

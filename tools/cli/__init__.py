@@ -149,16 +149,6 @@ def features_dir_option(f: F) -> F:
     )(f)
 
 
-def create_features_dir_option(f: F) -> F:
-    """A producer writes into an existing features.d (the pod's emptyDir, NFD's directory):
-    a missing one is most likely a typo, which must not become a directory no reader watches."""
-    return click.option(
-        "--create-features-dir",
-        is_flag=True,
-        help="Create --features-dir (and its parents) if it is missing, instead of refusing.",
-    )(f)
-
-
 def dry_run_option(f: F) -> F:
     return click.option(
         "--dry-run",
@@ -206,9 +196,8 @@ def watch_options(f: F) -> F:
         type=Duration(minimum=0.05, maximum=5.0),
         default=f"{d.poll_interval * 1000:g}ms",
         show_default=True,
-        help="How often the bus listing (sysfs) is compared when no uevent says it changed "
-        "(hostUsers: false; a tree inotify cannot see). Not feature-sink's --poll-interval, "
-        "which re-reads features.d.",
+        help="How often the host's bus listing is compared when no uevent comes (hostUsers: "
+        "false). Not feature-sink's --poll-interval, which compares features.d's files.",
     )(f)
     return click.option(
         "--rescan-interval",
@@ -240,9 +229,6 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
     """--node-name, --kubeconfig and --api-timeout, for the tools that talk to the API server
     (`purpose` prefixes each help text, e.g. "DRA: ")."""
 
-    def said(text: str) -> str:  # a sentence: capitalised unless after the purpose
-        return f"{purpose}{text[0].lower()}{text[1:]}" if purpose else text
-
     def deco(f: F) -> F:
         for opt in reversed(
             (
@@ -251,24 +237,21 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                     envvar="NODE_NAME",
                     type=NODE_NAME,
                     metavar="NODE",
-                    help=said("This node [env NODE_NAME]."),
+                    help=f"{purpose}This node [env NODE_NAME].",
                 ),
                 click.option(
                     "--kubeconfig",
                     type=click.Path(),
-                    help=said(
-                        "Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the "
-                        "pod's in-cluster service account."
-                    ),
+                    help=f"{purpose}Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
+                    "else the pod's in-cluster service account.",
                 ),
                 click.option(
                     "--api-timeout",
                     type=Duration(minimum=0.1, maximum=600.0),
                     default="10s",
                     show_default=True,
-                    help=said(
-                        "Timeout of each API request (a hung connection never blocks longer)."
-                    ),
+                    help=f"{purpose}Timeout of each API request (a hung connection never "
+                    "blocks longer).",
                 ),
             )
         ):
@@ -293,7 +276,6 @@ def common_options(f: F) -> F:
         verbose_option,
         output_option,
         dry_run_option,
-        create_features_dir_option,
         features_dir_option,
         host_root_option,
     ):
@@ -345,31 +327,28 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 def command(
     name: str, exit_codes: Mapping[int, str | None] | None = None, **kwargs: Any
 ) -> Callable[[F], click.Command]:
-    """`click.command` for an edgefd tool: one-line usage errors, `-h` as well as `--help`,
-    `--version`, and the exit codes at the end of `--help` (`exit_codes`: see
-    exit_codes_help)."""
+    """`click.command` for an edgefd tool (`cls`: Command, or a Group of it): one-line usage
+    errors, `-h`, `--version`, the exit codes at the end of `--help` (see exit_codes_help)."""
     settings = {"help_option_names": ["-h", "--help"], **kwargs.pop("context_settings", {})}
     epilog = "\n\n".join(t for t in (kwargs.pop("epilog", None), exit_codes_help(exit_codes)) if t)
-    make = click.command(name=name, cls=Command, context_settings=settings, epilog=epilog, **kwargs)
+    kwargs = {"cls": Command, **kwargs, "context_settings": settings, "epilog": epilog}
+    make = click.command(name, **kwargs)
 
     def deco(f: F) -> click.Command:
         cmd = make(f)
-        cmd.params.append(version_option())
+        cmd.params.append(
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_print_version,
+                help="Print the version and build (Python, platform) and exit.",
+            )
+        )
         return cmd
 
     return deco
-
-
-def version_option() -> click.Option:
-    """`--version`, as every tool (and device-keeper's group) has it."""
-    return click.Option(
-        ["--version"],
-        is_flag=True,
-        expose_value=False,
-        is_eager=True,
-        callback=_print_version,
-        help="Print the version and build (Python, platform) and exit.",
-    )
 
 
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:

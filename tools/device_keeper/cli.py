@@ -21,6 +21,7 @@ import click
 from edgefd.cli import (
     Command,
     Listen,
+    command,
     dry_run_option,
     exit_codes_help,
     guarded,
@@ -28,7 +29,6 @@ from edgefd.cli import (
     listen_option,
     output_option,
     verbose_option,
-    version_option,
     watch_options,
 )
 
@@ -66,21 +66,17 @@ class Group(Command, click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group(
-    name=TOOL,
+@command(
+    TOOL,
     cls=Group,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog=exit_codes_help(
-        {
-            1: "refused or failed (grant: see device-keeper grant --help)",
-            3: "bad input: grant's cgroup missing or not a cgroup; serve's config, --events "
-            "file or host root",
-            4: "grant: the kernel refused the write (capabilities)",
-            5: None,
-            70: SERVE_EXIT_CODES[70],
-        }
-    ),
-    params=[version_option()],
+    exit_codes={
+        1: "refused or failed (grant: see device-keeper grant --help)",
+        3: "bad input: grant's cgroup missing or not a cgroup; serve's config, --events file "
+        "or host root",
+        4: "grant: the kernel refused the write (capabilities)",
+        5: None,
+        70: SERVE_EXIT_CODES[70],
+    },
 )
 def main() -> None:
     """Keep a Coral or NCS2 reachable inside running containers when it re-enumerates."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from edgefd.cli import command, common_options, guarded, renamed_option
+from edgefd.cli.scanner import create_features_dir_option
 from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ TOOL = "dt-labeller"
     },
 )
 @common_options
+@create_features_dir_option
 @click.option(
     "--dtb",
     type=click.Path(path_type=Path),
