@@ -128,7 +128,6 @@ class LivePipeline:
         self.host = build_host(node_description, tmp / "host", devicetree=False)
         self.builder = HostBuilder(self.host)
         self.features = tmp / "features.d"
-        self.features.mkdir(exist_ok=True)  # a producer makes no features.d
         self.features.mkdir()
         self.core = k8s.CoreV1Api(apiserver.admin_api())
         self.node = f"live-{uuid.uuid4().hex[:10]}"
