@@ -4,7 +4,7 @@
 .PHONY: demo test lint bench
 
 demo:
-	@scripts/bootstrap
+	@scripts/bootstrap --demo
 	@scripts/demo
 
 # Everything runs with the project's virtualenv (.venv, made by scripts/bootstrap) first on

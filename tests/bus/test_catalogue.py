@@ -79,7 +79,7 @@ def write(tmp_path: Path, text: str) -> Path:
             "duplicate id",
         ),
         ("[1, 2]", "must be a mapping"),
-        ("accelerators: {", "not valid YAML"),
+        ("accelerators: {", ":2:1: did not find expected node content"),
     ],
 )
 def test_invalid_catalogue_names_the_field(tmp_path: Path, text: str, needle: str) -> None:

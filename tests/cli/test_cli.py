@@ -125,3 +125,75 @@ def test_duration_option_takes_units_and_refuses_what_is_not_a_time():
     for bad in ("nan", "inf", "-1", "1e9", "30x", float("nan"), float("inf")):
         with pytest.raises(click.BadParameter):
             Duration().convert(bad, None, None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "option", "args"),
+    [
+        ("usb-scan", "--config", ["--dry-run"]),
+        ("usb-scan", "--catalogue", ["--dry-run"]),
+        ("pci-scan", "--config", ["--dry-run"]),
+        ("devplugin", "--config", ["--dry-run"]),
+        ("device-keeper", "--config", ["serve", "--listen", "", "--state-dir", ""]),
+        ("dt-labeller", "--dtb", ["--dry-run"]),
+    ],
+)
+@pytest.mark.parametrize("kind", ["missing", "directory", "fifo"])
+def test_a_file_input_that_is_no_file_is_bad_input_at_once(
+    tool: str, option: str, args: list[str], kind: str, tmp_path: Path
+) -> None:
+    """Issue 32 items 6 and 9: a FIFO never blocks a start (hung usb-scan and devplugin), and a
+    directory is bad input like a missing file (exit 3), not a usage error (was exit 2)."""
+    import os
+
+    path = tmp_path / "input"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    host = ["--host-root", str(tmp_path)]
+    argv = [*args[:1], option, str(path), *host, *args[1:]]
+    if tool == "devplugin":
+        argv += ["--plugin-dir", str(tmp_path / "dp")]
+    p = subprocess.run([tool, *argv], capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert p.returncode == 3, p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(f"{tool}: error: "), p.stderr
+    assert str(path) in p.stderr
+
+
+def test_every_option_help_is_a_sentence():
+    """Issue 32 item 9: help texts start with a capital letter in every tool (feature-sink's
+    did not), unless they start with one of the option's own values (`--mode node: ...`) or
+    a tool's name."""
+    import importlib
+
+    tools = ("usb_scan", "pci_scan", "dt_labeller", "feature_sink", "devplugin", "device_keeper")
+    names = {t.replace("_", "-") for t in tools}
+    for tool in tools:
+        main = importlib.import_module(f"edgefd.{tool}.cli").main
+        commands = [main, *getattr(main, "commands", {}).values()]
+        for cmd in commands:
+            for param in cmd.params:
+                text = getattr(param, "help", None) or ""
+                word = text.split(":")[0].split("'")[0]
+                choices = getattr(param.type, "choices", ())
+                ok = not text or text[0].isupper() or word in choices or word in names
+                assert ok, f"{tool} {cmd.name} {param.opts}: {text!r}"
+
+
+def test_the_two_poll_intervals_say_what_each_compares():
+    """Issue 32 item 9: one flag name, two periods (500ms in the sink, 250ms in the scanners):
+    each help text says what it polls and that the other is another thing."""
+    from click.testing import CliRunner
+
+    from edgefd.feature_sink.cli import main as sink
+    from edgefd.usb_scan.cli import main as scan
+
+    def poll_help(cmd: click.Command) -> str:
+        out = CliRunner().invoke(cmd, ["--help"], terminal_width=400).output
+        return " ".join(next(ln for ln in out.splitlines() if "--poll-interval" in ln).split())
+
+    assert "features.d's files" in poll_help(sink) and "default: 500ms" in poll_help(sink)
+    assert "the host's bus listing" in poll_help(sink)
+    assert "the host's bus listing" in poll_help(scan) and "default: 250ms" in poll_help(scan)
+    assert "Not feature-sink's --poll-interval, which compares features.d's" in poll_help(scan)

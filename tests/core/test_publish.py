@@ -124,3 +124,22 @@ def test_the_publisher_is_the_one_change_check(
     assert capfd.readouterr().out.count("b.io/x=1") == 1
     quiet = Publisher(tmp_path, "quiet", dry_run=True, echo=False)
     assert quiet.publish({"c.io/x": "1"}) and capfd.readouterr().out == ""
+
+
+def test_a_producer_refuses_a_missing_features_dir_unless_told_to_create_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 item 7: a typo in --features-dir is exit 4, not a new directory no one reads."""
+    typo = tmp_path / "features.dd"
+    with pytest.raises(OutputError) as e:
+        publish.features_directory(typo, create=False)
+    assert str(e.value) == (
+        f"features directory {typo} does not exist (pass --create-features-dir to create it)"
+    )
+    assert not typo.exists()
+    publish.features_directory(typo / "nested", create=True)
+    assert (typo / "nested").is_dir()
+    publish.features_directory(typo, create=False)  # there: nothing to say
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="is not a directory"):
+        publish.features_directory(tmp_path / "file", create=True)

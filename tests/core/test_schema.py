@@ -77,13 +77,33 @@ def test_a_duration_takes_the_flags_grammar_and_its_bounds() -> None:
 
 def test_yaml_that_does_not_parse_or_read_is_bad_input(tmp_path: Path) -> None:
     assert parse_yaml("a: [1, 2]\n", "x.yaml") == {"a": [1, 2]}
-    with pytest.raises(BadInput, match=r"^x.yaml: not valid YAML: "):
+    with pytest.raises(BadInput, match=r"^x.yaml:2:1: did not find expected ',' or '}'"):
         parse_yaml("{ nope", "x.yaml")
     (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
     with pytest.raises(BadInput, match=r"^cannot read configuration .*latin1.yaml: "):
         read_yaml(tmp_path / "latin1.yaml", "configuration")
     with pytest.raises(BadInput, match="No such file or directory"):
         read_yaml(tmp_path / "missing.yaml", "configuration")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "resources:\n  - name: a\n  - name: b\n   - x\n",
+            "c1.yaml:4:4: did not find expected '-' indicator (in the list that starts at 2:3)",
+        ),
+        ("a: 'abc\n", "c1.yaml:2:1: found unexpected end of stream (in the quoted string that "
+         "starts at 1:4)"),
+        ("a: *x\n", "c1.yaml:1:4: found undefined alias"),
+        ("a:\n  - x\n   z: 1\n", "c1.yaml:3:5: mapping values are not allowed in this context"),
+    ],
+)  # fmt: skip
+def test_a_yaml_syntax_error_is_file_line_col_and_one_line(text: str, message: str) -> None:
+    """Lines and columns count from 1 as editors do; no `<unicode string>`, no newline."""
+    with pytest.raises(BadInput) as e:
+        parse_yaml(text, "c1.yaml")
+    assert str(e.value) == message
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -298,3 +299,57 @@ def test_serve_goes_on_when_one_holder_planted_a_directory_at_the_temporary_name
     nodes = {c["pod"]: c["node"] for c in json.loads(r.stdout)["containers"]}
     assert nodes["other"] == "replaced" and nodes["planted"].startswith("failed: ")
     assert os.minor(os.stat(f"/proc/{other_pid}/root/dev/edgefd/{name}").st_rdev) == 5
+
+
+def test_version_and_the_exit_codes_in_every_help():
+    """The conventions of every edgefd tool: `--version`, and the exit codes at the end of the
+    group's and each subcommand's `--help`, each saying what its own codes mean."""
+    r = _run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("device-keeper ") and "(edgefd;" in r.stdout
+    helps = {what: _run(*what, "--help").stdout for what in ((), ("grant",), ("serve",))}
+    for what, text in helps.items():
+        assert "Exit codes:\n    0   ok\n" in text, what
+    assert "the kernel refused the write" in helps[("grant",)]
+    assert "a host root that is" in helps[("serve",)]
+
+
+def test_a_bare_device_keeper_prints_the_help_not_an_error_line():
+    r = _run()
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("Usage: device-keeper ") and "device-keeper: error" not in r.stderr
+    assert "Commands:" in r.stderr and "Exit codes:" in r.stderr
+
+
+def test_serve_listens_on_its_own_port_as_the_manifests_say():
+    """8083 is the scanners' port; the overlay and the chart serve the keeper on 8084."""
+    from edgefd.device_keeper.cli import DEFAULT_LISTEN
+
+    repo = Path(__file__).resolve().parents[2]
+
+    assert DEFAULT_LISTEN == ":8084" and "default: :8084]" in _run("serve", "--help").stdout
+    for manifest in (
+        "k8s/overlays/device-keeper/device-keeper.yaml",
+        "charts/edgefd/templates/devplugin.yaml",
+    ):
+        assert "containerPort: 8084" in (repo / manifest).read_text(), manifest
+
+
+@pytest.mark.parametrize(
+    "mode", [[], ["--dry-run"], ["--events", "-"], ["--events", "-", "--follow"]]
+)
+def test_serve_on_a_missing_host_root_exits_3_in_every_mode(mode, tmp_path):
+    """Never a service that listens and can grant nothing: one line, exit 3, as the scanners."""
+    root = tmp_path / "gone"
+    r = _run("serve", "--host-root", str(root), *mode, input="")
+    assert r.returncode == 3, r.stderr
+    assert r.stderr == f"device-keeper: error: host root {root} does not exist\n"
+
+
+def test_serve_says_when_it_starts_and_stops(tmp_path):
+    r = _run(
+        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "", "--state-dir", "",
+        input="",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert "starting, mode events: host-root=" in lines[0] and lines[-1].endswith(": stopping")

@@ -43,6 +43,7 @@ def labels_of(features_dir: Path) -> dict[str, str]:
 def test_rpi4_blob_writes_exactly_the_reference_labels(rpi4_blob: bytes, tmp_path: Path) -> None:
     root = host_with_blob(tmp_path / "root", rpi4_blob)
     fd = tmp_path / "features.d"
+    fd.mkdir(exist_ok=True)  # a producer makes no features.d
     p = run("--host-root", str(root), "--features-dir", str(fd))
     assert p.returncode == 0, p.stderr
     assert p.stdout == "" and p.stderr == ""
@@ -82,6 +83,7 @@ def test_jetson_like_tree_both_forms_reject_the_plus_label(
         host_with_dir(tmp_path / "b", jetson_blob),
     ):
         fd = tmp_path / f"fd-{root.name}"
+        fd.mkdir(exist_ok=True)  # a producer makes no features.d
         p = run("--host-root", str(root), "--features-dir", str(fd))
         assert p.returncode == 0
         assert labels_of(fd) == expected
@@ -133,7 +135,10 @@ def test_explain_prints_the_reasons_and_writes_nothing(rpi4_blob: bytes, tmp_pat
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(rpi4_blob)
     fd = tmp_path / "features.d"
-    for extra in ((), ("--dry-run",), ("-o", "json")):
+    json_explain = run("--explain", "-o", "json", "--dtb", str(dtb), "--features-dir", str(fd))
+    assert json_explain.returncode == 2 and json_explain.stdout == ""  # issue 32 item 9
+    assert json_explain.stderr.startswith("dt-labeller: error: --explain prints text: drop -o")
+    for extra in ((), ("--dry-run",)):
         p = run_bytes("--explain", "--dtb", str(dtb), "--features-dir", str(fd), *extra)
         assert p.returncode == 0, p.stderr
         assert (
@@ -143,7 +148,9 @@ def test_explain_prints_the_reasons_and_writes_nothing(rpi4_blob: bytes, tmp_pat
         assert p.stderr == b""
         assert not fd.exists()
     # and the same run without --explain does write (the directory is not the reason)
-    assert run("--dtb", str(dtb), "--features-dir", str(fd)).returncode == 0
+    assert (
+        run("--dtb", str(dtb), "--features-dir", str(fd), "--create-features-dir").returncode == 0
+    )
     assert (fd / "dt-labeller").is_file()
 
 
@@ -171,6 +178,7 @@ def test_no_devicetree_is_a_normal_outcome(tmp_path: Path) -> None:
     root = tmp_path / "x86"
     (root / "sys" / "firmware" / "acpi").mkdir(parents=True)
     fd = tmp_path / "fd"
+    fd.mkdir(exist_ok=True)  # a producer makes no features.d
     p = run("--host-root", str(root), "--features-dir", str(fd), "-v")
     assert p.returncode == 0
     assert "no devicetree" in p.stderr
@@ -236,10 +244,11 @@ def test_unwritable_features_dir_is_exit_4(rpi4_blob: bytes, tmp_path: Path) -> 
     dtb.write_bytes(rpi4_blob)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    p = run("--dtb", str(dtb), "--features-dir", str(blocker / "features.d"))
+    fd = blocker / "features.d"
+    p = run("--dtb", str(dtb), "--features-dir", str(fd), "--create-features-dir")
     assert p.returncode == 4
     (line,) = p.stderr.splitlines()
-    assert line.startswith("dt-labeller: error: cannot write ")
+    assert line == f"dt-labeller: error: cannot create features directory {fd}: Not a directory"
 
 
 @pytest.mark.parametrize(
@@ -266,6 +275,7 @@ def test_prefix_validation(rpi4_blob: bytes, tmp_path: Path, prefix: str, code: 
 def test_environment_variables_configure_paths(rpi4_blob: bytes, tmp_path: Path) -> None:
     root = host_with_blob(tmp_path / "root", rpi4_blob)
     fd = tmp_path / "fd"
+    fd.mkdir(exist_ok=True)  # a producer makes no features.d
     p = run(env={"EDGEFD_HOST_ROOT": str(root), "EDGEFD_FEATURES_DIR": str(fd)})
     assert p.returncode == 0
     assert labels_of(fd) == RPI4_LABELS
@@ -391,3 +401,22 @@ def test_node_names_cannot_forge_lines_and_json_is_strict_utf8(
     assert not any(line.startswith("dt-labeller: ERROR: forged") for line in out.splitlines())
     assert "/cpus/cpu@0\\ndt-labeller: ERROR: forged\\x1b[2J" in out
     assert "/cpus/cpu@1\\xff" in out
+
+
+def test_a_missing_features_dir_is_exit_4_unless_told_to_create_it(
+    rpi4_blob: bytes, tmp_path: Path
+) -> None:
+    """Issue 32 item 7, as the bus scanners: refused before the devicetree is read."""
+    dtb = tmp_path / "x.dtb"
+    dtb.write_bytes(rpi4_blob)
+    fd = tmp_path / "features.d"
+    p = run("--dtb", str(dtb), "--features-dir", str(fd))
+    assert p.returncode == 4 and not fd.exists()
+    assert p.stderr == (
+        f"dt-labeller: error: features directory {fd} does not exist "
+        "(pass --create-features-dir to create it)\n"
+    )
+    assert (
+        run("--dtb", str(dtb), "--features-dir", str(fd), "--create-features-dir").returncode == 0
+    )
+    assert (fd / "dt-labeller").is_file()

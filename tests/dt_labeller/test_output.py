@@ -18,13 +18,15 @@ def test_dry_run_prints_exactly_the_bytes_it_would_write(rpi4_blob: bytes, tmp_p
     dry = run_bytes("--dry-run", "--host-root", str(root), "--features-dir", str(fd))
     assert dry.returncode == 0
     assert not fd.exists()
-    assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+    write = run("--host-root", str(root), "--features-dir", str(fd), "--create-features-dir")
+    assert write.returncode == 0
     assert (fd / "dt-labeller").read_bytes() == dry.stdout
 
 
 def test_unchanged_labels_do_not_rewrite_the_file(rpi4_blob: bytes, tmp_path: Path) -> None:
     root = host_with_blob(tmp_path / "root", rpi4_blob)
     fd = tmp_path / "fd"
+    fd.mkdir(exist_ok=True)  # a producer makes no features.d
     assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
     before = os.stat(fd / "dt-labeller")
     os.utime(fd / "dt-labeller", ns=(before.st_atime_ns, before.st_mtime_ns - 10**9))
@@ -41,6 +43,7 @@ def test_json_inventory(rpi4_blob: bytes, tmp_path: Path) -> None:
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(rpi4_blob)
     fd = tmp_path / "fd"
+    fd.mkdir(exist_ok=True)  # a producer makes no features.d
     p = run("-o", "json", "--dtb", str(dtb), "--features-dir", str(fd))
     assert p.returncode == 0
     inv = json.loads(p.stdout)

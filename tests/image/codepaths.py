@@ -187,13 +187,17 @@ class Inputs:
         return inp
 
     def reset_work(self) -> None:
-        """A fresh scratch area: features.d with one producer's file, a dead API's kubeconfig."""
+        """A fresh scratch area: features.d with one producer's file, the empty directories
+        the producers write into (the pod's emptyDir: a producer makes none), a dead API's
+        kubeconfig."""
         for p in self.work.iterdir():
             if p.name != "rpi4.dtb":
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
         (self.work / "features").mkdir()
         (self.work / "features" / "usb-scan").write_text(FEATURES)
         (self.work / "plugins").mkdir()
+        (self.work / "fd").mkdir()
+        (self.work / "watch").mkdir()
         (self.work / "down.kubeconfig").write_text(down_kubeconfig(free_port()))
 
     def fill(self, argv: tuple[str, ...], port: int, host: str, x86: str, work: str) -> list[str]:

@@ -190,7 +190,7 @@ def test_load_config_reports_unreadable_and_bad_yaml(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("resources: [\n")
-    with pytest.raises(BadInput, match="not valid YAML"):
+    with pytest.raises(BadInput, match=r"bad.yaml:2:1: did not find expected node content$"):
         load_config(bad)
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
@@ -442,6 +442,30 @@ def test_fuzz_resources_yaml_text(forget: str, replicas: str) -> None:
     try:
         doc = parse_yaml(text, "resources.yaml")
     except BadInput as e:
-        assert str(e).startswith("resources.yaml: not valid YAML")
+        assert str(e).startswith("resources.yaml:") and "\n" not in str(e)
         return
     _check_config_or_refusal(doc)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"accelerator": "coarl-usb"},
+            "resources[0].accelerator: 'coarl-usb' is not in the accelerator catalogue (its ids: "
+            "coral-pcie, coral-usb, hailo8, ncs1, ncs2)",
+        ),
+        (
+            {"kind": "tpu"},
+            "resources[0].kind: 'tpu' is no kind of the accelerator catalogue (its kinds: "
+            "edgetpu, hailo, myriad2, myriadx)",
+        ),
+    ],
+)
+def test_an_unknown_catalogue_id_or_kind_lists_the_valid_ones(
+    entry: dict[str, str], message: str
+) -> None:
+    """Issue 32 item 9: a typo is answered with what would have been right."""
+    with pytest.raises(BadInput) as e:
+        parse_config({"resources": [{"name": "edgefd.io/a", **entry}]}, "r.yaml")
+    assert str(e.value) == f"r.yaml: {message}"

@@ -96,6 +96,8 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         None,
     ),
     "dra-evict": (s("devicePlugin.api=dra", "devicePlugin.evictAfter=5m"), ("dra", "dra-evict")),
+    # devplugin --api both: the dra component's pieces and the device-plugin directory
+    "dra+both": (s("devicePlugin.api=both", "devicePlugin.evictAfter=5m"), None),
     "namespace": (s("namespace.name=edgefd-helm"), None),
     # the post-delete prune hook (tests/k8s/test_prune_job.py: the same objects as k8s/prune)
     "prune": (s("labels.pruneOnUninstall=true"), None),
@@ -342,6 +344,89 @@ def test_values_reach_the_objects() -> None:
                       "limits": {"cpu": "200m", "memory": "128Mi"}}  # fmt: skip
 
 
+def test_api_both_renders_both_apis() -> None:
+    """Issue 32 item 10: devicePlugin.api=both (the CLI's third --api) is the dra render plus
+    the kubelet's device-plugin directory, in the variable and the mounts."""
+
+    def plugin(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        spec = pod_spec(daemonset(docs, DEVPLUGIN_DS))
+        return spec, container(spec, "devplugin")
+
+    both, dra = template(*value_set("dra+both")), template(*s("devicePlugin.api=dra"))
+    (spec, c), (dra_spec, dra_c) = plugin(both), plugin(dra)
+    assert setting(c, "--api") == "both" and setting(c, "--evict-after") == "5m"
+    assert setting(c, "--plugin-dir") == "/var/lib/kubelet/device-plugins"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    dra_mounts = {m["name"]: m["mountPath"] for m in dra_c["volumeMounts"]}
+    assert mounts == {**dra_mounts, "device-plugins": "/var/lib/kubelet/device-plugins"}
+    volumes = {v["name"] for v in spec["volumes"]}
+    assert volumes == {v["name"] for v in dra_spec["volumes"]} | {"device-plugins"}
+    others = lambda docs: sorted((d["kind"], d["metadata"]["name"]) for d in docs)  # noqa: E731
+    assert others(both) == others(dra)  # DeviceClasses, DRA rights and policy: as with dra
+
+
+DURATION_SAMPLES = ("", "30", "30s", "1.5m", "250ms", ".5s", "5.", "24h", "1d", "-1s", "1e3",
+                    "nan", "5 m", "s", "1.2.3s")  # fmt: skip
+
+
+def test_duration_values_have_the_tools_one_grammar() -> None:
+    """Issue 32 item 10: the schema's duration patterns were two; now one, accepting exactly
+    what edgefd.core.duration does (digits, an optional fraction, ms|s|m|h) or '' (unset)."""
+    import re
+
+    from edgefd.core.duration import parse_duration
+
+    def durations(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+        if isinstance(node, dict):
+            if "pattern" in node and "(ms|s|m|h)" in node["pattern"]:
+                yield path, node["pattern"]
+            for k, v in node.items():
+                yield from durations(v, f"{path}.{k}")
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    found = dict(durations(schema))
+    assert {p.split(".")[-1] for p in found} >= {"removalGrace", "evictAfter"}
+    (pattern,) = set(found.values())
+    for text in DURATION_SAMPLES:
+        try:
+            parse_duration(text)
+            ok = text != "5 m"  # the flags allow blanks around; a value has none
+        except ValueError:
+            ok = text == ""
+        assert bool(re.fullmatch(pattern, text)) == ok, text
+
+
+def notes(*args: str) -> str:
+    out = helm("install", RELEASE, str(CHART), "--dry-run=client", "-n", "default", *args).stdout
+    return out.split("NOTES:\n", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "`helm uninstall` keeps the labels on the nodes (labels.pruneOnUninstall=false)"),
+        (s("labels.pruneOnUninstall=true"), "`helm uninstall` also removes edgefd's labels from "
+         "the nodes: a post-delete Job in namespace default runs `feature-sink --prune"),
+        (s("labels.mode=nodefeature"), "`helm uninstall` deletes the NodeFeatures with namespace "
+         "edgefd; nfd-master then removes their labels."),
+    ],
+)  # fmt: skip
+def test_notes_say_what_the_uninstall_does(args: list[str], says: str) -> None:
+    """Issue 32 item 10: the notes said "keeps the labels" whatever pruneOnUninstall was."""
+    text = notes(*args)
+    assert says in text and text.count("helm uninstall") == 1 + ("--cascade" in text), text
+
+
+def test_the_chart_says_two_daemonsets() -> None:
+    """Issue 32 item 10: it said "one DaemonSet"; it renders two (labels, devices)."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert len(daemonsets(template())) == 2 and "two DaemonSets" in chart["description"]
+    for f in ("Chart.yaml", "README.md", "values.yaml", "templates/NOTES.txt"):
+        assert "one DaemonSet" not in (CHART / f).read_text(), f
+    both = notes(*s("devicePlugin.api=both"))
+    assert "kubectl get resourceslices" in both and "ALLOCATABLE" in both
+
+
 def test_allow_namespaces_reach_the_sink() -> None:
     """labels.allowNamespaces: the sink's --allow-namespace flags, nothing else changes."""
     docs = template(*value_set("allow-namespaces"))
@@ -411,7 +496,7 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     "args, message",
     [
         (s("labels.mode=patch"), "labels/mode"),
-        (s("devicePlugin.api=both"), "devicePlugin/api"),
+        (s("devicePlugin.api=csi"), "devicePlugin/api"),
         (s("labels.removalGrace=10 minutes"), "removalGrace"),
         (s("hostNetwrok=true"), "hostNetwrok"),
         (s("labels.enabled=false", "devicePlugin.enabled=false"), "nothing would run"),

@@ -152,7 +152,7 @@ def test_fuzz_nfd_config_text(tmp_path_factory: pytest.TempPathFactory, text: st
     try:
         config, _ = resolve_config(USB_RULES, None, None, path)
     except BadInput as e:
-        assert str(e).startswith(f"cannot read config {path}") or str(e).startswith(f"{path}: ")
+        assert str(e).startswith(f"cannot read config {path}") or str(e).startswith(f"{path}:")
         return
     _check_source(config, USB_RULES)
 

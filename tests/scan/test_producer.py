@@ -40,6 +40,7 @@ def read(path: Path) -> str:
 
 def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None:
     features = tmp_path / "features.d"
+    features.mkdir(exist_ok=True)  # a producer makes no features.d
     port = free_port()
     proc = scan_proc("--watch", "--also", "pci-scan", "--host-root", str(host),
                      "--features-dir", str(features), "--listen", f"127.0.0.1:{port}")  # fmt: skip
@@ -60,6 +61,7 @@ def test_one_process_two_files_and_readiness(host: Path, tmp_path: Path) -> None
 
 def test_unreadable_host_keeps_the_last_files(host: Path, tmp_path: Path) -> None:
     features = tmp_path / "features.d"
+    features.mkdir(exist_ok=True)  # a producer makes no features.d
     proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
                      "--rescan-interval", "0.5s")  # fmt: skip
     try:
@@ -89,6 +91,7 @@ def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
     vol = ConfigMapVolume(tmp_path / "config", {"nfd-worker.conf": conf.format(classes='"fe"')})
     features = tmp_path / "features.d"
     port = free_port()
+    features.mkdir(exist_ok=True)  # a producer makes no features.d
     proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
                      "--config", str(vol.path("nfd-worker.conf")),
                      "--listen", f"127.0.0.1:{port}")  # fmt: skip
@@ -119,6 +122,7 @@ def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
 def test_watch_rewrites_within_a_second(tmp_path: Path) -> None:
     root = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
     out = tmp_path / "features.d"
+    out.mkdir(exist_ok=True)  # a producer makes no features.d
     proc = subprocess.Popen(
         [sys.executable, "-m", "edgefd.usb_scan", "--watch", "--host-root", str(root),
          "--features-dir", str(out), "--poll-interval", "0.1", "--hold", "0"],

@@ -23,6 +23,7 @@ def test_default_log_tells_the_story_and_a_steady_state_is_silent(
     came, went or re-enumerated. Now: the start-up line, each device change, each write with
     its label counts; a rescan that finds nothing new says nothing."""
     features = tmp_path / "features.d"
+    features.mkdir(exist_ok=True)  # a producer makes no features.d
     proc = scan_proc("--watch", "--host-root", str(host), "--features-dir", str(features),
                      "--hold", "0.5s", "--rescan-interval", "0.5s")  # fmt: skip
     f = features / "usb-scan"

@@ -72,7 +72,7 @@ def test_config_file_bare_shape_and_errors(rpi4: Path, tmp_path: Path) -> None:
     assert code == 3 and "c.yaml: sources.usb.deviceClassWhitelist: must be a list" in err
     cfg.write_text("{ nope")
     code, _, err = run("--host-root", rpi4, "--dry-run", "--config", cfg)
-    assert code == 3 and "not valid YAML" in err
+    assert code == 3 and "c.yaml:2:1: did not find expected ',' or '}' (in the {...}" in err
 
 
 def test_explain_covers_every_device(rpi4: Path) -> None:
@@ -337,3 +337,41 @@ def test_json_inventory_is_strict_utf8_whatever_the_device_says(tmp_path: Path) 
     by_name = {d["name"]: d for d in doc["devices"]}
     assert set(by_name) == {"usb1", "1-1", "1-\\xff"}
     assert by_name["1-1"]["serial"].startswith("AB12\nusb-scan: ERROR")  # JSON escapes it
+
+
+@pytest.mark.parametrize("tool", ["usb-scan", "pci-scan"])
+def test_a_missing_features_dir_is_exit_4_unless_told_to_create_it(
+    tool: str, rpi4: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 7: never a silent `mkdir -p` (a typo would be a directory no reader
+    watches); the flag, or its variable, creates it; a dry run needs none."""
+    fd = tmp_path / "features.d"
+    argv = [tool, "--host-root", str(rpi4), "--features-dir", str(fd)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 4 and not fd.exists()
+    assert p.stderr == (
+        f"{tool}: error: features directory {fd} does not exist "
+        "(pass --create-features-dir to create it)\n"
+    )
+    assert subprocess.run([*argv, "--dry-run"], capture_output=True, timeout=60).returncode == 0
+    env = {**os.environ, "EDGEFD_CREATE_FEATURES_DIR": "1"}
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert (fd / tool).is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-o", "json"], "--explain prints text: drop -o json (-o json --dry-run prints the JSON"),
+        (["--watch"], "--explain explains one scan: drop --watch"),
+    ],
+)
+def test_explain_refuses_json_and_watch_at_once(
+    extra: list[str], message: str, rpi4: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 9: text under -o json with exit 0, or a watch that writes nothing, were
+    both accepted; each is a usage error, before anything is read."""
+    code, out, err = run("--host-root", rpi4, "--explain", *extra)
+    assert code == 2 and out == ""
+    assert err.startswith(f"usb-scan: error: {message}") and err.count("\n") == 1

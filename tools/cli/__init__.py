@@ -196,8 +196,8 @@ def watch_options(f: F) -> F:
         type=Duration(minimum=0.05, maximum=5.0),
         default=f"{d.poll_interval * 1000:g}ms",
         show_default=True,
-        help="How often the bus listing is compared when there are no uevents (hostUsers: "
-        "false; a tree inotify cannot see).",
+        help="How often the host's bus listing is compared when no uevent comes (hostUsers: "
+        "false). Not feature-sink's --poll-interval, which compares features.d's files.",
     )(f)
     return click.option(
         "--rescan-interval",
@@ -237,12 +237,12 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                     envvar="NODE_NAME",
                     type=NODE_NAME,
                     metavar="NODE",
-                    help=f"{purpose}this node [env NODE_NAME].",
+                    help=f"{purpose}This node [env NODE_NAME].",
                 ),
                 click.option(
                     "--kubeconfig",
-                    type=click.Path(dir_okay=False),
-                    help=f"{purpose}kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
+                    type=click.Path(),
+                    help=f"{purpose}Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, "
                     "else the pod's in-cluster service account.",
                 ),
                 click.option(
@@ -250,7 +250,7 @@ def api_options(purpose: str = "") -> Callable[[F], F]:
                     type=Duration(minimum=0.1, maximum=600.0),
                     default="10s",
                     show_default=True,
-                    help=f"{purpose}timeout of each API request (a hung connection never "
+                    help=f"{purpose}Timeout of each API request (a hung connection never "
                     "blocks longer).",
                 ),
             )
@@ -327,12 +327,12 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 def command(
     name: str, exit_codes: Mapping[int, str | None] | None = None, **kwargs: Any
 ) -> Callable[[F], click.Command]:
-    """`click.command` for an edgefd tool: one-line usage errors, `-h` as well as `--help`,
-    `--version`, and the exit codes at the end of `--help` (`exit_codes`: see
-    exit_codes_help)."""
+    """`click.command` for an edgefd tool (`cls`: Command, or a Group of it): one-line usage
+    errors, `-h`, `--version`, the exit codes at the end of `--help` (see exit_codes_help)."""
     settings = {"help_option_names": ["-h", "--help"], **kwargs.pop("context_settings", {})}
     epilog = "\n\n".join(t for t in (kwargs.pop("epilog", None), exit_codes_help(exit_codes)) if t)
-    make = click.command(name=name, cls=Command, context_settings=settings, epilog=epilog, **kwargs)
+    kwargs = {"cls": Command, **kwargs, "context_settings": settings, "epilog": epilog}
+    make = click.command(name, **kwargs)
 
     def deco(f: F) -> click.Command:
         cmd = make(f)

@@ -12,6 +12,17 @@ import click
 from . import Duration, command, common_options, guarded, listen_option, watch_options
 
 
+def create_features_dir_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """A producer writes into an existing features.d (the pod's emptyDir, NFD's directory):
+    a missing one is most likely a typo, which must not become a directory no reader watches
+    (edgefd.core.publish.features_directory). dt-labeller's as well."""
+    return click.option(
+        "--create-features-dir",
+        is_flag=True,
+        help="Create --features-dir (and its parents) if it is missing, instead of refusing.",
+    )(f)
+
+
 def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options both bus scanners take, on top of edgefd.cli.common_options."""
     opts = [
@@ -31,14 +42,14 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--config",
             "config_path",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),
             help="YAML config: an nfd-worker.conf (sources.<bus>) or a bare mapping with "
             "deviceClassWhitelist / deviceLabelFields. Command-line options win.",
         ),
         click.option(
             "--catalogue",
             "catalogue_path",
-            type=click.Path(dir_okay=False, path_type=Path),
+            type=click.Path(path_type=Path),
             help="Accelerator catalogue YAML (default: the packaged accelerators.yaml).",
         ),
         click.option(
@@ -86,6 +97,7 @@ def make_command(tool: str, run: Callable[..., int], help_text: str) -> click.Co
 
     @command(tool, help=help_text)
     @common_options
+    @create_features_dir_option
     @bus_options
     @guarded(tool)
     def scanner(**kwargs: Any) -> int:

@@ -52,6 +52,25 @@ def _same_content(path: Path, data: bytes, own: bool = False) -> bool:
         return False
 
 
+def features_directory(path: str | os.PathLike[str], create: bool) -> None:
+    """Check, before a producer scans, that its features.d is there: OutputError if it is
+    missing (unless `create`: then it is made, parents and all) or is not a directory. A
+    producer never makes one silently: `--features-dir /etc/kubernetes/node-feature-discovry`
+    would otherwise be a directory that no reader watches, and labels that never appear."""
+    if os.path.isdir(path):
+        return
+    if os.path.lexists(path):
+        raise OutputError(f"features directory {path} is not a directory")
+    if not create:
+        raise OutputError(
+            f"features directory {path} does not exist (pass --create-features-dir to create it)"
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create features directory {path}: {e.strerror or e}") from None
+
+
 def write_atomic(path: Path, data: bytes, *, own: bool = False) -> bool:
     """Replace `path` with `data` atomically; return False (and touch nothing) if unchanged.
     `own`: a file only this process writes (its state): a symlink or FIFO found in its place

@@ -29,7 +29,42 @@ def parse_yaml(text: str, source: str | Path) -> Any:
     try:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
-        raise BadInput(f"{source}: not valid YAML: {e}") from None
+        raise BadInput(yaml_error(e, source)) from None
+
+
+# PyYAML's "while parsing a block collection" says what was open, in its grammar's words
+_OPEN = {
+    "block collection": "the list",
+    "block sequence": "the list",
+    "flow sequence": "the [...] list",
+    "block mapping": "the mapping",
+    "flow mapping": "the {...} mapping",
+    "quoted scalar": "the quoted string",
+    "plain scalar": "the value",
+    "flow node": "the value",
+    "block node": "the value",
+    "simple key": "the key",
+}
+
+
+def yaml_error(e: Exception, source: str | Path) -> str:
+    """A YAML syntax error as compilers say theirs, `file:line:col: problem (in what was open
+    that starts at line:col)`, on one line: PyYAML's own text spans lines and names
+    `<unicode string>` for text parsed from memory, which is every file edgefd reads."""
+    problem = " ".join(str(getattr(e, "problem", None) or "").split())
+    mark = getattr(e, "problem_mark", None)
+    if not problem or mark is None:
+        return f"{source}: not valid YAML: {' '.join(str(e).split())}"
+    out = f"{source}:{mark.line + 1}:{mark.column + 1}: {problem}"
+    context = " ".join(str(getattr(e, "context", None) or "").split())
+    cmark = getattr(e, "context_mark", None)
+    # a context at the problem itself ("while parsing a flow node") adds nothing
+    if context and cmark is not None and (cmark.line, cmark.column) != (mark.line, mark.column):
+        what = context.removeprefix("while parsing ").removeprefix("while scanning ")
+        what = _OPEN.get(what.removeprefix("a ").removeprefix("an "), "")
+        where = f"{cmark.line + 1}:{cmark.column + 1}"
+        out += f" (in {what} that starts at {where})" if what else f" ({context} at {where})"
+    return out
 
 
 # far above any real one (a ConfigMap holds at most 1 MiB), far below what hurts a 256 Mi pod

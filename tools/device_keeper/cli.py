@@ -5,11 +5,10 @@
     device-keeper serve --events FILE|- [--follow] (moves as JSON lines: tests, by hand)
 
 
-Exit codes as every edgefd tool: 0 done, 1 refused (a systemd scope, a cgroup without a
-device program, a program that cannot be extended or that the verifier refused extended,
-another program beside the runtime's that may still deny the node), 2 usage, 3 the cgroup is
-missing, not a cgroup directory, or removed during the grant, 4 the kernel refused the write
-(capabilities), 70 a bug (also: a component of `serve` that died).
+Exit codes as every edgefd tool, listed at the end of each `--help` (GRANT_EXIT_CODES,
+SERVE_EXIT_CODES): 0 done, 1 refused, 2 usage, 3 bad input (grant: the cgroup; serve: a config,
+an --events file, a host root that is not there), 4 the kernel refused the write, 70 a bug
+(also: a component of `serve` that died).
 """
 
 from __future__ import annotations
@@ -22,7 +21,9 @@ import click
 from edgefd.cli import (
     Command,
     Listen,
+    command,
     dry_run_option,
+    exit_codes_help,
     guarded,
     host_root_option,
     listen_option,
@@ -32,14 +33,51 @@ from edgefd.cli import (
 )
 
 TOOL = "device-keeper"
+# the port of its /healthz, /readyz and /metrics: its own, as in k8s/overlays/device-keeper and
+# the chart (8081-8083 are feature-sink's, devplugin's and the scanners')
+DEFAULT_LISTEN = ":8084"
 log = logging.getLogger(TOOL)
+
+GRANT_EXIT_CODES = {
+    1: "refused: a systemd scope, a cgroup without a device program, a program that cannot "
+    "be extended or that the verifier refused extended, another program beside the "
+    "runtime's that may still deny the node",
+    3: "the cgroup is missing, not a cgroup directory, or removed during the grant",
+    4: "the kernel refused the write (capabilities)",
+    5: None,
+}
+SERVE_EXIT_CODES = {
+    3: "bad input: a malformed config or --events file, or a host root that is not there",
+    4: None,
+    5: None,
+    70: "internal error: a bug, or a component of serve that died (-v for the traceback)",
+}
 
 
 class Group(Command, click.Group):
-    """Subcommands with the one-line usage errors of every edgefd command."""
+    """Subcommands with the one-line usage errors of every edgefd command; with no
+    subcommand, the help itself on stderr (exit 2: a usage error, but one whose answer is the
+    whole help, not a line wrapping it)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), err=True)
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
 
 
-@click.group(name=TOOL, cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@command(
+    TOOL,
+    cls=Group,
+    exit_codes={
+        1: "refused or failed (grant: see device-keeper grant --help)",
+        3: "bad input: grant's cgroup missing or not a cgroup; serve's config, --events file "
+        "or host root",
+        4: "grant: the kernel refused the write (capabilities)",
+        5: None,
+        70: SERVE_EXIT_CODES[70],
+    },
+)
 def main() -> None:
     """Keep a Coral or NCS2 reachable inside running containers when it re-enumerates."""
 
@@ -58,7 +96,7 @@ def _nodes(values: tuple[str, ...], what: str) -> dict[Any, str]:
     return out
 
 
-@main.command("grant", cls=Command)
+@main.command("grant", cls=Command, epilog=exit_codes_help(GRANT_EXIT_CODES))
 @click.option(
     "--cgroup",
     required=True,
@@ -116,7 +154,7 @@ def grant_cmd(
     return 0
 
 
-@main.command("serve", cls=Command)
+@main.command("serve", cls=Command, epilog=exit_codes_help(SERVE_EXIT_CODES))
 @click.option(
     "--events",
     default=None,
@@ -132,7 +170,7 @@ def grant_cmd(
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),  # a directory is bad input (3), as a missing file: the reader says so
     envvar="EDGEFD_DEVPLUGIN_CONFIG",
     help="devplugin's resources YAML (the same ConfigMap), so that the devices followed and "
     "their names are devplugin's; reloaded when it changes (default: one resource per "
@@ -168,7 +206,7 @@ def grant_cmd(
     "every node it granted is still revoked when the device moves on ('': remember nothing).",
 )
 @watch_options
-@listen_option(":8083")
+@listen_option(DEFAULT_LISTEN)
 @dry_run_option
 @output_option
 @verbose_option
@@ -208,6 +246,13 @@ def serve_cmd(
         from edgefd.core.errors import UsageError
 
         raise UsageError("--follow follows an --events file")
+    if not os.path.isdir(host_root):
+        # every mode reads the host (its /proc and cgroups, even with --events): said at once,
+        # as the other tools say it, rather than a service that runs and can never grant
+        from edgefd.core.errors import HostUnreadable
+
+        what = "is not a directory" if os.path.exists(host_root) else "does not exist"
+        raise HostUnreadable(f"host root {host_root} {what}")
 
     def host(path: str) -> str:
         return os.path.join(host_root, path.lstrip("/"))

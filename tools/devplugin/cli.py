@@ -45,7 +45,7 @@ log = logging.getLogger(TOOL)
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),  # a directory is bad input (3), as a missing file: the reader says so
     envvar="EDGEFD_DEVPLUGIN_CONFIG",
     help="Resources YAML (default: one resource per catalogue accelerator).",
 )

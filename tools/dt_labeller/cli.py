@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from edgefd.cli import command, common_options, guarded, renamed_option
+from edgefd.cli.scanner import create_features_dir_option
 from edgefd.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -32,9 +33,10 @@ TOOL = "dt-labeller"
     },
 )
 @common_options
+@create_features_dir_option
 @click.option(
     "--dtb",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Read this devicetree blob instead of the host's.",
 )
 @click.option(
@@ -88,6 +90,7 @@ TOOL = "dt-labeller"
 def main(
     host_root: str,
     features_dir: str,
+    create_features_dir: bool,
     dry_run: bool,
     output: str,
     verbose: int,
@@ -115,6 +118,15 @@ def main(
         raise UsageError(f"--prefix: {reason}")
     if fmt == "reference" and not (dry_run and output == "text"):
         raise UsageError("--format reference only applies to --dry-run text output")
+    if explain and output == "json":
+        raise UsageError(
+            "--explain prints text: drop -o json (-o json --dry-run prints the JSON inventory: "
+            "its nodes, labels and where each label comes from)"
+        )
+    if not (dry_run or explain):
+        from edgefd.core.publish import features_directory
+
+        features_directory(features_dir, create_features_dir)
 
     from .discovery import discover, load_dtb
     from .labels import derive

@@ -159,14 +159,14 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     type=Duration(minimum=0.0, maximum=60.0),
     default="100ms",
     show_default=True,
-    help="Sync once the directory has been quiet this long...",
+    help="Sync once the directory has been quiet this long (but see --max-latency).",
 )
 @click.option(
     "--max-latency",
     type=Duration(minimum=0.0, maximum=60.0),
     default="500ms",
     show_default=True,
-    help="...but no later than this after the first change.",
+    help="Sync no later than this after the first change, however busy the directory.",
 )
 @click.option(
     "--label-budget",
@@ -189,14 +189,16 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     "--ready-max-age",
     type=Duration(minimum=1.0, maximum=7 * 86400.0),
     default=None,
-    help="/readyz fails when the last successful sync is older [default: 2 x resync + 60s].",
+    help="Fail /readyz when the last successful sync is older [default: 2 x resync + 60s].",
 )
 @click.option(
     "--poll-interval",
     type=Duration(minimum=0.05, maximum=60.0),
     default="500ms",
     show_default=True,
-    help="Directory polling period when inotify is unavailable.",
+    help="How often features.d's files (names, sizes, times) are compared when it is polled "
+    "(--no-inotify, or no inotify); a change is synced after --debounce. Not the scanners' "
+    "--poll-interval, which compares the host's bus listing.",
 )
 @click.option("--no-inotify", is_flag=True, help="Poll the directory instead of using inotify.")
 @click.option("--no-events", is_flag=True, help="Do not post Kubernetes Events for problems.")

@@ -209,14 +209,21 @@ def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
     if acc_id is not None and kind is not None:
         raise f.error("give accelerator or kind, not both", "kind")
     if acc_id is not None:
-        acc = (catalogue or load_catalogue()).by_id(acc_id)
+        cat = catalogue or load_catalogue()
+        acc = cat.by_id(acc_id)
         if acc is None:
-            raise f.error(f"{acc_id!r} is not in the accelerator catalogue", "accelerator")
+            ids = ", ".join(sorted(a.id for a in cat.accelerators))
+            raise f.error(
+                f"{acc_id!r} is not in the accelerator catalogue (its ids: {ids})", "accelerator"
+            )
         base = resource_from_accelerator(acc) or Resource(name="", accelerator=acc_id)
     if kind is not None:
-        kinds = {a.kind for a in (catalogue or load_catalogue()).accelerators}
+        kinds = sorted({a.kind for a in (catalogue or load_catalogue()).accelerators})
         if kind not in kinds:
-            raise f.error(f"{kind!r} is no kind of the accelerator catalogue", "kind")
+            raise f.error(
+                f"{kind!r} is no kind of the accelerator catalogue (its kinds: {', '.join(kinds)})",
+                "kind",
+            )
         base = Resource(name="", kind=kind)
     name = f.str("name", base.name or None)
     if not name:

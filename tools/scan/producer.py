@@ -23,7 +23,7 @@ from edgefd.bus.enumerate import BusReader
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
-from edgefd.core.publish import Publisher
+from edgefd.core.publish import Publisher, features_directory
 from edgefd.core.record import Record
 from edgefd.core.service import Listen, WatchSettings
 
@@ -67,6 +67,7 @@ class Outputs(Record):
     dry_run: bool = False
     output: str = "text"  # text | json
     explain: bool = False
+    create_dir: bool = False  # --create-features-dir
 
 
 class Watching(Record):
@@ -77,6 +78,8 @@ class Watching(Record):
 
 def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: Any) -> int:
     """The command's options (edgefd.cli.scanner), grouped."""
+    if o["explain"]:
+        explain_alone(o["output"], o["watch"])
     labelling = Labelling(
         o["class_whitelist"],
         o["label_fields"],
@@ -85,7 +88,9 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
         o["no_capabilities"],
         o["also"],
     )
-    outputs = Outputs(o["features_dir"], o["dry_run"], o["output"], o["explain"])
+    outputs = Outputs(
+        o["features_dir"], o["dry_run"], o["output"], o["explain"], o["create_features_dir"]
+    )
     watching = None
     if o["watch"]:
         settings = WatchSettings(
@@ -93,6 +98,19 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
         )
         watching = Watching(o["hold"], settings, o["listen"])
     return run_producer(spec, capability_buses, o["host_root"], labelling, outputs, watching)
+
+
+def explain_alone(output: str, watch: bool) -> None:
+    """--explain is one scan explained in text: with -o json it would print text under a
+    JSON flag, with --watch a watch that prints nothing; both are usage errors, said at once
+    (dt-labeller's --explain as well)."""
+    if output == "json":
+        raise UsageError(
+            "--explain prints text: drop -o json (-o json --dry-run prints the JSON inventory: "
+            "its devices and labels)"
+        )
+    if watch:
+        raise UsageError("--explain explains one scan: drop --watch")
 
 
 def configured(
@@ -146,6 +164,8 @@ def run_producer(
     # --explain and a JSON dry run show something else than the file: nothing is printed
     echo = not (outputs.explain or outputs.output == "json")
     dry = outputs.dry_run or outputs.explain
+    if not dry:
+        features_directory(outputs.features_dir, outputs.create_dir)
     publishers = [Publisher(outputs.features_dir, s.producer, dry, echo) for s in specs]
     producers = configured(specs, labelling, publishers)
     readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())

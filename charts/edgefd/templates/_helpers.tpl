@@ -83,8 +83,14 @@ projected:
               fieldPath: metadata.namespace
 {{- end }}
 
+{{- /* devicePlugin.api: dra and both serve through DRA, device-plugin and both through the
+kubelet's device-plugin directory (devplugin --api takes the same three) */ -}}
 {{- define "edgefd.dra" -}}
-{{- if and .Values.devicePlugin.enabled (eq .Values.devicePlugin.api "dra") }}true{{ end }}
+{{- if and .Values.devicePlugin.enabled (ne .Values.devicePlugin.api "device-plugin") }}true{{ end }}
+{{- end }}
+
+{{- define "edgefd.devicePluginApi" -}}
+{{- if and .Values.devicePlugin.enabled (ne .Values.devicePlugin.api "dra") }}true{{ end }}
 {{- end }}
 
 {{- define "edgefd.check" -}}
