@@ -30,12 +30,12 @@ DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def setup_logging(verbosity: int, tool: str) -> None:
+def setup_logging(verbosity: int, tool: str, fmt: str = "text", level: str | None = None) -> None:
     """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
     message is shown (edgefd.core.log)."""
     from ..core import log
 
-    log.configure(verbosity, tool)
+    log.configure(verbosity, tool, fmt, level)
 
 
 # --------------------------------------------------------------------------- value types
@@ -169,6 +169,23 @@ def output_option(f: F) -> F:
 
 
 def verbose_option(f: F) -> F:
+    """-v, --log-level and --log-format: how every tool and subcommand logs (guarded takes
+    them; edgefd.core.log writes the lines)."""
+    f = click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="Log lines on stderr: text (time, tool, level, message) or json (one object "
+        "per line: ts, level, tool, msg and the device's fields).",
+    )(f)
+    f = click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default=None,
+        help="Least severe level logged [default: warning for a one-shot run, info for a "
+        "service]; -v and -vv still add info and debug.",
+    )(f)
     return click.option(
         "-v", "--verbose", count=True, help="More logging on stderr (-vv for debug)."
     )(f)
@@ -208,17 +225,19 @@ def watch_options(f: F) -> F:
     )(f)
 
 
+_DEFERRED: list[str] = []  # warnings found while parsing, before the log is set up
+
+
 def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Callable[[F], F]:
     """The old spelling of a renamed option, kept working for one release: hidden from
     `--help`, collected into `dest` (the command merges it with the new option's value), and
-    a warning on stderr each time it is used, naming the new spelling and why it changed."""
+    a warning on stderr each time it is used, naming the new spelling and why it changed
+    (logged by `guarded` once the log is set up, so it has the log's format and level)."""
 
     def warn(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value:
-            click.echo(
-                f"{ctx.command.name}: WARNING: {old} is deprecated and will be removed in the "
-                f"next release: use {new} ({why})",
-                err=True,
+            _DEFERRED.append(
+                f"{old} is deprecated and will be removed in the next release: use {new} ({why})"
             )
         return value
 
@@ -351,17 +370,25 @@ def command(
     return deco
 
 
+def _fail(tool: str, text: str) -> None:
+    """A failed command's one stderr line: `tool: error: ...`, or a json log line when the
+    logs are json (edgefd.core.log.failure)."""
+    from ..core import log
+
+    click.echo(log.failure(tool, text), err=True)
+
+
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:
     """Run a command body, turning expected failures into one stderr line and an exit code."""
     try:
         code = fn()
     except EdgefdError as e:
         # messages quote paths, device strings and file content: one printable line each
-        click.echo(f"{tool}: error: {printable(str(e))}", err=True)
+        _fail(tool, str(e))
         sys.exit(e.exit_code)
     except click.ClickException as e:
         # a usage error found inside the body (click.BadParameter ...) is not a bug
-        click.echo(f"{tool}: error: {printable(e.format_message())}", err=True)
+        _fail(tool, e.format_message())
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -371,7 +398,7 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
         sys.exit(EXIT_OK)
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
-        click.echo(f"{tool}: error: {printable(f'{e.strerror or e}{where}')}", err=True)
+        _fail(tool, f"{e.strerror or e}{where}")
         sys.exit(EXIT_FAILED)
     except Exception as e:  # last line of defence: a bug, not an expected failure
         if verbosity > 0:
@@ -386,13 +413,21 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
 
 
 def guarded(tool: str) -> Callable[[F], F]:
-    """Decorator form of run_guarded for click commands that take a `verbose` count."""
+    """Decorator form of run_guarded for click commands that take verbose_option's options
+    (`verbose`, and `log_format` and `log_level`, which are taken here and not passed on)."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> None:
             verbosity = int(kwargs.get("verbose") or 0)
-            setup_logging(verbosity, tool)
+            fmt = kwargs.pop("log_format", None) or "text"
+            setup_logging(verbosity, tool, fmt, kwargs.pop("log_level", None))
+            if _DEFERRED:
+                from ..core.log import get_logger
+
+                for message in _DEFERRED:
+                    get_logger("edgefd.cli").warning("%s", message)
+                _DEFERRED.clear()
             run_guarded(tool, lambda: fn(*args, **kwargs), verbosity)
 
         return wrapper  # type: ignore[return-value]

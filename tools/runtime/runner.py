@@ -128,7 +128,9 @@ def run(
     from .signals import Signals, StopDuringStartup
 
     logs.serving()  # a service's log is its output: every state change at info
-    log.info("%s", startup_line)  # before anything that logs (an API client, a first scan)
+    log.info(
+        "%s", startup_line, extra={"event": "start"}
+    )  # before anything that logs (an API client, a first scan)
     with Signals(reload=reload is not None) as signals:
         lifeline = Lifeline(signals.wake)
         started: list[Component] = []
@@ -151,7 +153,7 @@ def run(
                 if reload is not None and signals.take_reload():
                     _reload(reload, components)
             if lifeline.failure is None:
-                log.info("stopping")
+                log.info("stopping", extra={"event": "stop"})
         except StopDuringStartup as e:
             log.info("%s during start-up: stopping", e)
         finally:
