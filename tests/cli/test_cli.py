@@ -125,37 +125,3 @@ def test_duration_option_takes_units_and_refuses_what_is_not_a_time():
     for bad in ("nan", "inf", "-1", "1e9", "30x", float("nan"), float("inf")):
         with pytest.raises(click.BadParameter):
             Duration().convert(bad, None, None)
-
-
-def _leaf_commands() -> list[tuple[str, click.Command]]:
-    from tests.cli.test_envvars import _commands
-
-    return [(t, c) for t, c in _commands() if not isinstance(c, click.Group)]
-
-
-@pytest.mark.parametrize(("tool", "cmd"), _leaf_commands(), ids=[t for t, _ in _leaf_commands()])
-def test_every_command_takes_log_format_and_log_level(tool: str, cmd: click.Command) -> None:
-    """Issue 32 item 2: the log could not be parsed and its level was only `-v` counts.
-    Every tool and subcommand takes `--log-format text|json` and `--log-level`."""
-    opts = {o: p for p in cmd.params for o in p.opts}
-    assert "-v" in opts, tool
-    fmt, level = opts["--log-format"], opts["--log-level"]
-    assert isinstance(fmt.type, click.Choice) and list(fmt.type.choices) == ["text", "json"]
-    assert isinstance(level.type, click.Choice)
-    assert list(level.type.choices) == ["debug", "info", "warning", "error"]
-
-
-def test_a_failure_with_log_format_json_is_a_json_line(tmp_path: Path) -> None:
-    """The failed command's one line follows `--log-format json` too, so a json log stays
-    parseable to its last line; text keeps the documented `tool: error: ...` line."""
-    import json
-
-    missing = tmp_path / "nope"
-    args = [sys.executable, "-m", "edgefd.usb_scan", "--dry-run", "--host-root", str(missing)]
-    p = subprocess.run([*args, "--log-format", "json"], cwd=REPO, capture_output=True, text=True)
-    assert p.returncode == 3 and p.stdout == "", p.stderr
-    [line] = p.stderr.splitlines()
-    obj = json.loads(line)
-    assert (obj["level"], obj["tool"]) == ("error", "usb-scan") and str(missing) in obj["msg"]
-    p = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
-    assert p.returncode == 3 and p.stderr.startswith("usb-scan: error: cannot read "), p.stderr

@@ -22,20 +22,15 @@ from ..core.service import Listen as Listen
 from ..core.service import parse_listen as parse_listen
 from .envvars import env_name as env_name
 from .envvars import give_env
+from .logs import defer_warning, fail
+from .logs import setup_logging as setup_logging
+from .logs import verbose_option as verbose_option
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def setup_logging(verbosity: int, tool: str, fmt: str = "text", level: str | None = None) -> None:
-    """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
-    message is shown (edgefd.core.log)."""
-    from ..core import log
-
-    log.configure(verbosity, tool, fmt, level)
 
 
 # --------------------------------------------------------------------------- value types
@@ -168,29 +163,6 @@ def output_option(f: F) -> F:
     )(f)
 
 
-def verbose_option(f: F) -> F:
-    """-v, --log-level and --log-format: how every tool and subcommand logs (guarded takes
-    them; edgefd.core.log writes the lines)."""
-    f = click.option(
-        "--log-format",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
-        help="Log lines on stderr: text (time, tool, level, message) or json (one object "
-        "per line: ts, level, tool, msg and the device's fields).",
-    )(f)
-    f = click.option(
-        "--log-level",
-        type=click.Choice(["debug", "info", "warning", "error"]),
-        default=None,
-        help="Least severe level logged [default: warning for a one-shot run, info for a "
-        "service]; -v and -vv still add info and debug.",
-    )(f)
-    return click.option(
-        "-v", "--verbose", count=True, help="More logging on stderr (-vv for debug)."
-    )(f)
-
-
 def listen_option(default: str) -> Callable[[F], F]:
     """Where the long-running tools serve /healthz, /readyz and /metrics."""
     return click.option(
@@ -225,9 +197,6 @@ def watch_options(f: F) -> F:
     )(f)
 
 
-_DEFERRED: list[str] = []  # warnings found while parsing, before the log is set up
-
-
 def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Callable[[F], F]:
     """The old spelling of a renamed option, kept working for one release: hidden from
     `--help`, collected into `dest` (the command merges it with the new option's value), and
@@ -236,7 +205,7 @@ def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Ca
 
     def warn(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value:
-            _DEFERRED.append(
+            defer_warning(
                 f"{old} is deprecated and will be removed in the next release: use {new} ({why})"
             )
         return value
@@ -370,25 +339,17 @@ def command(
     return deco
 
 
-def _fail(tool: str, text: str) -> None:
-    """A failed command's one stderr line: `tool: error: ...`, or a json log line when the
-    logs are json (edgefd.core.log.failure)."""
-    from ..core import log
-
-    click.echo(log.failure(tool, text), err=True)
-
-
 def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> None:
     """Run a command body, turning expected failures into one stderr line and an exit code."""
     try:
         code = fn()
     except EdgefdError as e:
         # messages quote paths, device strings and file content: one printable line each
-        _fail(tool, str(e))
+        fail(tool, str(e))
         sys.exit(e.exit_code)
     except click.ClickException as e:
         # a usage error found inside the body (click.BadParameter ...) is not a bug
-        _fail(tool, e.format_message())
+        fail(tool, e.format_message())
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -398,7 +359,7 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
         sys.exit(EXIT_OK)
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
-        _fail(tool, f"{e.strerror or e}{where}")
+        fail(tool, f"{e.strerror or e}{where}")
         sys.exit(EXIT_FAILED)
     except Exception as e:  # last line of defence: a bug, not an expected failure
         if verbosity > 0:
@@ -422,12 +383,6 @@ def guarded(tool: str) -> Callable[[F], F]:
             verbosity = int(kwargs.get("verbose") or 0)
             fmt = kwargs.pop("log_format", None) or "text"
             setup_logging(verbosity, tool, fmt, kwargs.pop("log_level", None))
-            if _DEFERRED:
-                from ..core.log import get_logger
-
-                for message in _DEFERRED:
-                    get_logger("edgefd.cli").warning("%s", message)
-                _DEFERRED.clear()
             run_guarded(tool, lambda: fn(*args, **kwargs), verbosity)
 
         return wrapper  # type: ignore[return-value]
