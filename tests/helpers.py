@@ -9,10 +9,14 @@ caught half written) counts as "not yet", and the last such error is named if ti
 kubeconfig naming a server that is not there): the kernel picks them (bind to port 0), so
 parallel runs do not collide on a fixed number. `free_ports(n)` holds all `n` until it has them,
 so they are distinct; they were free a moment ago, not reserved.
+
+`untimed` is a tool's stderr without the RFC 3339 time that begins each text log line
+(edgefd.core.log), for the tests that compare what follows it.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -66,3 +70,11 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", re.M)
+
+
+def untimed(text: str) -> str:
+    """`text` with each line's leading log time (`2026-12-02T05:04:08.123Z `) taken off."""
+    return _TIME.sub("", text)

@@ -26,7 +26,7 @@ from edgefd.inventory.resources import MAX_RESOURCES
 from tests.devplugin.command import ROOT, run_plugin
 from tests.devplugin.kubelet import FakeKubelet
 from tests.fixturegen import build_host
-from tests.helpers import free_port, wait_until
+from tests.helpers import free_port, untimed, wait_until
 
 CORAL = "edgefd.io/coral-usb"
 
@@ -346,6 +346,6 @@ def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr
     node = os.uname().nodename
     assert json.loads(out.stdout)["spec"]["nodeName"] == node
-    assert out.stderr == (
+    assert untimed(out.stderr) == (
         f"devplugin: WARNING: no --node-name; the dry-run uses this host's name {node!r}\n"
     )

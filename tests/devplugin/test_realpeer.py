@@ -27,6 +27,7 @@ import pytest
 
 from tests.configmap import ConfigMapVolume
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import untimed
 from tests.peers.kubelet import KubeletDevices
 
 pytestmark = pytest.mark.realpeer
@@ -298,11 +299,11 @@ def test_default_log_tells_the_story(host: Path, kubelet: KubeletDevices) -> Non
     finally:
         if p.proc.poll() is None:
             p.proc.kill()
-    err = p.stderr()
+    err = untimed(p.stderr())
     lines = err.splitlines()
     assert lines[0].startswith("devplugin: INFO: edgefd "), err
     assert "starting, mode device-plugin: resources=edgefd.io/coral-usb," in lines[0], err
-    assert f"plugin-dir={kubelet.plugin_dir}" in lines[0] and "rescan=0.5s" in lines[0], err
+    assert f"plugin-dir={kubelet.plugin_dir}" in lines[0] and "rescan=500ms" in lines[0], err
     for res in SERVED:
         assert f"{res}: registered with the kubelet as " in err, err
     assert "edgefd.io/hailo: no device: not served until one comes" in err, err

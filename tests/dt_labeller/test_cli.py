@@ -17,6 +17,7 @@ import pytest
 
 from edgefd.core.featuresd import MergedFeatures, merge, read_feature_files
 from tests.fixturegen.devicetree import expand_dtb
+from tests.helpers import untimed
 
 from .command import REPO, RPI4_LABELS, host_with_blob, run, run_bytes
 
@@ -87,7 +88,7 @@ def test_jetson_like_tree_both_forms_reject_the_plus_label(
         p = run("--host-root", str(root), "--features-dir", str(fd))
         assert p.returncode == 0
         assert labels_of(fd) == expected
-        (line,) = p.stderr.splitlines()
+        (line,) = untimed(p.stderr).splitlines()
         assert line.startswith("dt-labeller: WARNING: /: ")
         assert "nvidia,p3449-0000-b00+p3448-0000-b00" in line and "'+'" in line
         assert line.endswith("label skipped")
@@ -167,9 +168,10 @@ def test_devicetree_nodes_are_dt_node_and_node_name_is_a_deprecated_alias(
     assert "beta.devicetree.org/pwm-fan=1" in new.stdout.splitlines()
     assert old.stdout == new.stdout
     assert "deprecated" not in new.stderr
-    assert old.stderr == (
+    assert untimed(old.stderr) == (
         "dt-labeller: WARNING: --node-name is deprecated and will be removed in the next "
-        "release: use --dt-node (everywhere else --node-name is the Kubernetes Node)\n" + new.stderr
+        "release: use --dt-node (everywhere else --node-name is the Kubernetes Node)\n"
+        + untimed(new.stderr)
     )
     assert "--node-name" not in run("--help").stdout
 

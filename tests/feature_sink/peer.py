@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edgefd.feature_sink.ownership import ANNOTATION, decode
-from tests.helpers import free_port, wait_until
+from tests.helpers import free_port, untimed, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 F = "feature.node.kubernetes.io"
@@ -181,9 +181,9 @@ class Sink:
         return self.log_path.read_text(errors="replace")[-3000:]
 
     def lines(self) -> list[str]:
-        """The whole log, line by line."""
+        """The whole log, line by line, without each line's leading time."""
         self.log.flush()
-        return self.log_path.read_text(errors="replace").splitlines()
+        return untimed(self.log_path.read_text(errors="replace")).splitlines()
 
     def logged(self, pattern: str, timeout: float = 15.0) -> str:
         """The first log line matching `pattern` (a regular expression), waited for."""

@@ -162,6 +162,31 @@ def test_once_with_api_down_exits_5_quickly(tmp_path: Path, monkeypatch):
     assert time.monotonic() - start < 15
 
 
+def test_dry_run_with_api_down_says_so_in_log_lines(tmp_path: Path) -> None:
+    """Issue 32 item 2: "cannot read node n1; showing the write against one with no labels"
+    was the one line of feature-sink without a level (and without a time, and not json under
+    `--log-format json`); it is a warning like the line before it, and the summary follows
+    the format too."""
+    import json
+    import re
+
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "usb").write_text(f"{F}/a=1\n")
+    args = ["--dry-run", "--features-dir", str(tmp_path / "f"), "--node-name", "n1"]
+    args += ["--kubeconfig", str(dead_kubeconfig(tmp_path)), "--api-timeout", "2"]
+    p = sink(*args)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.decode().splitlines()
+    [said] = [ln for ln in lines if "showing the write against one with no labels" in ln]
+    assert re.match(r"\S+Z feature-sink: WARNING: cannot read node n1; showing the write", said)
+    p = sink(*args, "--log-format", "json")
+    objs = [json.loads(ln) for ln in p.stderr.decode().splitlines()]
+    [said] = [o for o in objs if o["msg"].startswith("cannot read node n1; showing the write")]
+    assert said["level"] == "warning" and said["tool"] == "feature-sink"
+    p = sink("--dry-run", "--features", "-", *args[3:], "--log-format", "json", stdin=b"")
+    assert json.loads(p.stderr.decode().splitlines()[-1])["msg"] == "no changes", p.stderr
+
+
 def test_cli_modules_do_not_import_kubernetes():
     code = (
         "import sys, edgefd.feature_sink.cli, edgefd.feature_sink.loop, edgefd.feature_sink.sync, "

@@ -32,10 +32,12 @@ def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(host: Path) -
     assert set(change.fields) == {"present", "reason", "state", "ids", "nodes"}
     assert change.before.nodes == (old,)  # type: ignore[union-attr]
     assert change.after.nodes == (DevNode("/dev/bus/usb/002/009", "189:136"),)  # type: ignore[union-attr]
+    # the word every tool logs for it (issue 32 item 2): re-enumerated, not "back at"
     assert change.describe() == (
-        "coral-usb-2-1: back at port 2-1; state boot -> runtime; node "
+        "coral-usb-2-1: re-enumerated (boot -> runtime) at port 2-1; node "
         f"{old.path} ({old.dev}) -> /dev/bus/usb/002/009 (189:136); ids changed"
     )
+    assert change.event == change.log_fields()["event"] == "re-enumerated"
     # replugged between two scans: present before and after, a new node
     hb.remove_usb("2-1")
     hb.add_usb({**CORAL_RUNTIME, "devnum": 12})

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fixturegen import HostBuilder
+from tests.helpers import untimed, wait_until
 from tests.scan.live import CORAL_RUNTIME
 
 from .process import scan_proc, stop
@@ -46,12 +47,14 @@ def test_default_log_tells_the_story_and_a_steady_state_is_silent(
         time.sleep(0.3)
     finally:
         _, err = stop(proc)
+    err = untimed(err)
     lines = err.splitlines()
     assert lines[0].startswith("usb-scan: INFO: edgefd ") and " starting, mode watch: " in lines[0]
-    assert "producers=usb-scan, host-root=" in lines[0] and "hold=0.5s" in lines[0], lines[0]
+    assert "producers=usb-scan, host-root=" in lines[0] and "hold=500ms" in lines[0], lines[0]
     assert f"usb-scan: INFO: wrote {f}: " in err
-    assert "device coral-usb-2-1: added, coral-usb (boot) at port 2-1" in err, err
-    assert "device coral-usb-2-1: re-enumerated (boot -> runtime)" in err, err
+    assert "device coral-usb-2-1: added: coral-usb (boot) at port 2-1" in err, err
+    # the devplugin's words for the same event (issue 32 item 2)
+    assert "device coral-usb-2-1: re-enumerated (boot -> runtime) at port 2-1" in err, err
     # an NCS2 in its boot state that vanishes is most likely loading its firmware, until the
     # hold ends
     assert "device ncs2-1-1-1: re-enumerating at port 1-1.1" in err, err
@@ -72,3 +75,39 @@ def test_a_repeated_scan_warning_is_said_once(tmp_path: Path, caplog: Any) -> No
     assert w.new(["a", "b"]) == []
     assert w.new(["b"]) == []
     assert w.new(["a", "b"]) == ["a"]  # gone and back: said again
+
+
+def test_json_log_lines_carry_the_device_and_label_fields(host: Path, tmp_path: Path) -> None:
+    """Issue 32 item 2: `--log-format json`: one object per line, the start-up and stopping
+    lines marked, each device line with its device, event and place, each write with its
+    producer and labels; `--log-level warning` then hides all of it (a healthy run)."""
+    import json
+
+    features = tmp_path / "features.d"
+    common = ["--watch", "--host-root", str(host), "--features-dir", str(features)]
+    proc = scan_proc(*common, "--log-format", "json", "--hold", "0.3s")
+    f = features / "usb-scan"
+    try:
+        wait_until(lambda: f.exists() and "edgefd.io/edgetpu.count=1" in f.read_text(), 20)
+        HostBuilder(host).remove_usb("2-1")
+        wait_until(lambda: "edgefd.io/edgetpu.count" not in f.read_text(), 20)
+        time.sleep(0.3)  # the write's log line follows the file
+    finally:
+        _, err = stop(proc)
+    objs = [json.loads(ln) for ln in err.splitlines()]
+    assert all(o["tool"] == "usb-scan" and o["level"] == "info" for o in objs), err
+    assert objs[0].get("event") == "start" and "starting, mode watch" in objs[0]["msg"], err
+    assert [o.get("event") for o in objs].count("stop") == 1, err
+    coral = [o for o in objs if o.get("device") == "coral-usb-2-1"]
+    assert [o["event"] for o in coral] == ["added", "gone", "removed"], coral
+    assert coral[0]["place"] == "port 2-1" and coral[0]["state"] == "boot"
+    writes = [o for o in objs if o.get("producer") == "usb-scan"]
+    assert writes[0]["labels"]["edgefd.io/edgetpu.count"] == "1"
+    assert "edgefd.io/edgetpu.count" in writes[-1]["removed"]
+
+    proc = scan_proc(*common, "--log-level", "warning")
+    try:
+        time.sleep(1.5)
+    finally:
+        _, err = stop(proc)
+    assert err == ""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import untimed
 from tests.peers.pki import decode_jwt
 
 from .context import NAMESPACE, OWNERSHIP, Run
@@ -297,7 +298,7 @@ def check_startup_logs(run: Run) -> dict[str, Any]:
     bytes at start)."""
     problems, first = [], {}
     for container, prefix in STARTUP.items():
-        lines = run.container_log(container).splitlines()
+        lines = untimed(run.container_log(container)).splitlines()
         first[container] = lines[0][:200] if lines else ""
         if not lines or not lines[0].startswith(prefix) or " starting, mode " not in lines[0]:
             problems.append(f"{container}: no start-up line first: {lines[:2]}")

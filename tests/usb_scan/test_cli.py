@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from edgefd.usb_scan.cli import main
 from tests.fixturegen import HostBuilder, build_host
+from tests.helpers import untimed
 
 from .command import NFD, RPI4_CAPS, RPI4_NFD, file_labels, run
 
@@ -311,7 +312,7 @@ def test_device_strings_cannot_forge_log_or_explain_lines(tmp_path: Path) -> Non
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
-    err = p.stderr.decode("utf-8", "strict")
+    err = untimed(p.stderr.decode("utf-8", "strict"))
     assert err and all(line.startswith("usb-scan: ") for line in err.splitlines()), err
     assert "forged line" in err and "\\nusb-scan: ERROR: forged line\\r\\x1b[2J\\u202e" in err
     p = subprocess.run(

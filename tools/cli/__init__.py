@@ -22,20 +22,15 @@ from ..core.service import Listen as Listen
 from ..core.service import parse_listen as parse_listen
 from .envvars import env_name as env_name
 from .envvars import give_env
+from .logs import defer_warning, fail
+from .logs import setup_logging as setup_logging
+from .logs import verbose_option as verbose_option
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def setup_logging(verbosity: int, tool: str) -> None:
-    """Logs go to stderr so stdout stays data; `logging` itself is imported only when a
-    message is shown (edgefd.core.log)."""
-    from ..core import log
-
-    log.configure(verbosity, tool)
 
 
 # --------------------------------------------------------------------------- value types
@@ -168,12 +163,6 @@ def output_option(f: F) -> F:
     )(f)
 
 
-def verbose_option(f: F) -> F:
-    return click.option(
-        "-v", "--verbose", count=True, help="More logging on stderr (-vv for debug)."
-    )(f)
-
-
 def listen_option(default: str) -> Callable[[F], F]:
     """Where the long-running tools serve /healthz, /readyz and /metrics."""
     return click.option(
@@ -211,14 +200,13 @@ def watch_options(f: F) -> F:
 def renamed_option(old: str, new: str, dest: str, why: str, **kwargs: Any) -> Callable[[F], F]:
     """The old spelling of a renamed option, kept working for one release: hidden from
     `--help`, collected into `dest` (the command merges it with the new option's value), and
-    a warning on stderr each time it is used, naming the new spelling and why it changed."""
+    a warning on stderr each time it is used, naming the new spelling and why it changed
+    (logged by `guarded` once the log is set up, so it has the log's format and level)."""
 
     def warn(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value:
-            click.echo(
-                f"{ctx.command.name}: WARNING: {old} is deprecated and will be removed in the "
-                f"next release: use {new} ({why})",
-                err=True,
+            defer_warning(
+                f"{old} is deprecated and will be removed in the next release: use {new} ({why})"
             )
         return value
 
@@ -357,11 +345,11 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
         code = fn()
     except EdgefdError as e:
         # messages quote paths, device strings and file content: one printable line each
-        click.echo(f"{tool}: error: {printable(str(e))}", err=True)
+        fail(tool, str(e))
         sys.exit(e.exit_code)
     except click.ClickException as e:
         # a usage error found inside the body (click.BadParameter ...) is not a bug
-        click.echo(f"{tool}: error: {printable(e.format_message())}", err=True)
+        fail(tool, e.format_message())
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -371,7 +359,7 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
         sys.exit(EXIT_OK)
     except OSError as e:
         where = f": {e.filename}" if e.filename else ""
-        click.echo(f"{tool}: error: {printable(f'{e.strerror or e}{where}')}", err=True)
+        fail(tool, f"{e.strerror or e}{where}")
         sys.exit(EXIT_FAILED)
     except Exception as e:  # last line of defence: a bug, not an expected failure
         if verbosity > 0:
@@ -386,13 +374,15 @@ def run_guarded(tool: str, fn: Callable[[], int | None], verbosity: int = 0) -> 
 
 
 def guarded(tool: str) -> Callable[[F], F]:
-    """Decorator form of run_guarded for click commands that take a `verbose` count."""
+    """Decorator form of run_guarded for click commands that take verbose_option's options
+    (`verbose`, and `log_format` and `log_level`, which are taken here and not passed on)."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> None:
             verbosity = int(kwargs.get("verbose") or 0)
-            setup_logging(verbosity, tool)
+            fmt = kwargs.pop("log_format", None) or "text"
+            setup_logging(verbosity, tool, fmt, kwargs.pop("log_level", None))
             run_guarded(tool, lambda: fn(*args, **kwargs), verbosity)
 
         return wrapper  # type: ignore[return-value]

@@ -27,3 +27,21 @@ def parse_duration(value: object) -> float:
     if not m:
         raise ValueError(f"{value!r} is not a duration ({EXAMPLES})")
     return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """The inverse of parse_duration, as a person would write it: the largest unit that
+    gives a whole number (86400 -> `24h`, 600 -> `10m`, 3 -> `3s`, 0.25 -> `250ms`), so a
+    start-up line shows a setting as it is written on the command line or in a config
+    (`forget_after=24h`, not `86400s`). A value that is whole in no unit is shown in seconds
+    (`1.5s`); 0 is `0s`."""
+    if seconds == 0:
+        return "0s"
+    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        n = seconds / size
+        if n >= 1 and abs(n - round(n)) < 1e-9:
+            return f"{round(n)}{unit}"
+    ms = seconds * 1000
+    if abs(ms - round(ms)) < 1e-6 and seconds < 1:
+        return f"{round(ms)}ms"
+    return f"{seconds:g}s"

@@ -110,7 +110,7 @@ class Keeper:
     def handle(self, move: Move) -> list[Done]:
         if move.old is not None:
             self.metrics.moves.inc()
-            what = f"{move.device.name} moved {move.old} -> {move.new}"
+            what = f"{move.device.name} re-enumerated {move.old} -> {move.new}"
         else:
             what = f"{move.device.name} at {move.new}"
         try:
@@ -202,6 +202,15 @@ class Keeper:
                 ", ".join(str(n) for n in sorted(revoke)),
                 res.version,
                 d,
+                extra={
+                    "device": move.device.name,
+                    "holder": str(c.holder),
+                    "container": c.id[:12],
+                    "allowed": str(move.new),
+                    "revoked": [str(n) for n in sorted(revoke)],
+                    "cgroup": res.version,
+                    "dry_run": self.dry_run,
+                },
             )
         if not done.cgroups:
             done.node = "skipped: no grant"

@@ -123,12 +123,20 @@ class InventorySource:
     def on_snapshot(self, snap: Snapshot) -> None:
         for move in self.tracker.moves(snap):
             if move.old is not None:  # a catch-up is logged by the service if it finds a holder
+                where = snap.device(move.device.name).key.where  # type: ignore[union-attr]
                 log.info(
                     "%s re-enumerated at %s: %s -> %s",
                     move.device.name,
-                    snap.device(move.device.name).key.where,  # type: ignore[union-attr]
+                    where,
                     move.old,
                     move.new,
+                    extra={
+                        "device": move.device.name,
+                        "event": "re-enumerated",
+                        "place": where,
+                        "old": str(move.old),
+                        "new": str(move.new),
+                    },
                 )
             self._queue.put(move)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from edgefd.bus import pci, usb
 from edgefd.bus.catalogue import load_catalogue
+from edgefd.core.duration import format_duration
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WATCH_DEFAULTS, Listen, WatchSettings
 from edgefd.inventory.inventory import DEFAULT_HOLD, Inventory
@@ -93,7 +94,7 @@ def shown(o: Options, config: Config) -> dict[str, object]:
     out: dict[str, object] = {
         "resources": ",".join(r.name for r in config.resources) or "none",
         "config": config.source,
-        "forget_after": f"{config.forget_after:g}s",
+        "forget_after": format_duration(config.forget_after),
         "host-root": o.host.root,
     }
     if o.device_plugin:
@@ -101,8 +102,8 @@ def shown(o: Options, config: Config) -> dict[str, object]:
     out["links-dir"] = o.links_dir or "off (raw device nodes)"
     if o.cdi_spec_dir:
         out["cdi-spec-dir"] = o.cdi_spec_dir
-    out["poll"] = f"{o.settings.poll_interval:g}s"
-    out["rescan"] = f"{o.settings.rescan_interval:g}s"
+    out["poll"] = format_duration(o.settings.poll_interval)
+    out["rescan"] = format_duration(o.settings.rescan_interval)
     out["listen"] = "off" if o.listen is None else f"{o.listen[0] or '0.0.0.0'}:{o.listen[1]}"
     return out
 
@@ -161,7 +162,14 @@ class App:
                 continue  # a device no resource selects is served by neither API
             what = ", ".join(mine)
             verb = {"added": "added: ", "removed": ""}.get(c.kind, "")
-            log.info("device %s (%s): %s%s", c.name, what, verb, c.describe().split(": ", 1)[1])
+            log.info(
+                "device %s (%s): %s%s",
+                c.name,
+                what,
+                verb,
+                c.describe().split(": ", 1)[1],
+                extra={**c.log_fields(), "resources": mine},
+            )
 
     def _keep_links(self, snap: Snapshot) -> None:
         for res, devices in self._by_resource(snap):

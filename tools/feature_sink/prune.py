@@ -34,6 +34,7 @@ from urllib.parse import urlencode
 
 from edgefd.core.errors import EXIT_OK, EdgefdError
 from edgefd.core.escape import printable
+from edgefd.core.log import say
 from edgefd.core.output import emit_json
 from edgefd.kube.client import quote
 
@@ -182,4 +183,4 @@ def _print(done: list[Pruned], dry_run: bool, output: str, all_nodes: bool) -> N
 
 
 def _say(message: str) -> None:
-    print(f"feature-sink: {message}", file=sys.stderr)
+    say("feature-sink", message)

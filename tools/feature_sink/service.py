@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from edgefd.cli import Listen
+from edgefd.core.duration import format_duration
 from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
 from edgefd.core.labels import NamespacePolicy
+from edgefd.core.log import say
 from edgefd.core.output import emit_json
 from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
@@ -94,7 +96,7 @@ class Settings:
             ("api-timeout", self.api_timeout),
             ("max-backoff", self.max_backoff),
         ):
-            out[name] = f"{seconds:g}s"
+            out[name] = format_duration(seconds)
         out["label-budget"] = self.label_budget
         out["events"] = "on" if self.events else "off"
         out["watch"] = "on" if self.watch else "off"
@@ -248,10 +250,10 @@ def run_dry(settings: Settings, output: str) -> int:
             log.warning("%s", e)
             api = None
     if api is None:
-        print(
-            f"feature-sink: cannot read {syncer.what}; showing the write against one with no "
-            "labels (a Node with no labels, or no NodeFeature yet)",
-            file=sys.stderr,
+        log.warning(
+            "cannot read %s; showing the write against one with no labels (a Node with no "
+            "labels, or no NodeFeature yet)",
+            syncer.what,
         )
     plan = syncer.plan(current, desired, datetime.now(UTC))
     Reporter(metrics, events=False).observe(desired_problems(desired) + list(plan.problems))
@@ -270,7 +272,7 @@ def _print_plan(plan: Plan, output: str) -> None:
         if plan.needed and not plan.changes:
             print("(ownership annotation update only)")
     if not plan.needed:
-        print("feature-sink: no changes", file=sys.stderr)
+        say("feature-sink", "no changes")
 
 
 def serve(settings: Settings) -> int:

@@ -108,7 +108,9 @@ def tell(
         if i == MAX_CHANGE_LINES:
             log.info("%s: ... %d more change(s) (-vv lists them)", what, len(changes) - i)
         level = logging.INFO if i < MAX_CHANGE_LINES else logging.DEBUG
-        log.log(level, "%s: %s (%s)", what, c, why(c, before, after, desired, applied))
+        reason = why(c, before, after, desired, applied)
+        fields = {"object": what, "label": c.key, "op": c.op, "value": c.value, "was": c.old}
+        log.log(level, "%s: %s (%s)", what, c, reason, extra=fields)
 
 
 def applied_labels(outcome: Target) -> dict[str, str]:

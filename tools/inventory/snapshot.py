@@ -34,6 +34,43 @@ class Change(Record):
         return "removed" if self.after is None else "changed"
 
     @property
+    def event(self) -> str:
+        """The change in one word, the same in every tool's log (scanners, devplugin,
+        device-keeper): added, re-enumerated (back at its place in another USB state, or with
+        another node), gone, back, changed, removed (forgotten)."""
+        b, a = self.before, self.after
+        if b is None or a is None:
+            return self.kind
+        if a.present and (
+            b.state != a.state or (not b.present and bool(b.nodes) and b.nodes != a.nodes)
+        ):
+            return "re-enumerated"
+        if b.present != a.present:
+            return "back" if a.present else "gone"
+        return "changed"
+
+    def log_fields(self) -> dict[str, Any]:
+        """The change as a json log line's keys (edgefd.core.log): the device, its model
+        and place, present or not and why not; the text line says the same in words."""
+        dev = self.after or self.before
+        assert dev is not None
+        out: dict[str, Any] = {
+            "device": self.name,
+            "event": self.event,
+            "model": dev.model,
+            "place": dev.key.where,
+        }
+        if self.after is not None:
+            out["present"] = self.after.present
+            if self.after.reason:
+                out["reason"] = self.after.reason
+            if self.after.state:
+                out["state"] = self.after.state
+            if self.after.nodes:
+                out["nodes"] = [str(n) for n in self.after.nodes]
+        return out
+
+    @property
     def moved(self) -> bool:
         """The same device present again with other device nodes than it last had (a re-plug,
         a re-enumeration, within one scan or across an absence: an absent device keeps the
@@ -54,11 +91,17 @@ class Change(Record):
         if a is None:
             return f"{self.name}: forgotten (last seen at {b.key.where})"
         parts = []
-        if b.present != a.present:
+        reenumerated = self.event == "re-enumerated"
+        if reenumerated:
+            states = f" ({b.state or '-'} -> {a.state or '-'})" if b.state != a.state else ""
+            parts.append(f"re-enumerated{states} at {a.key.where}")
+            if b.present == a.present and a.reason != b.reason:
+                parts.append(a.reason or "usable again")
+        elif b.present != a.present:
             parts.append(a.reason if not a.present else f"back at {a.key.where}")
         elif a.reason != b.reason:
             parts.append(a.reason or "usable again")
-        if b.state != a.state:
+        if b.state != a.state and not reenumerated:
             parts.append(f"state {b.state or '-'} -> {a.state or '-'}")
         if b.nodes != a.nodes and a.present:
             old = ", ".join(str(n) for n in b.nodes) or "none"

@@ -145,7 +145,9 @@ def run(
     from .signals import Signals, StopDuringStartup
 
     logs.serving()  # a service's log is its output: every state change at info
-    log.info("%s", startup_line)  # before anything that logs (an API client, a first scan)
+    log.info(
+        "%s", startup_line, extra={"event": "start"}
+    )  # before anything that logs (an API client, a first scan)
     with Signals(reload=reload is not None) as signals:
         lifeline = Lifeline(signals.wake)
         started: list[Component] = []
@@ -174,7 +176,7 @@ def run(
                     assert status is not None
                     _reload(reload, components, status)
             if lifeline.failure is None:
-                log.info("stopping")
+                log.info("stopping", extra={"event": "stop"})
         except StopDuringStartup as e:
             log.info("%s during start-up: stopping", e)
         finally:

@@ -188,6 +188,7 @@ def run_producer(
 def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
     """Publish now, then after every snapshot, until SIGTERM/SIGINT: the inventory and the
     session as components of the runner (edgefd.runtime.runner), --config reloaded."""
+    from edgefd.core.duration import format_duration
     from edgefd.core.version import startup_line
     from edgefd.inventory.inventory import Inventory
     from edgefd.runtime.runner import Lifeline, Reload, run
@@ -202,9 +203,9 @@ def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
         "producers": ",".join(s.producer for s in scanning.specs),
         "host-root": scanning.host.root,
         "features-dir": "stdout (dry run)" if outputs.dry_run else outputs.features_dir,
-        "hold": f"{watching.hold:g}s",
-        "poll": f"{watching.settings.poll_interval:g}s",
-        "rescan": f"{watching.settings.rescan_interval:g}s",
+        "hold": format_duration(watching.hold),
+        "poll": format_duration(watching.settings.poll_interval),
+        "rescan": format_duration(watching.settings.rescan_interval),
         "listen": _listen_text(watching.listen),
     }
 

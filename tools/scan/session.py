@@ -26,7 +26,7 @@ from edgefd.core.record import Record
 
 from .config import SourceConfig, source_changes
 from .derive import BusSpec, Evaluation, evaluate
-from .story import Warnings, label_changes, tell_devices
+from .story import Warnings, label_changes, label_fields, tell_devices
 
 if TYPE_CHECKING:
     from edgefd.inventory.snapshot import Snapshot
@@ -170,7 +170,16 @@ class ScanSession:
             log.debug("unchanged %s (%d labels)", pub.path, len(ev.labels))
             return
         before = self._labels.get(p.spec.producer)
-        log.info("wrote %s: %s", pub.path, label_changes(before, ev.labels))
+        log.info(
+            "wrote %s: %s",
+            pub.path,
+            label_changes(before, ev.labels),
+            extra={
+                "producer": p.spec.producer,
+                "file": str(pub.path),
+                **label_fields(before, ev.labels),
+            },
+        )
 
     def ready(self) -> tuple[bool, str]:
         """/readyz: every file written completely once (the pod's startup probe)."""

@@ -30,17 +30,13 @@ def device_line(c: Change) -> str:
         assert c.before is not None
         return f"device {c.name}: hold expired, its labels go (last seen at {c.before.key.where})"
     if c.kind == "added":
-        return f"device {c.name}: added, {c.describe().split(': ', 1)[1]}"
-    b, a = c.before, c.after
-    assert b is not None and a is not None
-    if a.present and b.state != a.state:  # within one scan, or back after "re-enumerating"
-        return f"device {c.name}: re-enumerated ({b.state or '-'} -> {a.state or '-'})"
-    return f"device {c.describe()}"
+        return f"device {c.name}: added: {c.describe().split(': ', 1)[1]}"
+    return f"device {c.describe()}"  # re-enumerated, unplugged ...: the devplugin's words
 
 
 def tell_devices(diff: Diff) -> None:
     for c in diff.changes:
-        log.info("%s", device_line(c))
+        log.info("%s", device_line(c), extra=c.log_fields())
 
 
 def label_changes(before: Mapping[str, str] | None, after: Mapping[str, str]) -> str:
@@ -58,6 +54,19 @@ def label_changes(before: Mapping[str, str] | None, after: Mapping[str, str]) ->
         shown += f", and {len(items) - MAX_NAMED} more"
     counts = f"{len(added)} label(s) added, {len(changed)} changed, {len(removed)} removed"
     return f"{counts} ({len(after)} in all)" + (f": {shown}" if shown else "")
+
+
+def label_fields(before: Mapping[str, str] | None, after: Mapping[str, str]) -> dict[str, object]:
+    """A write's labels as a json log line's keys: every label added, changed and removed
+    (the text line names at most MAX_NAMED)."""
+    if before is None:
+        return {"labels": dict(after)}
+    return {
+        "added": {k: v for k, v in after.items() if k not in before},
+        "changed": {k: v for k, v in after.items() if k in before and before[k] != v},
+        "removed": sorted(k for k in before if k not in after),
+        "count": len(after),
+    }
 
 
 class Warnings:

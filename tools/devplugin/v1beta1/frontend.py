@@ -131,7 +131,13 @@ class DevicePluginFrontend:
         adv = Advertised.of(snap, res)
         healthy, unhealthy = adv.counts()
         if rp.state.publish(adv):
-            log.info("%s: %d healthy, %d unhealthy", res.name, healthy, unhealthy)
+            log.info(
+                "%s: %d healthy, %d unhealthy",
+                res.name,
+                healthy,
+                unhealthy,
+                extra={"resource": res.name, "healthy": healthy, "unhealthy": unhealthy},
+            )
         return healthy, unhealthy
 
     # -- the kubelet's side
