@@ -84,6 +84,7 @@ def test_json_log_lines_carry_the_device_and_label_fields(host: Path, tmp_path: 
     import json
 
     features = tmp_path / "features.d"
+    features.mkdir()  # the pod's emptyDir: a producer makes no features.d
     common = ["--watch", "--host-root", str(host), "--features-dir", str(features)]
     proc = scan_proc(*common, "--log-format", "json", "--hold", "0.3s")
     f = features / "usb-scan"
