@@ -103,6 +103,16 @@ def _get(applied: dict[str, Any], name: str) -> dict[str, Any]:  # noqa: F811
     return applied["admin"].get_claim(NAMESPACE, name)
 
 
+def write_own_status(sa: Any, claim: Any) -> None:
+    """devplugin's writer, as `sa`, writes the claim's status for its prepared Coral (one write)."""
+    writer = ClaimStatusWriter(sa).start()
+    try:
+        writer.set({claim.uid: claim}, table((coral(), CORAL)))
+        wait_until(lambda: writer.writes == 1, 20)
+    finally:
+        writer.stop()
+
+
 def test_status_devices_are_written_once_per_change(applied, claims) -> None:  # noqa: F811
     claim = prepared(claims["a"])
     writer = ClaimStatusWriter(applied["sa"]).start()
@@ -166,12 +176,7 @@ def test_another_drivers_entry_stays(applied, claims) -> None:  # noqa: F811
         "PATCH", "resourceclaims", path, "apply", json.dumps(body), "application/apply-patch+yaml"
     )
     claim = prepared(claims["a"])
-    writer = ClaimStatusWriter(applied["sa"]).start()
-    try:
-        writer.set({claim.uid: claim}, table((coral(), CORAL)))
-        wait_until(lambda: writer.writes == 1, 20)
-    finally:
-        writer.stop()
+    write_own_status(applied["sa"], claim)
     drivers = {d["driver"] for d in _get(applied, "status-a")["status"]["devices"]}
     assert drivers == {"gpu.example.com", "edgefd.io"}
 

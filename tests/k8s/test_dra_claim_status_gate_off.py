@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from edgefd.devplugin.dra.claimstatus import FIELD_MANAGER, ClaimStatusWriter
+from edgefd.devplugin.dra.claimstatus import FIELD_MANAGER
 from edgefd.devplugin.dra.slices import DRIVER
 from edgefd.kube.errors import ApiRefused
-from tests.devplugin.devices import coral, table
-from tests.helpers import wait_until
 from tests.k8s.test_dra_apiserver import applied  # noqa: F401
 from tests.k8s.test_dra_claim_status import (  # noqa: F401
     APPLY,
@@ -28,9 +26,10 @@ from tests.k8s.test_dra_claim_status import (  # noqa: F401
     POLICY,
     claims,
     prepared,
+    write_own_status,
 )
 from tests.k8s.test_manifests import NAMESPACE
-from tests.peers.apiserver import KubeAPIServer
+from tests.peers.apiserver import KubeAPIServer, running
 
 pytestmark = pytest.mark.realpeer
 
@@ -49,18 +48,11 @@ REFUSAL = f"edgefd may only write status.devices entries of its own driver, {DRI
 def kube_apiserver(harness_bin: Any, tmp_path_factory: Any) -> Iterator[KubeAPIServer]:
     """This module's own API server, the per-driver check off (the fixtures it imports take
     it in place of the session's)."""
-    srv = KubeAPIServer(
-        tmp_path_factory.mktemp("kube-gate-off"), bin_dir=harness_bin, extra_args=[GATE_OFF]
+    yield from running(
+        KubeAPIServer(
+            tmp_path_factory.mktemp("kube-gate-off"), bin_dir=harness_bin, extra_args=[GATE_OFF]
+        )
     )
-    try:
-        srv.start()
-    except BaseException:
-        srv.stop()
-        raise
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _devices(applied: dict[str, Any]) -> list[dict[str, Any]]:  # noqa: F811
@@ -167,12 +159,7 @@ def test_removing_another_drivers_entry_is_refused(applied, nic_entry) -> None: 
 
 def test_its_own_entry_is_written_beside_another_drivers(applied, claims, nic_entry) -> None:  # noqa: F811
     claim = prepared(claims["a"])
-    writer = ClaimStatusWriter(applied["sa"]).start()
-    try:
-        writer.set({claim.uid: claim}, table((coral(), CORAL)))
-        wait_until(lambda: writer.writes == 1, 20)
-    finally:
-        writer.stop()
+    write_own_status(applied["sa"], claim)
     by_driver = {d["driver"]: d for d in _devices(applied)}
     assert set(by_driver) == {GPU["driver"], DRIVER}
     assert by_driver[GPU["driver"]] == nic_entry

@@ -37,6 +37,7 @@ from tests.k8s.test_manifests import (
     container,
     daemonset,
     find,
+    flag_env,
     granted_to,
     mark_condition,
     pod_spec,
@@ -385,11 +386,9 @@ def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Pa
         elif a.startswith("--config="):
             a = f"--config={config}"
         args.append(a)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
-    env |= {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("EDGEFD_")}
     out = subprocess.run(
         [sys.executable, "-m", "edgefd.devplugin", *args, "--dry-run", "--node-name=n1"],
-        env=env,
+        env=flag_env(c),
         cwd=ROOT,
         capture_output=True,
         text=True,

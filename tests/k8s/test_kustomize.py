@@ -35,6 +35,7 @@ from tests.k8s.test_manifests import (
     container,
     daemonset,
     daemonsets,
+    flag_env,
     load_manifests,
     manifest_files,
     pod_spec,
@@ -309,11 +310,9 @@ def test_dra_evict_without_dra_is_refused_by_devplugin_in_one_line(tmp_path: Pat
     """The device-plugin API cannot evict: devplugin says so at start, in one line, exit 2."""
     c = container(pod_spec(daemonset(combo(("dra-evict",)), DEVPLUGIN_DS)), "devplugin")
     assert setting(c, "--evict-after") == "5m" and setting(c, "--api") is None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
-    env |= {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("EDGEFD_")}
     r = subprocess.run([sys.executable, "-m", "edgefd.devplugin", "--dry-run",
                         f"--host-root={tmp_path}", "--node-name=n1"],
-                       env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+                       env=flag_env(c), capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "--evict-after needs --api dra" in r.stderr
 
@@ -592,11 +591,10 @@ def test_the_documented_allow_namespace_patch(tmp_path: Path) -> None:
     sink = container(pod_spec(daemonset(docs)), "feature-sink")
     assert take_env(sink, "EDGEFD_ALLOW_NAMESPACE") == "example.com"
     assert o == b
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
     p = subprocess.run(
         [sys.executable, "-m", "edgefd.feature_sink", "--dry-run", "--node-name=n1",
          "--features", "-", "--kubeconfig=/none"],
         input="example.com/rack=r1\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={**env, "EDGEFD_ALLOW_NAMESPACE": "example.com"},
+        env={**flag_env({}), "EDGEFD_ALLOW_NAMESPACE": "example.com"},
     )  # fmt: skip
     assert p.returncode == 0 and p.stdout == "add     example.com/rack=r1\n", p.stderr

@@ -156,6 +156,17 @@ def setting(c: dict[str, Any], flag: str) -> str | None:
     return None
 
 
+def flag_env(c: dict[str, Any]) -> dict[str, str]:
+    """An environment for running a container's tool here: this process's, less any EDGEFD_
+    variable of our own, plus the container's literal EDGEFD_ variables (its flags, as the pod
+    gives them)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEFD_")}
+    env |= {e["name"]: e["value"] for e in c.get("env", []) if e["name"].startswith("EDGEFD_")}
+    return env
+
+
 def unknown_settings(c: dict[str, Any]) -> list[str]:
     """The container's EDGEFD_ variables that no flag of its tool reads: a typo there would be
     ignored by the tool, silently."""

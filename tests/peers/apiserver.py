@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -549,9 +549,9 @@ def harness_bin() -> Path:
     return harness_bin_dir()
 
 
-@pytest.fixture(scope="session")
-def kube_apiserver(harness_bin, tmp_path_factory) -> KubeAPIServer:
-    srv = KubeAPIServer(tmp_path_factory.mktemp("kube"), bin_dir=harness_bin)
+def running(srv: KubeAPIServer) -> Iterator[KubeAPIServer]:
+    """A started server for a fixture to yield, stopped afterwards, also when it failed to
+    start (whatever it had started is stopped)."""
     try:
         srv.start()
     except BaseException:
@@ -561,6 +561,11 @@ def kube_apiserver(harness_bin, tmp_path_factory) -> KubeAPIServer:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(harness_bin, tmp_path_factory) -> Iterator[KubeAPIServer]:
+    yield from running(KubeAPIServer(tmp_path_factory.mktemp("kube"), bin_dir=harness_bin))
 
 
 @pytest.fixture(scope="session")
