@@ -45,7 +45,7 @@ def dry_run_seconds(bus: str, root: Path, repeat: int) -> float:
     for _ in range(repeat):
         t = time.perf_counter()
         snap = Inventory(HostRoot.of(root), buses, catalogue=cat, hold=0.0).scan()
-        ev = evaluate(spec, snap.label_scans(), config, cat, buses, warnings)
+        ev = evaluate(spec, snap.label_scans(), snap.label_devices(), config, cat, buses, warnings)
         render(ev.labels, spec.producer)
         best = min(best, time.perf_counter() - t)
     return best

@@ -1,11 +1,11 @@
 """Connecting to the API server and the two ways of talking to it: a request, and a watch.
 
-`kubernetes` is imported inside `connect()` and the methods, never at module import: the import
-costs about half a second and tens of MiB, and `--help`, `--dry-run` with the API down, and unit
-tests must not pay for it. Requests go through the client's REST layer (its TLS, proxy and auth
-handling, and the in-cluster token refresh) but not its typed API classes: deserialising into
-the generated models cost seconds of CPU on a first call and tens of MiB, and the tools need
-a few fields of plain JSON. Every request has a (connect, read) timeout, so a half-open edge
+`kubernetes` is imported only to read a kubeconfig (a person's or a test's; its loader knows
+exec plugins, merged files and contexts), never in a pod: there the service-account files are
+read by edgefd.kube.incluster, and every request goes through urllib3 with an
+edgefd.kube.endpoint.Endpoint. The package's client layer would import its generated models
+(~30 MiB, half a second) in every long-running container, and the tools need a few fields of
+plain JSON. Every request has a (connect, read) timeout, so a half-open edge
 link cannot block a tool forever; the client's own retries are off because each tool's loop
 owns retrying (edgefd.kube.retry).
 
@@ -25,6 +25,7 @@ from urllib.parse import quote as _quote
 
 from edgefd.core.errors import BadInput, EdgefdError
 
+from .endpoint import Endpoint, from_configuration
 from .errors import ApiGone, ApiUnreachable, HttpStatus, classify
 from .ratelimit import DEFAULT_BURST, DEFAULT_QPS, RateLimiter
 
@@ -56,18 +57,16 @@ class Client:
 
     def __init__(
         self,
-        configuration: Any,
+        endpoint: Endpoint,
         timeout: float,
         on_request: OnRequest | None = None,
         user_agent: str = "edgefd",
         limiter: RateLimiter | None = None,
     ) -> None:
-        from kubernetes.client import rest
-
-        self._cfg = configuration
+        self.endpoint = endpoint
         self._timeout_s = timeout
-        self._rest = rest.RESTClientObject(configuration)
-        self._host = str(configuration.host).rstrip("/")
+        self._pool = endpoint.pool()
+        self._host = endpoint.host.rstrip("/")
         # connect fast, read a little longer: a write can queue behind etcd
         self._timeout = (min(timeout, 5.0), timeout)
         self._on_request = on_request or (lambda verb, resource: None)
@@ -78,7 +77,9 @@ class Client:
     def with_limiter(self, limiter: RateLimiter) -> Self:
         """A twin on the same configuration (server, identity; a pool of its own) whose
         requests go through `limiter`: reads on a caller's critical path beside a writer."""
-        return type(self)(self._cfg, self._timeout_s, self._on_request, self.user_agent, limiter)
+        return type(self)(
+            self.endpoint, self._timeout_s, self._on_request, self.user_agent, limiter
+        )
 
     def _throttle(self, what: str) -> None:
         """Before each request: refuse it while the server's Retry-After runs (the caller's
@@ -108,10 +109,7 @@ class Client:
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
-        # auth_settings() runs the in-cluster token refresh hook, so a rotated token is used
-        for auth in self._cfg.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
+        headers.update(self.endpoint.auth())  # a rotated token is the one sent
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -130,23 +128,21 @@ class Client:
         operation in error messages (`patch node n1`); `verb` the request in metrics when
         it is not the method (LIST for a GET of a collection)."""
         import urllib3
-        from kubernetes.client.exceptions import ApiException
 
         self._throttle(what)
         self._on_request(verb or method, resource)
+        if body is not None and not isinstance(body, str | bytes):
+            body = json.dumps(body)
         try:
-            resp = self._rest.request(
+            resp = self._pool.request(
                 method,
                 self._host + path,
-                headers=self._headers(content_type),
+                headers=self._headers(content_type or ("application/json" if body else None)),
                 body=body,
-                _request_timeout=self._timeout,
+                timeout=urllib3.Timeout(connect=self._timeout[0], read=self._timeout[1]),
+                retries=False,
             )
-            data = getattr(resp, "data", None)
-            if data is None and hasattr(resp, "read"):
-                data = resp.read()
-        except ApiException as e:  # older clients raise for non-2xx inside request()
-            raise self._failed(classify(e, what)) from e
+            data = resp.data
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ApiUnreachable(f"{what}: API server unreachable ({type(e).__name__}: {e})") from e
         if not 200 <= resp.status < 300:
@@ -180,7 +176,7 @@ class Client:
         self._on_request("WATCH", resource)
         read_timeout = idle_timeout if idle_timeout is not None else seconds + 15.0
         try:
-            resp = self._rest.pool_manager.request(
+            resp = self._pool.request(
                 "GET",
                 url,
                 headers=self._headers(),
@@ -304,6 +300,19 @@ def find_kubeconfig(explicit: str | None) -> tuple[list[str], str] | None:
     return None
 
 
+def _from_kubeconfig(paths: list[str], label: str, context: str | None) -> Endpoint:
+    """The Endpoint a kubeconfig names, read by the `kubernetes` package's loader (the only
+    place it is imported: a person's or a test's process, never a pod's)."""
+    try:
+        import kubernetes.client as k8s
+        import kubernetes.config as k8s_config
+    except ImportError as e:  # pragma: no cover - install problem
+        raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
+    cfg = k8s.Configuration()
+    _load_files(paths, label, context, cfg, k8s_config)
+    return from_configuration(cfg)
+
+
 def _load_files(
     paths: list[str], label: str, context: str | None, cfg: Any, k8s_config: Any
 ) -> None:
@@ -367,30 +376,24 @@ def connect(
     at all: exit 1); an unreachable API server is discovered later, by the caller's loop,
     which retries.
     """
-    try:
-        import kubernetes.client as k8s
-        import kubernetes.config as k8s_config
-    except ImportError as e:  # pragma: no cover - install problem
-        raise EdgefdError(f"the kubernetes Python client is not installed ({e})") from e
-
-    cfg = k8s.Configuration()
     found = find_kubeconfig(kubeconfig)
     if found is not None:
         paths, label = found
-        _load_files(paths, label, context, cfg, k8s_config)
+        endpoint = _from_kubeconfig(paths, label, context)
         source = f"{label} {os.pathsep.join(paths)}" + (f", context {context}" if context else "")
     else:
         if context is not None:
             raise BadInput(f"--context {context}: no kubeconfig to take it from (in a pod)")
+        from . import incluster
+
         try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        except k8s_config.ConfigException as e:
+            endpoint = incluster.load()
+        except incluster.InClusterError as e:
             raise EdgefdError(
                 f"cannot load the in-cluster client configuration: {e} (not running in a pod? "
                 "pass --kubeconfig or set KUBECONFIG)"
             ) from e
         source = "in-cluster service account"
-    cfg.retries = False  # the caller's loop retries, with backoff; never inside a request
-    log.info("API server %s (%s)", cfg.host, source)
+    log.info("API server %s (%s)", endpoint.host, source)
     limiter = RateLimiter(qps, burst, on_wait=on_wait)
-    return client_class(cfg, timeout, on_request, user_agent=user_agent, limiter=limiter)
+    return client_class(endpoint, timeout, on_request, user_agent=user_agent, limiter=limiter)
