@@ -50,8 +50,6 @@ class NFDWorker:
                 f"-label-sources={sources}",
                 f"-feature-sources={sources}",
                 f"-config={Path(tmp) / 'none.conf'}",
-                "-metrics=0",
-                "-grpc-health=0",
             ]
             if options:
                 argv.append(f"-options={json.dumps(options)}")
@@ -107,7 +105,8 @@ class NFDMaster:
 
     nfd-master patches the Node it runs on at start-up, so `node` must exist; `extra_label_ns`
     are label namespaces it accepts besides NFD's own. Its metrics (served on every address:
-    upstream binds `:PORT`) say when it is up and how many Node updates it made."""
+    upstream binds `:PORT`, cmd/nfd-master -port) say when it is up and how many Node updates
+    it made."""
 
     def __init__(
         self,
@@ -130,8 +129,7 @@ class NFDMaster:
             str(self.bin_path),
             f"-kubeconfig={apiserver.kubeconfig}",
             f"-config={self.dir / 'nfd-master.conf'}",  # absent: the defaults
-            f"-metrics={self.metrics_port}",
-            "-grpc-health=0",
+            f"-port={self.metrics_port}",  # metrics and healthz (v0.19.0; -metrics before)
             *([f"-extra-label-ns={','.join(extra_label_ns)}"] if extra_label_ns else []),
             *extra_args,
         ]
