@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from tests.helpers import feature_files
+
 from .command import RPI4_LABELS, host_with_blob, run, run_bytes
 
 
@@ -36,7 +38,7 @@ def test_unchanged_labels_do_not_rewrite_the_file(rpi4_blob: bytes, tmp_path: Pa
     assert "unchanged" in p.stderr
     after = os.stat(fd / "dt-labeller")
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert sorted(os.listdir(fd)) == ["dt-labeller"]
+    assert feature_files(fd) == ["dt-labeller"]
 
 
 def test_json_inventory(rpi4_blob: bytes, tmp_path: Path) -> None:

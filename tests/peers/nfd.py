@@ -174,3 +174,84 @@ class NFDMaster:
 
     def tail(self) -> str:
         return tail(self.log)
+
+
+class NFDWorkerDaemon:
+    """The upstream nfd-worker as deployed (no -oneshot, publishing): its NodeFeature object
+    `node` in `namespace` of the harness API server (admin kubeconfig), its local source on
+    `features_dir` with the fsnotify watch of NFD's release (source/local/local.go), only the
+    local source enabled (the others would read this machine)."""
+
+    def __init__(
+        self,
+        apiserver: Any,
+        workdir: Path,
+        features_dir: Path,
+        node: str,
+        namespace: str = "node-feature-discovery",
+    ) -> None:
+        self.apiserver = apiserver
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "nfd-worker.log"
+        self.node = node
+        self.namespace = namespace
+        self.argv = [
+            str(harness_binary(NFD_WORKER)),
+            "-oneshot=false",
+            "-no-publish=false",
+            f"-kubeconfig={apiserver.kubeconfig}",
+            f"-features-dir={features_dir}",
+            f"-config={self.dir / 'nfd-worker.conf'}",  # absent: the defaults (60 s re-scan)
+            "-feature-sources=local",
+            "-label-sources=local",
+            "-v=2",  # its fsnotify events, for a failure's log
+        ]
+        self.proc: subprocess.Popen | None = None
+        self._objects: Any = None  # one client for the polls
+
+    def start(self, timeout: float = 60.0) -> NFDWorkerDaemon:
+        """Start it and wait until its first NodeFeature is there."""
+        import kubernetes.client as k8s
+
+        core = k8s.CoreV1Api(self.apiserver.admin_api())
+        try:
+            core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=self.namespace)))
+        except k8s.exceptions.ApiException as e:
+            if e.status != 409:
+                raise
+        env = {**os.environ, "NODE_NAME": self.node, "KUBERNETES_NAMESPACE": self.namespace}
+        self.proc = spawn(self.argv, self.log, env=env)
+        deadline = time.monotonic() + timeout
+        while self.labels() is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"nfd-worker exited with {self.proc.returncode}:\n{tail(self.log)}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no NodeFeature after {timeout}s:\n{tail(self.log)}")
+            time.sleep(0.1)
+        return self
+
+    def labels(self) -> dict[str, str] | None:
+        """spec.labels of its NodeFeature (None while there is none)."""
+        import kubernetes.client as k8s
+
+        if self._objects is None:
+            self._objects = k8s.CustomObjectsApi(self.apiserver.admin_api())
+        try:
+            obj = self._objects.get_namespaced_custom_object(
+                "nfd.k8s-sigs.io", "v1alpha1", self.namespace, "nodefeatures", self.node
+            )
+        except k8s.exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return dict(obj.get("spec", {}).get("labels") or {})
+
+    def stop(self) -> None:
+        kill(self.proc)
+        self.proc = None
+
+    def tail(self) -> str:
+        return tail(self.log)

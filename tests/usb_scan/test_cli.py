@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from edgefd.usb_scan.cli import main
 from tests.fixturegen import HostBuilder, build_host
-from tests.helpers import untimed
+from tests.helpers import feature_files, untimed
 
 from .command import NFD, RPI4_CAPS, RPI4_NFD, file_labels, run
 
@@ -28,7 +28,7 @@ def test_writes_own_file_with_dry_run_bytes(rpi4: Path, tmp_path: Path) -> None:
     code2, out, _ = run("--host-root", rpi4, "--features-dir", tmp_path)
     assert code == code2 == 0 and out == ""
     assert (tmp_path / "usb-scan").read_bytes() == dry.encode()
-    assert [p.name for p in tmp_path.iterdir()] == ["usb-scan"]
+    assert feature_files(tmp_path) == ["usb-scan"]
 
 
 def test_runtime_state_coral_and_cross_bus_count(x86: Path, tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_unreadable_sysfs_exits_3_and_keeps_the_file(
     if broken.startswith("unlistable"):
         assert "(Permission denied)" in line
     assert (out_dir / "usb-scan").read_text() == previous
-    assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
+    assert feature_files(out_dir) == ["usb-scan"]
 
 
 # --------------------------------------------------------------------------- hostile strings
