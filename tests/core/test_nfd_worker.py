@@ -3,11 +3,13 @@ deployed: publishing its NodeFeature to the harness API server, watching feature
 fsnotify rate limit): a Coral plugged and re-enumerated within one second has its final labels
 in the NodeFeature within 2 s, every trial (issue 34 item 5); a single write is read at once.
 
-Three trials by default; the slow test runs the twenty the issue asks for and prints the
-figures (benchmarks/bench_nfd.py prints them for the write of before as well)."""
+Three trials by default (the suite's time); EDGEFD_NFD_TRIALS=20 runs the twenty the issue asks
+for (about 100 s), and benchmarks/bench_nfd.py prints the figures, for the write of before as
+well."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.core.nfd_trials import CORAL_RUN, WEBCAM, reset, run_trials, wait_labels, write_fixed
+from tests.helpers import feature_files
 from tests.peers.nfd import NFDWorkerDaemon, install_nfd_crds
 
 pytestmark = pytest.mark.realpeer
@@ -35,9 +38,13 @@ def worker(kube_apiserver: Any, tmp_path_factory: Any) -> Iterator[tuple[NFDWork
         w.stop()
 
 
-def test_a_plug_and_its_re_enumeration_reach_the_nodefeature_within_2_s(worker: Any) -> None:
+def test_a_plug_and_its_re_enumeration_reach_the_nodefeature_within_2_s(
+    worker: Any, capsys: Any
+) -> None:
     w, fdir = worker
-    figures = run_trials(w, fdir, write_fixed, 3)
+    figures = run_trials(w, fdir, write_fixed, int(os.environ.get("EDGEFD_NFD_TRIALS", "3")))
+    with capsys.disabled():
+        print(f"\nnfd-worker v0.19.0, plug + re-enumeration 0.3 s apart: {figures.text()}")
     assert figures.failures == 0, f"{figures.text()}\nnfd-worker:\n{w.tail()}"
 
 
@@ -49,14 +56,5 @@ def test_a_single_write_is_read_at_once(worker: Any) -> None:
     reset(w, fdir, write)
     write(CORAL_RUN)
     assert wait_labels(w, CORAL_RUN, 0.8) is not None, w.tail()
-    assert not any(p.name != ".edgefd-staging" for p in fdir.iterdir() if p.name != "usb-scan")
+    assert feature_files(fdir) == ["usb-scan"]
     write(WEBCAM)  # leaves the worker as the other tests expect it
-
-
-@pytest.mark.slow
-def test_twenty_trials(worker: Any, capsys: Any) -> None:
-    w, fdir = worker
-    figures = run_trials(w, fdir, write_fixed, 20)
-    with capsys.disabled():
-        print(f"\nnfd-worker v0.19.0, plug + re-enumeration 0.3 s apart: {figures.text()}")
-    assert figures.failures == 0, f"{figures.text()}\nnfd-worker:\n{w.tail()}"
