@@ -20,6 +20,7 @@ import re
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -78,3 +79,14 @@ _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", re.M)
 def untimed(text: str) -> str:
     """`text` with each line's leading log time (`2026-12-02T05:04:08.123Z `) taken off."""
     return _TIME.sub("", text)
+
+
+def feature_files(directory: Path) -> list[str]:
+    """The names in a features.d, sorted, besides the producers' staging directory (which must
+    hold no temp file left behind)."""
+    from edgefd.core.publish import STAGING
+
+    staging = Path(directory) / STAGING
+    if staging.is_dir():
+        assert list(staging.iterdir()) == [], "temp files left in the staging directory"
+    return sorted(p.name for p in Path(directory).iterdir() if p.name != STAGING)

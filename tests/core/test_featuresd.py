@@ -239,3 +239,15 @@ def test_fuzz_any_lines_parse_without_error_and_never_echo_content(
 )
 def test_fuzz_render_then_parse_is_identity(labels: dict[str, str]) -> None:
     assert parse_bytes(render(labels, "tool"), "f", NOW).labels() == labels
+
+
+def test_the_producers_staging_directory_is_passed_over_silently(tmp_path: Path) -> None:
+    """The producers' temp files live in features.d/.edgefd-staging (publish.STAGING): the
+    sink, like NFD, neither reads nor warns about it, even with a crashed write left in it."""
+    from edgefd.core.publish import STAGING
+
+    (tmp_path / "usb-scan").write_text("x.io/k=1\n")
+    (tmp_path / STAGING).mkdir()
+    (tmp_path / STAGING / ".usb-scan.abc.tmp").write_text("x.io/k=half")
+    merged = merge(read_feature_files(tmp_path, NOW))
+    assert merged.labels == {"x.io/k": "1"} and merged.warnings == ()

@@ -4,6 +4,7 @@ anything but a regular file at the output path refused (exit 4), never blocked o
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,8 @@ def test_writer_creates_then_leaves_unchanged_file_alone(tmp_path: Path) -> None
     _, changed = write_feature_file(fd, "tool", {"a.io/x": "2"})
     assert changed
     assert path.stat().st_ino != st.st_ino  # replaced by rename, not rewritten in place
-    assert os.listdir(fd) == ["tool"]
+    assert sorted(os.listdir(fd)) == [publish.STAGING, "tool"]  # no temp file left
+    assert os.listdir(fd / publish.STAGING) == []
 
 
 def test_writer_prefix_of_existing_content_is_a_change(tmp_path: Path) -> None:
@@ -110,10 +112,10 @@ def test_the_publisher_is_the_one_change_check(
     is not even looked at) nor printed; a failed write is tried again next time."""
     pub = Publisher(tmp_path, "tool", dry_run=False)
     assert pub.publish({"a.io/x": "1"}) and pub.wrote and pub.published
-    monkeypatch.setattr(publish, "write_atomic", lambda *_a: pytest.fail("compared twice"))
+    monkeypatch.setattr(publish, "write_atomic", lambda *_a, **_k: pytest.fail("compared twice"))
     assert not pub.publish({"a.io/x": "1"})
     monkeypatch.setattr(
-        publish, "write_atomic", lambda *_a: (_ for _ in ()).throw(OSError(28, "full"))
+        publish, "write_atomic", lambda *_a, **_k: (_ for _ in ()).throw(OSError(28, "full"))
     )
     with pytest.raises(OutputError, match="full"):
         pub.publish({"a.io/x": "2"})
@@ -143,3 +145,124 @@ def test_a_producer_refuses_a_missing_features_dir_unless_told_to_create_it(
     (tmp_path / "file").write_text("")
     with pytest.raises(OutputError, match="is not a directory"):
         publish.features_directory(tmp_path / "file", create=True)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
+def test_a_feature_files_temp_file_is_made_out_of_nfds_sight(tmp_path: Path) -> None:
+    """nfd-worker watches features.d (not its subdirectories) and reads it at the first event:
+    a temp file created there was that event, before the rename. Now the rename is the only
+    one (the staging directory's creation, once, aside)."""
+    import select
+
+    from edgefd.runtime.inotify import (
+        IN_ATTRIB,
+        IN_CLOSE_WRITE,
+        IN_CREATE,
+        IN_DELETE,
+        IN_MODIFY,
+        IN_MOVED_FROM,
+        IN_MOVED_TO,
+        Inotify,
+    )
+
+    fd = tmp_path / "features.d"
+    fd.mkdir()
+    pub = Publisher(fd, "usb-scan", dry_run=False)
+    pub.publish({"a.io/x": "1"})
+    assert (fd / publish.STAGING).is_dir()
+    mask = IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO
+    with Inotify() as ino:
+        ino.add_watch(fd, mask | IN_DELETE)
+        pub.publish({"a.io/x": "2"})
+        ready, _, _ = select.select([ino.fileno()], [], [], 5)
+        assert ready
+        events = [(e.name, e.mask & (mask | IN_DELETE)) for e in ino.read()]
+    assert events == [("usb-scan", IN_MOVED_TO)]
+    assert os.listdir(fd / publish.STAGING) == []
+    assert (fd / "usb-scan").read_bytes() == publish.render({"a.io/x": "2"}, "usb-scan")
+
+
+class FakeNudge:
+    def __init__(self, recent: bool = False) -> None:
+        self.is_recent = recent
+        self.asked: list[Path] = []
+        self.writes: list[tuple[Path, bool]] = []
+        self.flushed = 0
+
+    def recent(self, directory: Path) -> bool:
+        self.asked.append(Path(directory))
+        return self.is_recent
+
+    def wrote(self, path: Path, recent: bool) -> None:
+        self.writes.append((Path(path), recent))
+
+    def flush(self) -> None:
+        self.flushed += 1
+
+
+def test_the_nudge_is_asked_before_the_rename_and_told_after_it(tmp_path: Path) -> None:
+    fd = tmp_path / "features.d"
+    fd.mkdir()
+    nudge = FakeNudge(recent=True)
+    pub = Publisher(fd, "usb-scan", dry_run=False, nudge=nudge)  # type: ignore[arg-type]
+    pub.publish({"a.io/x": "1"})
+    assert nudge.asked == [fd] and nudge.writes == [(fd / "usb-scan", True)]
+    assert (fd / publish.STAGING).is_dir()  # made before the question: its creation is an event
+    pub.publish({"a.io/x": "1"})  # the same bytes: nothing written, nothing to tell
+    pub2 = Publisher(fd, "usb-scan", dry_run=False, nudge=nudge)  # type: ignore[arg-type]
+    pub2.publish({"a.io/x": "1"})  # a restart finding its file as it would write it
+    assert nudge.writes == [(fd / "usb-scan", True)]
+    pub.settle()
+    assert nudge.flushed == 1
+
+
+def test_the_first_write_into_a_fresh_directory_is_recent(tmp_path: Path) -> None:
+    """Making the staging directory is an event in features.d: the rename right after it
+    needs its trailing event."""
+    from edgefd.core.nudge import Nudge
+
+    fd = tmp_path / "features.d"
+    fd.mkdir()
+    os.utime(fd, (1_000_000, 1_000_000))
+    nudge = Nudge(threaded=False)
+    Publisher(fd, "usb-scan", dry_run=False, nudge=nudge).publish({"a.io/x": "1"})
+    assert nudge.next_due() is not None
+
+
+def test_a_dry_run_tells_the_nudge_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    nudge = FakeNudge()
+    Publisher(tmp_path, "usb-scan", dry_run=True, nudge=nudge).publish({"a": "1"})  # type: ignore[arg-type]
+    assert nudge.asked == [] and nudge.writes == [] and not (tmp_path / publish.STAGING).exists()
+
+
+def test_the_staging_directory_has_the_mode_of_features_d(tmp_path: Path) -> None:
+    """features.d is an emptyDir (0777) shared by dt-labeller (root) and bus-scan (65532):
+    whoever writes first must not lock the other out of the staging directory."""
+    fd = tmp_path / "features.d"
+    fd.mkdir()
+    fd.chmod(0o777)
+    old = os.umask(0o022)
+    try:
+        Publisher(fd, "dt-labeller", dry_run=False).publish({"a.io/x": "1"})
+    finally:
+        os.umask(old)
+    assert (fd / publish.STAGING).stat().st_mode & 0o7777 == 0o777
+
+
+def test_a_staging_directory_it_cannot_write_falls_back_to_features_d(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    fd = tmp_path / "features.d"
+    fd.mkdir()
+    real = tempfile.mkstemp
+
+    def mkstemp(*a: object, dir: str, **k: object) -> tuple[int, str]:
+        if Path(dir).name == publish.STAGING:
+            raise PermissionError(13, "denied")
+        return real(*a, dir=dir, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    assert write_atomic(fd / "usb-scan", b"a=1\n", staging=fd / publish.STAGING)
+    assert (fd / "usb-scan").read_bytes() == b"a=1\n"

@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from tests.helpers import feature_files
+
 from .command import RPI4_LABELS, host_with_blob, run, run_bytes
 
 
@@ -36,7 +38,7 @@ def test_unchanged_labels_do_not_rewrite_the_file(rpi4_blob: bytes, tmp_path: Pa
     assert "unchanged" in p.stderr
     after = os.stat(fd / "dt-labeller")
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert sorted(os.listdir(fd)) == ["dt-labeller"]
+    assert feature_files(fd) == ["dt-labeller"]
 
 
 def test_json_inventory(rpi4_blob: bytes, tmp_path: Path) -> None:
@@ -79,3 +81,24 @@ def test_json_inventory_lists_rejections_and_uncounted_nodes(
         "/cpus/cpu@3": 'status is "fail"; not counted',
         "/host1x/gpu@57000000": 'status is "disabled"; not counted',
     }
+
+
+def test_a_write_right_after_another_producers_ends_with_its_trailing_event(
+    rpi4_blob: bytes, tmp_path: Path
+) -> None:
+    """Another producer's file renamed into features.d just before: NFD's tick may swallow
+    this write, so dt-labeller sends the trailing event (IN_ATTRIB) before it exits."""
+    import select
+
+    from edgefd.core.publish import STAGING, write_atomic
+    from edgefd.runtime.inotify import IN_ATTRIB, Inotify
+
+    root = host_with_blob(tmp_path / "root", rpi4_blob)
+    fd = tmp_path / "fd"
+    fd.mkdir()
+    write_atomic(fd / "usb-scan", b"a.io/x=1\n", staging=fd / STAGING)
+    with Inotify() as ino:
+        ino.add_watch(fd, IN_ATTRIB)
+        assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+        ready, _, _ = select.select([ino.fileno()], [], [], 0)  # already there: no waiting
+        assert ready and [e.name for e in ino.read()] == ["dt-labeller"]

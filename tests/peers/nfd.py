@@ -50,8 +50,6 @@ class NFDWorker:
                 f"-label-sources={sources}",
                 f"-feature-sources={sources}",
                 f"-config={Path(tmp) / 'none.conf'}",
-                "-metrics=0",
-                "-grpc-health=0",
             ]
             if options:
                 argv.append(f"-options={json.dumps(options)}")
@@ -107,7 +105,8 @@ class NFDMaster:
 
     nfd-master patches the Node it runs on at start-up, so `node` must exist; `extra_label_ns`
     are label namespaces it accepts besides NFD's own. Its metrics (served on every address:
-    upstream binds `:PORT`) say when it is up and how many Node updates it made."""
+    upstream binds `:PORT`, cmd/nfd-master -port) say when it is up and how many Node updates
+    it made."""
 
     def __init__(
         self,
@@ -130,8 +129,7 @@ class NFDMaster:
             str(self.bin_path),
             f"-kubeconfig={apiserver.kubeconfig}",
             f"-config={self.dir / 'nfd-master.conf'}",  # absent: the defaults
-            f"-metrics={self.metrics_port}",
-            "-grpc-health=0",
+            f"-port={self.metrics_port}",  # metrics and healthz (v0.19.0; -metrics before)
             *([f"-extra-label-ns={','.join(extra_label_ns)}"] if extra_label_ns else []),
             *extra_args,
         ]
@@ -169,6 +167,87 @@ class NFDMaster:
             if line.startswith(name + "{") or line.startswith(name + " "):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def stop(self) -> None:
+        kill(self.proc)
+        self.proc = None
+
+    def tail(self) -> str:
+        return tail(self.log)
+
+
+class NFDWorkerDaemon:
+    """The upstream nfd-worker as deployed (no -oneshot, publishing): its NodeFeature object
+    `node` in `namespace` of the harness API server (admin kubeconfig), its local source on
+    `features_dir` with the fsnotify watch of NFD's release (source/local/local.go), only the
+    local source enabled (the others would read this machine)."""
+
+    def __init__(
+        self,
+        apiserver: Any,
+        workdir: Path,
+        features_dir: Path,
+        node: str,
+        namespace: str = "node-feature-discovery",
+    ) -> None:
+        self.apiserver = apiserver
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = self.dir / "nfd-worker.log"
+        self.node = node
+        self.namespace = namespace
+        self.argv = [
+            str(harness_binary(NFD_WORKER)),
+            "-oneshot=false",
+            "-no-publish=false",
+            f"-kubeconfig={apiserver.kubeconfig}",
+            f"-features-dir={features_dir}",
+            f"-config={self.dir / 'nfd-worker.conf'}",  # absent: the defaults (60 s re-scan)
+            "-feature-sources=local",
+            "-label-sources=local",
+            "-v=2",  # its fsnotify events, for a failure's log
+        ]
+        self.proc: subprocess.Popen | None = None
+        self._objects: Any = None  # one client for the polls
+
+    def start(self, timeout: float = 60.0) -> NFDWorkerDaemon:
+        """Start it and wait until its first NodeFeature is there."""
+        import kubernetes.client as k8s
+
+        core = k8s.CoreV1Api(self.apiserver.admin_api())
+        try:
+            core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=self.namespace)))
+        except k8s.exceptions.ApiException as e:
+            if e.status != 409:
+                raise
+        env = {**os.environ, "NODE_NAME": self.node, "KUBERNETES_NAMESPACE": self.namespace}
+        self.proc = spawn(self.argv, self.log, env=env)
+        deadline = time.monotonic() + timeout
+        while self.labels() is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"nfd-worker exited with {self.proc.returncode}:\n{tail(self.log)}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no NodeFeature after {timeout}s:\n{tail(self.log)}")
+            time.sleep(0.1)
+        return self
+
+    def labels(self) -> dict[str, str] | None:
+        """spec.labels of its NodeFeature (None while there is none)."""
+        import kubernetes.client as k8s
+
+        if self._objects is None:
+            self._objects = k8s.CustomObjectsApi(self.apiserver.admin_api())
+        try:
+            obj = self._objects.get_namespaced_custom_object(
+                "nfd.k8s-sigs.io", "v1alpha1", self.namespace, "nodefeatures", self.node
+            )
+        except k8s.exceptions.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return dict(obj.get("spec", {}).get("labels") or {})
 
     def stop(self) -> None:
         kill(self.proc)

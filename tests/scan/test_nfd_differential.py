@@ -128,7 +128,7 @@ def test_hostile_sriov_totalvfs_identical_to_nfd_worker(nfd_worker: Any, tmp_pat
 
 
 # An unknown deviceLabelFields item: NFD ignores it (logging at info) and falls back to its
-# defaults when none is left (source/usb/usb.go, source/pci/pci.go at v0.17.3). An
+# defaults when none is left (source/usb/usb.go, source/pci/pci.go at v0.17.3 and v0.19.0). An
 # nfd-worker.conf that works with NFD must work here: edgefd warns, exits 0, and labels the
 # same; `--label-fields` goes through the same rule (issue 25 item 8).
 UNKNOWN_FIELDS = {

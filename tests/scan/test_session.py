@@ -98,3 +98,20 @@ def test_a_bug_while_watching_is_logged_with_its_traceback_and_ends_the_run(
         session.on_snapshot(SimpleNamespace(diff=SimpleNamespace(changes=[])))  # type: ignore[arg-type]
     assert isinstance(lifeline.failure, RuntimeError)
     assert "publishing the labels died: a bug" in caplog.text and "Traceback" in caplog.text
+
+
+def test_stopping_sends_the_trailing_event_still_due(tmp_path: Path) -> None:
+    """A watch stopped right after a second change within NFD's tick: the trailing event
+    (edgefd.core.nudge) goes out before the process ends, or NFD would keep the first."""
+    from edgefd.core.nudge import Nudge
+    from edgefd.usb_scan.labels import SPEC as USB
+
+    sent: list[Path] = []
+    nudge = Nudge(tick=0.05, margin=0.0, event=lambda p: sent.append(p) or True, threaded=False)
+    pub = Publisher(tmp_path, USB.producer, False, nudge=nudge)
+    session = ScanSession(HostRoot.of(tmp_path), [Producer(USB, None, [], pub)], None, ())  # type: ignore[arg-type]
+    pub.publish({"a.io/x": "1"})
+    pub.publish({"a.io/x": "2"})
+    assert sent == []
+    session.stop()
+    assert sent == [tmp_path / USB.producer]

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from edgefd.usb_scan.cli import main
 from tests.fixturegen import HostBuilder, build_host
-from tests.helpers import untimed
+from tests.helpers import feature_files, untimed
 
 from .command import NFD, RPI4_CAPS, RPI4_NFD, file_labels, run
 
@@ -28,7 +28,7 @@ def test_writes_own_file_with_dry_run_bytes(rpi4: Path, tmp_path: Path) -> None:
     code2, out, _ = run("--host-root", rpi4, "--features-dir", tmp_path)
     assert code == code2 == 0 and out == ""
     assert (tmp_path / "usb-scan").read_bytes() == dry.encode()
-    assert [p.name for p in tmp_path.iterdir()] == ["usb-scan"]
+    assert feature_files(tmp_path) == ["usb-scan"]
 
 
 def test_runtime_state_coral_and_cross_bus_count(x86: Path, tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_unreadable_sysfs_exits_3_and_keeps_the_file(
     if broken.startswith("unlistable"):
         assert "(Permission denied)" in line
     assert (out_dir / "usb-scan").read_text() == previous
-    assert [p.name for p in out_dir.iterdir()] == ["usb-scan"]
+    assert feature_files(out_dir) == ["usb-scan"]
 
 
 # --------------------------------------------------------------------------- hostile strings
@@ -376,3 +376,22 @@ def test_explain_refuses_json_and_watch_at_once(
     code, out, err = run("--host-root", rpi4, "--explain", *extra)
     assert code == 2 and out == ""
     assert err.startswith(f"usb-scan: error: {message}") and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
+def test_a_run_right_after_another_producers_write_ends_with_its_trailing_event(
+    rpi4: Path, tmp_path: Path
+) -> None:
+    """dt-labeller's file renamed in just before (an init container a moment earlier): NFD's
+    tick may swallow this run's write, so the run sends its trailing event before it exits."""
+    import select
+
+    from edgefd.core.publish import STAGING, write_atomic
+    from edgefd.runtime.inotify import IN_ATTRIB, Inotify
+
+    write_atomic(tmp_path / "dt-labeller", b"a.io/x=1\n", staging=tmp_path / STAGING)
+    with Inotify() as ino:
+        ino.add_watch(tmp_path, IN_ATTRIB)
+        assert run("--host-root", rpi4, "--features-dir", tmp_path)[0] == 0
+        ready, _, _ = select.select([ino.fileno()], [], [], 0)  # already there: no waiting
+        assert ready and [e.name for e in ino.read()] == ["usb-scan"]

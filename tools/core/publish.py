@@ -4,6 +4,13 @@ prints) its labels.
 Writing is atomic and idempotent, because a reader (the sink, or NFD's fsnotify watch) may look
 at the directory at any instant and a half-written file would look like "all labels gone"; an
 unchanged file is not touched, so a watch loop rewriting every few seconds causes no events.
+
+A feature file's temp file is made in a hidden subdirectory of features.d (STAGING): on the same
+filesystem (the rename stays atomic; features.d is an emptyDir in the pod) but out of sight of a
+non-recursive watch. Made in features.d itself, its creation was an event nfd-worker acted on at
+once, reading the directory before the rename, and its rate limit then dropped the rename's
+event (nudge.py). NFD skips dot-names and directories (source/local/local.go,
+getFeaturesFromFiles and getFileContent), and so does the sink (featuresd.read_feature_files).
 """
 
 from __future__ import annotations
@@ -11,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import OutputError
+from .nudge import Nudge
 from .output import write_stdout
 from .regular import Refused, read_regular
 
@@ -71,28 +79,64 @@ def features_directory(path: str | os.PathLike[str], create: bool) -> None:
         raise OutputError(f"cannot create features directory {path}: {e.strerror or e}") from None
 
 
-def write_atomic(path: Path, data: bytes, *, own: bool = False) -> bool:
+STAGING = ".edgefd-staging"  # in features.d: the producers' temp files
+
+
+def _make_staging(staging: Path, parent: Path) -> None:
+    """Make the staging directory with its parent's mode: every producer that may write in
+    features.d (an emptyDir is 0777; dt-labeller runs as root, bus-scan as 65532) may write
+    its temp file there too."""
+    try:
+        staging.mkdir()
+    except FileExistsError:
+        return
+    os.chmod(staging, stat.S_IMODE(os.stat(parent).st_mode))
+
+
+def _temp_file(path: Path, staging: Path | None) -> tuple[int, str]:
+    import tempfile  # lazy: a dry run never writes
+
+    prefix = f".{path.name}."
+    if staging is not None:
+        try:
+            _make_staging(staging, path.parent)
+            return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=staging)
+        except PermissionError:  # one this user cannot write: features.d itself, as before
+            pass
+    return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+
+
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    own: bool = False,
+    staging: Path | None = None,
+    before_rename: Callable[[], None] | None = None,
+) -> bool:
     """Replace `path` with `data` atomically; return False (and touch nothing) if unchanged.
     `own`: a file only this process writes (its state): a symlink or FIFO found in its place
     is replaced, not refused.
 
-    The temp file is a dot-file in the same directory, so readers skip it and the rename stays
-    on one filesystem; it is fsynced before the rename and the directory after, so a crash
-    leaves either the old or the new file, never a truncated one. OSError on failure.
+    The temp file is a dot-file in the same directory (or in `staging`, a directory on the
+    same filesystem, made if missing), so readers skip it and the rename stays on one
+    filesystem; it is fsynced before the rename and the directory after, so a crash leaves
+    either the old or the new file, never a truncated one. `before_rename` runs just before
+    the rename (the moment a watcher's event is decided). OSError on failure.
     """
     path = Path(path)
     if _same_content(path, data, own):
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # lazy: a dry run never writes
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_file(path, staging)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
+        if before_rename is not None:
+            before_rename()
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -114,15 +158,25 @@ class Publisher:
     publish after every scan and `usb-scan --watch --dry-run | ...` streams each new file
     version once. A dry run prints exactly the bytes that would be written (`echo` False:
     prints nothing, for a caller that shows something else, like --explain).
+
+    The temp file goes to features.d's STAGING directory; with a `nudge` (one per process),
+    a version written within NFD's tick of another change gets its trailing event, and
+    `settle()` waits for the ones still due before the process ends.
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], producer: str, dry_run: bool, echo: bool = True
+        self,
+        directory: str | os.PathLike[str],
+        producer: str,
+        dry_run: bool,
+        echo: bool = True,
+        nudge: Nudge | None = None,
     ) -> None:
         self.path = Path(directory) / producer
         self.producer = producer
         self.dry_run = dry_run
         self.echo = echo
+        self.nudge = nudge
         self._published: bytes | None = None
         self.wrote = False  # the last new version changed the file (not already there)
 
@@ -144,9 +198,25 @@ class Publisher:
             if self.echo:
                 write_stdout(data)
         else:
+            recent: list[bool] = []
+            nudge = self.nudge
+
+            def before_rename() -> None:
+                if nudge is not None:  # after the staging directory's creation, an event too
+                    recent.append(nudge.recent(self.path.parent))
+
             try:
-                self.wrote = write_atomic(self.path, data)
+                self.wrote = write_atomic(
+                    self.path, data, staging=self.path.parent / STAGING, before_rename=before_rename
+                )
             except OSError as e:
                 raise OutputError(f"cannot write {self.path}: {e.strerror or e}") from None
+            if self.wrote and nudge is not None:
+                nudge.wrote(self.path, any(recent))
         self._published = data
         return True
+
+    def settle(self) -> None:
+        """Send the trailing events still due (a one-shot run, or a watch stopping)."""
+        if self.nudge is not None:
+            self.nudge.flush()

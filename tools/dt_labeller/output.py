@@ -11,6 +11,7 @@ from typing import Any
 
 from edgefd.core.labels import Derivation
 from edgefd.core.log import get_logger
+from edgefd.core.nudge import Nudge
 from edgefd.core.output import emit_json, write_stdout
 from edgefd.core.publish import Publisher
 
@@ -55,7 +56,7 @@ def emit(
     fmt: str,
 ) -> int:
     """Write (or print) the labels; return the exit code."""
-    publisher = Publisher(features_dir, PRODUCER, dry_run)
+    publisher = Publisher(features_dir, PRODUCER, dry_run, nudge=None if dry_run else Nudge())
     report = inventory(tree, result) if output == "json" else None
     if report is not None and dry_run:
         content = publisher.render(result.labels).decode()
@@ -66,6 +67,7 @@ def emit(
         write_stdout(reference_format(result.labels))
         return 0
     publisher.publish(result.labels)
+    publisher.settle()  # within NFD's tick of another producer's write: its trailing event
     changed = publisher.wrote
     if not dry_run:
         state = "wrote" if changed else "unchanged:"

@@ -23,6 +23,7 @@ from edgefd.bus.enumerate import BusReader
 from edgefd.core.errors import UsageError
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.log import get_logger
+from edgefd.core.nudge import Nudge
 from edgefd.core.publish import Publisher, features_directory
 from edgefd.core.record import Record
 from edgefd.core.service import Listen, WatchSettings
@@ -166,7 +167,8 @@ def run_producer(
     dry = outputs.dry_run or outputs.explain
     if not dry:
         features_directory(outputs.features_dir, outputs.create_dir)
-    publishers = [Publisher(outputs.features_dir, s.producer, dry, echo) for s in specs]
+    nudge = None if dry else Nudge()  # one per process: each file knows the others' events
+    publishers = [Publisher(outputs.features_dir, s.producer, dry, echo, nudge) for s in specs]
     producers = configured(specs, labelling, publishers)
     readers = list({r.bus: r for r in [*(s.reader for s in specs), *capability_buses]}.values())
     catalogue = None
@@ -180,6 +182,8 @@ def run_producer(
     )  # fmt: skip
     if watching is None:
         make_session().on_snapshot(Inventory(host, readers, catalogue=catalogue, hold=0.0).scan())
+        for p in publishers:
+            p.settle()  # a trailing event still due is sent before the process ends
         return 0
     scanning = Scanning(host, specs, labelling, publishers, readers, catalogue, make_session)
     return _watch(scanning, outputs, watching)

@@ -118,7 +118,10 @@ class ScanSession:
         """Nothing of its own to start: it publishes on the inventory's snapshots."""
 
     def stop(self) -> None:
-        """Nothing of its own to stop (the files stay as they are)."""
+        """The files stay as they are; a trailing event still due (a write within NFD's tick
+        of another change, edgefd.core.nudge) is sent first, so NFD reads what stays."""
+        for p in self.producers:
+            p.publisher.settle()
 
     def reconfigure(self, producers: Sequence[Producer]) -> None:
         """--config changed (a ConfigMap update): the labels follow, no restart."""

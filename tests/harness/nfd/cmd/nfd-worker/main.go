@@ -1,12 +1,20 @@
 // Command nfd-worker runs node-feature-discovery's worker
-// (sigs.k8s.io/node-feature-discovery/pkg/nfd-worker) once against a fixture
-// host root and writes the labels it would publish as JSON.
+// (sigs.k8s.io/node-feature-discovery/pkg/nfd-worker) in one of two ways:
+//
+//   - once (-oneshot -no-publish, the default) against a fixture host root,
+//     writing the labels it would publish as JSON (-labels-out);
+//   - as upstream's daemon (-oneshot=false -no-publish=false -kubeconfig=...):
+//     it publishes its NodeFeature object and follows features.d with the
+//     local source's fsnotify watch, exactly as a deployed nfd-worker does.
 //
 // Upstream bakes the host path prefix in at build time
 // (hostpath.pathPrefix, "/host-" in its image); here -host-root sets the same
 // hostpath directories at run time, so one binary serves any fixture tree.
+// The local source's directory is a package variable with no flag upstream
+// (source/local/local.go: featureFilesDir); -features-dir sets it.
 // Flags mirror upstream's (-oneshot, -no-publish, -label-sources,
-// -feature-sources, -config, -options); -labels-out is ours.
+// -feature-sources, -config, -options, -kubeconfig, -port); -labels-out,
+// -host-root, -features-dir and -v are ours.
 package main
 
 import (
@@ -15,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	_ "unsafe" // go:linkname
 
 	"github.com/go-logr/logr"
 	k8sclient "k8s.io/client-go/kubernetes"
@@ -25,6 +34,7 @@ import (
 	worker "sigs.k8s.io/node-feature-discovery/pkg/nfd-worker"
 	"sigs.k8s.io/node-feature-discovery/pkg/utils"
 	"sigs.k8s.io/node-feature-discovery/pkg/utils/hostpath"
+	_ "sigs.k8s.io/node-feature-discovery/source/local"
 )
 
 // labelSink passes klog output to stderr and catches the worker's
@@ -57,6 +67,11 @@ func (s labelSink) Info(_ int, msg string, kv ...any) {
 	fmt.Fprintf(os.Stderr, "I %q %v\n", msg, kv)
 }
 
+// featureFilesDir is the local source's directory (upstream: a constant path, no flag).
+//
+//go:linkname featureFilesDir sigs.k8s.io/node-feature-discovery/source/local.featureFilesDir
+var featureFilesDir string
+
 func main() {
 	fs := flag.NewFlagSet("nfd-worker", flag.ExitOnError)
 	hostRoot := fs.String("host-root", "/", "directory holding the host's sys/, proc/, etc/, usr/, lib/, var/, boot/")
@@ -67,16 +82,31 @@ func main() {
 	}}
 	fs.StringVar(&args.ConfigFile, "config", "/nonexistent/nfd-worker.conf", "config file")
 	fs.StringVar(&args.Options, "options", "", "config options (json/yaml), as upstream")
-	fs.BoolVar(&args.Oneshot, "oneshot", true, "run discovery once (always on here)")
-	args.Overrides.NoPublish = fs.Bool("no-publish", true, "do not publish (always on here)")
+	fs.BoolVar(&args.Oneshot, "oneshot", true, "run discovery once")
+	args.Overrides.NoPublish = fs.Bool("no-publish", true, "do not publish")
 	fs.Var(args.Overrides.FeatureSources, "feature-sources", "comma separated feature sources")
 	fs.Var(args.Overrides.LabelSources, "label-sources", "comma separated label sources")
-	fs.IntVar(&args.MetricsPort, "metrics", 0, "metrics port (0 = off)")
-	fs.IntVar(&args.GrpcHealthPort, "grpc-health", 0, "grpc health port (0 = off)")
+	fs.StringVar(&args.Kubeconfig, "kubeconfig", "", "kubeconfig (the daemon mode publishes with it)")
+	fs.IntVar(&args.Port, "port", 0, "metrics and healthz port of the daemon mode (0: any free port)")
+	featuresDir := fs.String("features-dir", "", "the local source's features.d (default: upstream's)")
+	verbosity := fs.String("v", "1", "klog verbosity of the daemon mode")
 	_ = fs.Parse(os.Args[1:])
-	if !args.Oneshot || !*args.Overrides.NoPublish {
-		fmt.Fprintln(os.Stderr, "nfd-worker (harness build) only supports -oneshot -no-publish")
+	daemon := !args.Oneshot && !*args.Overrides.NoPublish
+	if !daemon && !(args.Oneshot && *args.Overrides.NoPublish) {
+		fmt.Fprintln(os.Stderr, "nfd-worker (harness build) runs -oneshot -no-publish, or -oneshot=false -no-publish=false -kubeconfig=...")
 		os.Exit(2)
+	}
+	if daemon && args.Kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "nfd-worker (harness build): the daemon mode needs -kubeconfig")
+		os.Exit(2)
+	}
+	if *featuresDir != "" {
+		d, err := filepath.Abs(*featuresDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		featureFilesDir = d + "/"
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -100,10 +130,24 @@ func main() {
 	hostpath.LibDir = hostpath.HostDir(filepath.Join(root, "lib"))
 	hostpath.ProcDir = hostpath.HostDir(filepath.Join(root, "proc"))
 
-	var labels map[string]string
-	var parseErr error
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)
+	if daemon { // upstream's worker, its own client and log, until it is killed
+		_ = kfs.Set("v", *verbosity)
+		w, err := worker.NewNfdWorker(worker.WithArgs(args))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+			os.Exit(1)
+		}
+		if err := w.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "run:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	var labels map[string]string
+	var parseErr error
 	_ = kfs.Set("v", "1") // the worker dumps its labels at V(1)
 	klog.SetLogger(logr.New(labelSink{labels: &labels, err: &parseErr}))
 
