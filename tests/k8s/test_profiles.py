@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.k8s.test_dra_manifests import render
-from tests.k8s.test_helm import CHART, helm, normalise, s, template
+from tests.k8s.test_helm import CHART, helm, normalise, notes, s, template
 from tests.k8s.test_kustomize import (
     DISTRIBUTIONS,
     OVERLAYS,
@@ -211,3 +211,15 @@ def test_each_profile_says_where_its_paths_come_from(dist: str) -> None:
     assert "DevicePluginPath" in component and "DevicePluginPath" in helpers
     values = (CHART / "values.yaml").read_text()
     assert all(path in values for path in PROFILES[dist]), dist
+
+
+def test_the_notes_say_whose_paths_and_whether_the_keeper_runs() -> None:
+    """What an operator reads after the install: the paths in use, and the keeper's state."""
+    text = notes(*s("distribution=microk8s"))
+    assert (
+        "microk8s's: kubelet /var/snap/microk8s/common/var/lib/kubelet, CRI socket "
+        "/var/snap/microk8s/common/run/containerd.sock" in text
+    ), text
+    assert "with device-keeper" in text and "deviceKeeper.enabled=false turns it off" in text
+    off = notes(*s("deviceKeeper.enabled=false"))
+    assert "device-keeper is off: a Coral's first use" in off and "with device-keeper" not in off
