@@ -524,7 +524,11 @@ def test_the_policy_step_applies_only_the_policies(kube_apiserver: Any) -> None:
 
 
 @pytest.mark.realpeer
-@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.parametrize(
+    "components",
+    COMBINATIONS + [(d, "dra") for d in DISTRIBUTIONS],
+    ids=lambda c: "+".join(c),
+)
 def test_combination_server_side_dry_run(
     applied: Any, kube_apiserver: Any, components: tuple[str, ...], tmp_path: Path
 ) -> None:
