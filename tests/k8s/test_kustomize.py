@@ -374,7 +374,7 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("hostnetwork", "no-device-keeper", "dra"),
         ("nodefeature", "host-features", "no-devplugin"),
         ("k0s", "dra", "no-device-keeper"),
-        ("microk8s", "dra", "dra-evict", "hostnetwork"),
+        ("microk8s", "dra", "hostnetwork"),
         ("k3s", "no-device-keeper", "nodefeature"),
     ],
     ids=lambda c: "+".join(c),
