@@ -1,18 +1,20 @@
 """Check 6k: a device that re-enumerates inside a *running* container (a Coral loading its
 firmware: 1a6e:089a comes back at the same port as 18d1:9302 with a new device number), with
-and without the device-keeper component (k8s/overlays/device-keeper), through either API.
+and without device-keeper (in the base since issue 34 item 3; k8s/overlays/no-device-keeper
+removes it), through either API.
 
-Without it (the base), the running holder gets EPERM for the new node: the problem. Then the
-component is applied (tests/system/overlay-keeper, overlay-dra-keeper: the e2e overlay plus the
-component, nothing else): its first look catches that missed move up (the holder opens the new
-node by both paths, the old one is EPERM). Then the device re-enumerates ``ROUNDS`` times.
+First the opt-out is applied (tests/system/overlay-no-keeper, overlay-dra-no-keeper: the e2e
+overlay plus that component, nothing else): without the keeper the running holder gets EPERM
+for the new node, the problem it solves. Then the default install is applied again: the
+keeper's first look catches that missed move up (the holder opens the new node by both paths,
+the old one is EPERM). Then the device re-enumerates ``ROUNDS`` times.
 Each time, inside the running holder, the new node must open past the device cgroup
 (ENXIO/ENODEV: no driver behind it here) within ``GRANT_S``, both by ``/dev/edgefd/<name>``
 and by ``/dev/bus/usb/BBB/DDD`` (the read-only bind of the host's /dev/bus/usb); the old
 major:minor is EPERM afterwards (mknod'ed in the container), and a running container that was
 not given the device gets EPERM for both. The time from the re-appearance (the tree's device
 and node written) to the first successful open is the latency (p50/p99 in the figures). The
-component is removed again at the end, so the checks after this one see the base.
+keeper stays, so the checks after this one see the default install.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from .kube import wait_for
 
 ROUNDS = 10
 GRANT_S = 1.0
-KEEPER_METRICS = "http://127.0.0.1:8084/metrics"  # the component's listener (hostNetwork)
-OVERLAYS = {False: "overlay-keeper", True: "overlay-dra-keeper"}
-KEEPER_SOCKET = "/run/containerd/containerd.sock"  # where the component mounts the CRI from
+KEEPER_METRICS = "http://127.0.0.1:8084/metrics"  # the keeper's listener (hostNetwork)
+OVERLAYS = {False: "overlay-no-keeper", True: "overlay-dra-no-keeper"}  # the opt-out
+KEEPER_SOCKET = "/run/containerd/containerd.sock"  # where the base mounts the CRI from
 
 # Run in the holder before the device comes back: open the device's node by both paths until
 # each passes the device cgroup; print when (wall clock, the node's and the test's).
@@ -131,10 +133,10 @@ def keeper_metric(name: str) -> float:
 
 
 def set_keeper(run: Run, on: bool) -> None:
-    """Apply the e2e overlay with (or without) the component; wait for the devplugin pod of
-    that shape to run, and with the keeper for its /readyz."""
+    """Apply the e2e overlay (the keeper: the default) or its opt-out; wait for the devplugin
+    pod of that shape to run, and with the keeper for its /readyz."""
     dra = "claim" in run.facts
-    overlay = REPO_ROOT / "tests" / "system" / OVERLAYS[dra] if on else run.overlay
+    overlay = run.overlay if on else REPO_ROOT / "tests" / "system" / OVERLAYS[dra]
     run.kubectl("apply", "--server-side", "-k", str(overlay))
 
     def shaped() -> bool:
@@ -156,9 +158,10 @@ def set_keeper(run: Run, on: bool) -> None:
 
 
 def prepare_node(run: Run) -> None:
-    """What the component's mounts need on this node: the tree's sys/ holds the mount point
-    of the host cgroup filesystem (the keeper mounts it under its read-only /host/sys, as
-    on a real host), and the runtime's socket is at the path the component names."""
+    """What the keeper's mounts need on this node, before any install (it is in the default
+    one): the tree's sys/ holds the mount point of the host cgroup filesystem (the keeper
+    mounts it under its read-only /host/sys, as on a real host), and the runtime's socket is
+    at the path the base names."""
     (run.node.spec.host_tree / "sys" / "fs" / "cgroup").mkdir(parents=True, exist_ok=True)
     sock = run.node.runtime.socket
     bind = f"mountpoint -q {KEEPER_SOCKET} || mount --bind {sock} {KEEPER_SOCKET}"
@@ -242,25 +245,29 @@ def check_keeper(run: Run) -> dict[str, Any]:
     desc = run.node.host.builder.describe_usb(device.location)
     ids = runtime_ids((desc["vendor"], desc["product"]))  # boot -> runtime, in the 1st round
 
-    # without the keeper: the problem
+    # without the keeper (the opt-out): the problem
+    set_keeper(run, False)
+    keeper_on = False
     r = reenumerate(run, device, None)
     old, new = r["old"], r["new"]
     time.sleep(GRANT_S)
     without = opens(run, container, _num(new))[_num(new)]
     if without != "EPERM":
         problems.append(f"without the keeper the holder opened the new node: {without}")
-    # the keeper comes: its first look catches the move it missed up, in the running holder
-    prepare_node(run)
-    set_keeper(run, True)
-    argv = ("python3", "-c", WATCH, device.container_paths[0], new.path, _num(new), "5")
-    caught = json.loads(run.node.runtime.exec(container, *argv, timeout=30))
-    if {v[1] for v in caught["got"].values()} - ALLOWED_OPEN or len(caught["got"]) != 2:
-        problems.append(f"the move missed before the keeper came was not caught up: {caught}")
-    elif opens(run, container, _num(old))[_num(old)] != "EPERM":
-        problems.append(f"after the catch-up the old node {_num(old)} still opens")
-    grants0 = keeper_metric("edgefd_device_keeper_grants_total")
-    rounds = []
+    rounds: list[dict[str, Any]] = []
+    grants = 0.0
     try:
+        # the default again: the keeper's first look catches the move it missed up, in the
+        # running holder
+        set_keeper(run, True)
+        keeper_on = True
+        argv = ("python3", "-c", WATCH, device.container_paths[0], new.path, _num(new), "5")
+        caught = json.loads(run.node.runtime.exec(container, *argv, timeout=30))
+        if {v[1] for v in caught["got"].values()} - ALLOWED_OPEN or len(caught["got"]) != 2:
+            problems.append(f"the move missed before the keeper came was not caught up: {caught}")
+        elif opens(run, container, _num(old))[_num(old)] != "EPERM":
+            problems.append(f"after the catch-up the old node {_num(old)} still opens")
+        grants0 = keeper_metric("edgefd_device_keeper_grants_total")
         for i in range(ROUNDS):
             r = reenumerate(run, device, ids if i == 0 else None, container)
             rounds.append(r)
@@ -279,10 +286,11 @@ def check_keeper(run: Run) -> dict[str, Any]:
                     problems.append(f"round {i + 1}: the bystander opens {theirs}")
         grants = keeper_metric("edgefd_device_keeper_grants_total") - grants0
     finally:
-        if problems:  # the keeper's own account of it, before its container goes
+        if problems and keeper_on:  # the keeper's own account of it
             with contextlib.suppress(Exception):
                 keeper_log = run.container_log("device-keeper")[:6000]
-        set_keeper(run, False)
+        if not keeper_on:  # the default install back for the checks after this one
+            set_keeper(run, True)
         run.delete_pod("bystander")
         power_cycle(run, device, (desc["vendor"], desc["product"]))
     if grants < ROUNDS:

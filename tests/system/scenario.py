@@ -81,8 +81,8 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
 ONCE_PER_WAY = frozenset(
     {"7_rolling_update", "8_delete", "9_figures", "6k_keeper", "1b_no_warnings"}
 )
-# applied with kustomize over the running install (the chart has the same component as the
-# value deviceKeeper.enabled, rendered identically: tests/k8s/test_helm.py)
+# its opt-out is applied with kustomize over the running install (the chart has the same
+# component as the value deviceKeeper.enabled=false, rendered identically: tests/k8s/test_helm.py)
 NOT_WITH_HELM = frozenset({"6k_keeper"})
 # what the node does with each device API, whoever installed edgefd: a node reboot
 ONCE_PER_API = frozenset({"7r_node_reboot"})
@@ -181,6 +181,8 @@ def run_scenario(
             run.figures["image_archive_bytes"] = archive.stat().st_size
         result["node"] = node.spec.name
         result["tree"] = sc.tree or "rpi4-coral"
+        # device-keeper's mounts (it is in the default install, issue 34 item 3)
+        checks_keeper.prepare_node(run)
         run.t_apply = time.monotonic()
         if helm:
             helm.install()
