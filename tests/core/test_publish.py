@@ -266,3 +266,19 @@ def test_a_staging_directory_it_cannot_write_falls_back_to_features_d(
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
     assert write_atomic(fd / "usb-scan", b"a=1\n", staging=fd / publish.STAGING)
     assert (fd / "usb-scan").read_bytes() == b"a=1\n"
+
+
+def test_a_producers_temp_files_left_by_a_crash_are_swept_on_its_first_write(
+    tmp_path: Path,
+) -> None:
+    fd = tmp_path / "features.d"
+    staging = fd / publish.STAGING
+    staging.mkdir(parents=True)
+    stale = staging / ".usb-scan.abc123.tmp"
+    stale.write_text("half a file")
+    other = staging / ".dt-labeller.def456.tmp"  # another producer's: not ours to touch
+    other.write_text("x")
+    pub = Publisher(fd, "usb-scan", dry_run=False)
+    pub.publish({"a.io/x": "1"})
+    assert not stale.exists() and other.exists()
+    assert sorted(p.name for p in staging.iterdir()) == [other.name]

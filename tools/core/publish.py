@@ -106,6 +106,25 @@ def _temp_file(path: Path, staging: Path | None) -> tuple[int, str]:
     return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
 
 
+def sweep_stale(staging: Path, name: str) -> int:
+    """Remove the temp files of the producer whose file is `name` that a crash left in
+    `staging` (its first write of a process: one process writes a given producer's file, so
+    none of them is in use). Nothing else is touched; how many were removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(staging))
+    except OSError:
+        return 0
+    prefix = f".{name}."
+    for e in entries:
+        ours = e.name.startswith(prefix) and e.name.endswith(".tmp")
+        if ours and e.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.unlink(e.path)
+                removed += 1
+    return removed
+
+
 def write_atomic(
     path: Path,
     data: bytes,
@@ -178,6 +197,7 @@ class Publisher:
         self.echo = echo
         self.nudge = nudge
         self._published: bytes | None = None
+        self._swept = False  # this producer's temp files left by a crash are gone
         self.wrote = False  # the last new version changed the file (not already there)
 
     @property
@@ -205,6 +225,9 @@ class Publisher:
                 if nudge is not None:  # after the staging directory's creation, an event too
                     recent.append(nudge.recent(self.path.parent))
 
+            if not self._swept:
+                self._swept = True
+                sweep_stale(self.path.parent / STAGING, self.path.name)
             try:
                 self.wrote = write_atomic(
                     self.path, data, staging=self.path.parent / STAGING, before_rename=before_rename
