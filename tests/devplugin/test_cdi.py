@@ -138,7 +138,7 @@ def gid_specs(tmp_path: Path, *resources) -> dict[str, dict]:
 def test_the_nodes_group_joins_the_container_at_cdi_0_7_0(tmp_path: Path) -> None:
     """A non-root container needs the host node's group for /dev/bus/usb (the host's nodes):
     the spec carries it, and declares 0.7.0, the version that has additionalGids; a spec
-    without one stays 0.6.0 (the lowest its content needs, read by older runtimes too)."""
+    without one declares 0.5.0 (the lowest its content needs, read by older runtimes too)."""
     host_node(tmp_path / "host", "/dev/bus/usb/002/003", 0o664, 46)
     specs = gid_specs(tmp_path, (CORAL, (coral(),)), (PCIE, (apex(),)))
     usb, pcie = specs["edgefd.io-coral-usb.json"], specs["edgefd.io-coral-pcie.json"]
@@ -146,7 +146,7 @@ def test_the_nodes_group_joins_the_container_at_cdi_0_7_0(tmp_path: Path) -> Non
     [dev] = usb["devices"]
     assert dev["containerEdits"]["additionalGids"] == [46]
     assert "additionalGids" not in usb.get("containerEdits", {})  # per device, not per spec
-    assert pcie["cdiVersion"] == "0.6.0"  # /dev/apex_0 is not on this host
+    assert pcie["cdiVersion"] == "0.5.0"  # /dev/apex_0 is not on this host
     assert "additionalGids" not in pcie["devices"][0]["containerEdits"]
 
 
@@ -168,7 +168,7 @@ def test_a_group_is_given_only_when_it_opens_the_node_read_write(
     [spec] = gid_specs(tmp_path, (CORAL, (coral(),))).values()
     edits = spec["devices"][0]["containerEdits"]
     assert edits.get("additionalGids") == ([gid] if given else None)
-    assert spec["cdiVersion"] == ("0.7.0" if given else "0.6.0")
+    assert spec["cdiVersion"] == ("0.7.0" if given else "0.5.0")
 
 
 def test_no_group_for_an_absent_device_or_what_is_not_a_device_node(tmp_path: Path) -> None:
@@ -182,5 +182,13 @@ def test_no_group_for_an_absent_device_or_what_is_not_a_device_node(tmp_path: Pa
     gone = coral(present=False, reason="unplugged")
     file = coral(node="/dev/bus/usb/001/004", port="1-1")
     [spec] = gid_specs(tmp_path, (CORAL, (gone, file))).values()
-    assert spec["cdiVersion"] == "0.6.0"
+    assert spec["cdiVersion"] == "0.5.0"
     assert all("additionalGids" not in d["containerEdits"] for d in spec["devices"])
+
+
+def test_a_class_with_a_dot_declares_0_6_0(tmp_path: Path) -> None:
+    """A configured resource's short name may hold a dot, which a class may have from CDI 0.6.0
+    on; without a dot (and without a group) 0.5.0, which containerd 1.7.0-1.7.11 read too."""
+    dotted = replace(CORAL, name="edgefd.io/coral.usb")
+    [spec] = gid_specs(tmp_path, (dotted, (coral(),))).values()
+    assert (spec["kind"], spec["cdiVersion"]) == ("edgefd.io/coral.usb", "0.6.0")

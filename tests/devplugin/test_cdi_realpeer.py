@@ -3,7 +3,7 @@ containerd vendors (tests/harness/cdi, built here with Go), not our reading of i
 device plugin spec and a DRA claim's spec whose node has a group that opens it read-write are
 valid CDI 0.7.0, put the container's process in that group and make the node the container
 user's; the same spec saying 0.6.0 is refused (the version rule that makes 0.7.0 necessary); a
-spec without a group stays a valid 0.6.0."""
+spec without a group is a valid 0.5.0."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,20 @@ def test_a_claim_spec_with_and_without_a_group(tmp_path: Path, cdi_apply: Path) 
     assert (got["cdiVersion"], got["additionalGids"]) == ("0.7.0", [46])
     assert "EDGEFD_CORAL_USB_DEVICES=coral-usb-2-1" in got["env"]
     got = apply(cdi_apply, tmp_path / "cdi" / f"edgefd.io-claim_{without.uid}.json")
-    assert (got["cdiVersion"], got["additionalGids"]) == ("0.6.0", None)
+    assert (got["cdiVersion"], got["additionalGids"]) == ("0.5.0", None)
     [dev] = got["devices"]
     assert (dev["path"].endswith("apex_0"), dev["uid"], dev["gid"]) == (True, USER, USER)
+
+
+def test_the_lowest_version_without_a_group_is_read(tmp_path: Path, cdi_apply: Path) -> None:
+    """0.5.0 for a plain class, 0.6.0 for a class with a dot: each what the library asks for."""
+    node = host_node(Path("/"), str(tmp_path / "dev/bus/usb/002/003"), 0o644, 46)  # g: r only
+    layout = LinkLayout(None, str(tmp_path / "cdi"))
+    specs = cdi.ResourceSpecs(str(tmp_path / "cdi"), "edgefd.io", layout)
+    dotted = replace(CORAL, name="edgefd.io/coral.usb")
+    written = specs.sync([(CORAL, (coral(node=str(node)),)), (dotted, (coral(node=str(node)),))])
+    got = {p.name: apply(cdi_apply, p) for p in written}
+    assert {n: (g["cdiVersion"], g["additionalGids"]) for n, g in got.items()} == {
+        "edgefd.io-coral-usb.json": ("0.5.0", None),
+        "edgefd.io-coral.usb.json": ("0.6.0", None),
+    }

@@ -23,11 +23,15 @@ the process's, when not 0), but `/dev/bus/usb`, which libusb opens, is the host'
 bound read-only: its nodes keep the host's owner, group and mode. So each device's edits carry
 `additionalGids`, the group of its node on the host (plugdev, by the vendors' udev rules), and
 the container's process joins it with no `supplementalGroups` in the pod (`node_group` says
-when a group is given). That field is CDI 0.7.0's: a spec declares the lowest version its
-content needs (specs-go version.go `requiresV070`; a library refuses a spec whose version is
-below that, and one it does not know), so a spec with a group is 0.7.0 and one without keeps
-0.6.0, which older runtimes read too (containerd >= 1.7.12 reads 0.6.0, >= 1.7.16 and 2.x read
-0.7.0: the CDI library each vendors).
+when a group is given). That field is CDI 0.7.0's.
+
+The version: a spec declares the lowest one its content needs (`spec_version`). The CDI library
+refuses a spec whose version is below what its fields need (specs-go version.go `requiresV0x0`)
+and one whose version it does not know, and each runtime vendors the library of its day:
+containerd 1.7.0-1.7.11 know up to 0.5.0, 1.7.12-1.7.15 up to 0.6.0, 1.7.16 and later and 2.x
+0.7.0 and later. So a spec with a group is 0.7.0, and one without is what the oldest runtime
+can read: 0.5.0 (`deviceNodes.hostPath`, a device name starting with a digit: a claim UID), or
+0.6.0 for a class with a dot (a configured resource's short name).
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ from .links import LinkLayout
 
 log = logging.getLogger(__name__)
 
-CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7.12
+CDI_VERSION = "0.5.0"  # deviceNodes.hostPath (and mounts' type, 0.4.0)
+DOTTED_CLASS_VERSION = "0.6.0"  # a dot in the kind's class
 GIDS_VERSION = "0.7.0"  # the first with containerEdits.additionalGids
 GROUP_RW = stat.S_IRGRP | stat.S_IWGRP  # what the group must be allowed: the nodes' "rw"
 VENDOR = DOMAIN  # the CDI vendor
@@ -127,14 +132,15 @@ def env(devices: Iterable[tuple[Device, Resource]]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(container_env(devices).items())]
 
 
-def spec_version(devices: Sequence[dict[str, Any]]) -> str:
-    """The lowest version the devices' edits need (see the module's docstring)."""
-    gids = any(d.get("containerEdits", {}).get("additionalGids") for d in devices)
-    return GIDS_VERSION if gids else CDI_VERSION
+def spec_version(kind: str, devices: Sequence[dict[str, Any]]) -> str:
+    """The lowest version a spec of these devices needs (see the module's docstring)."""
+    if any(d.get("containerEdits", {}).get("additionalGids") for d in devices):
+        return GIDS_VERSION
+    return DOTTED_CLASS_VERSION if "." in kind.partition("/")[2] else CDI_VERSION
 
 
 def spec(kind: str, devices: Sequence[dict[str, Any]], env_vars: Sequence[str] = ()) -> dict:
-    doc: dict[str, Any] = {"cdiVersion": spec_version(devices), "kind": kind}
+    doc: dict[str, Any] = {"cdiVersion": spec_version(kind, devices), "kind": kind}
     doc["devices"] = list(devices)
     if env_vars:
         doc["containerEdits"] = {"env": list(env_vars)}

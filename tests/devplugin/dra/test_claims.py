@@ -55,7 +55,7 @@ def test_prepare_writes_the_claim_spec(setup) -> None:
     assert (dev.request, dev.pool, dev.device) == ("tpu", NODE, "coral-usb-2-1")
     spec = read(cdi_dir / f"edgefd.io-claim_{ref.uid}.json")
     assert spec == {
-        "cdiVersion": "0.6.0",
+        "cdiVersion": "0.5.0",
         "kind": "edgefd.io/claim",
         "containerEdits": {"env": ["EDGEFD_CORAL_USB_DEVICES=coral-usb-2-1"]},
         "devices": [
