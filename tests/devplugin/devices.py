@@ -2,11 +2,15 @@
 tests/k8s): `coral()` (a Coral USB in its runtime state at port 2-1) and `apex()` (a Coral
 PCIe at 0000:02:00.0), each with keyword overrides (`present=False`, `reason=...`, ...); the
 default configuration's resources they belong to (`CORAL`, `PCIE`); the node they are on
-(`NODE`, also the DRA pool); and `table()`, the DRA front-end's device table of them.
+(`NODE`, also the DRA pool); `table()`, the DRA front-end's device table of them; and
+`host_node()`, a device node under a test's host root with the owner and mode udev gives it.
 """
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 from edgefd.bus.key import DeviceKey, DevNode
@@ -42,3 +46,14 @@ def apex(**kw: Any) -> Device:
 
 def table(*pairs: tuple[Device, Any]) -> dict[str, Entry]:
     return {d.name: Entry(d, r, attributes(d)) for d, r in pairs}
+
+
+def host_node(root: Path, path: str, mode: int = 0o664, gid: int = 46) -> Path:
+    """A character node at `path` under the host root `root` (root:`gid`, `mode`: what the
+    vendors' udev rules leave, plugdev on Debian); a test of a node's group needs a real one."""
+    node = root / path.lstrip("/")
+    node.parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(node, stat.S_IFCHR | mode, os.makedev(189, 130))
+    os.chown(node, 0, gid)
+    os.chmod(node, mode)  # mknod's mode passes the umask
+    return node

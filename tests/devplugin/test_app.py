@@ -265,3 +265,11 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
     finally:
         server.stop()
         p.stop()
+
+
+def test_cdi_specs_see_the_hosts_nodes_where_the_pod_mounts_them(tmp_path: Path) -> None:
+    """The pod has the host's /dev at /host/dev: a spec's node group is read there, not from
+    the container's own /dev (cdi.py node_group)."""
+    host = HostRoot.of(tmp_path / "host")
+    layout = Options(str(tmp_path / "plugins"), host, cdi_spec_dir=str(tmp_path / "cdi")).layout
+    assert layout.host == host

@@ -5,7 +5,8 @@ be written (a symlink or a FIFO in its place, the name of a DRA claim's spec) co
 only, with one warning, and Allocate then answers its devices with device specs, never a CDI
 name without a spec. A DRA claim's spec and the device plugin's can never share a file name.
 What a claim's spec says is dra/test_claims.py's; the kubelet's side of the device plugin's
-CDI mode is in test_realpeer.py."""
+CDI mode is in test_realpeer.py. A non-root container joins the group of its device's node
+(additionalGids, CDI 0.7.0) when that group can open it read-write and is not root's."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin import cdi
 from edgefd.devplugin.links import LinkLayout
 from edgefd.devplugin.v1beta1.allocate import container_response
 from edgefd.inventory.resources import MountSpec
-from tests.devplugin.devices import CORAL, PCIE, apex, coral
+from tests.devplugin.devices import CORAL, PCIE, apex, coral, host_node
 
 
 def obstruct(path: Path, what: str, elsewhere: Path) -> None:
@@ -123,3 +125,70 @@ def test_device_plugin_specs_and_the_allocate_answer_agree(tmp_path: Path) -> No
     assert specs.sync([(res, (coral(), gone))]) == []
     specs.sync([])
     assert not written[0].exists()
+
+
+def gid_specs(tmp_path: Path, *resources) -> dict[str, dict]:
+    """The device plugin's specs for `resources`, with the host's /dev under tmp_path/host."""
+    cdi_dir = tmp_path / "cdi"
+    layout = LinkLayout(None, str(cdi_dir), HostRoot.of(tmp_path / "host"))
+    cdi.ResourceSpecs(str(cdi_dir), "edgefd.io", layout).sync(resources)
+    return {p.name: json.loads(p.read_text()) for p in cdi_dir.iterdir()}
+
+
+def test_the_nodes_group_joins_the_container_at_cdi_0_7_0(tmp_path: Path) -> None:
+    """A non-root container needs the host node's group for /dev/bus/usb (the host's nodes):
+    the spec carries it, and declares 0.7.0, the version that has additionalGids; a spec
+    without one declares 0.5.0 (the lowest its content needs, read by older runtimes too)."""
+    host_node(tmp_path / "host", "/dev/bus/usb/002/003", 0o664, 46)
+    specs = gid_specs(tmp_path, (CORAL, (coral(),)), (PCIE, (apex(),)))
+    usb, pcie = specs["edgefd.io-coral-usb.json"], specs["edgefd.io-coral-pcie.json"]
+    assert usb["cdiVersion"] == "0.7.0"
+    [dev] = usb["devices"]
+    assert dev["containerEdits"]["additionalGids"] == [46]
+    assert "additionalGids" not in usb.get("containerEdits", {})  # per device, not per spec
+    assert pcie["cdiVersion"] == "0.5.0"  # /dev/apex_0 is not on this host
+    assert "additionalGids" not in pcie["devices"][0]["containerEdits"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "gid", "given"),
+    [
+        (0o660, 46, True),
+        (0o664, 46, True),
+        (0o640, 46, False),  # the group may read only: joining it opens nothing read-write
+        (0o620, 46, False),
+        (0o606, 46, False),
+        (0o666, 0, False),  # root's group is never given
+    ],
+)
+def test_a_group_is_given_only_when_it_opens_the_node_read_write(
+    tmp_path: Path, mode: int, gid: int, given: bool
+) -> None:
+    host_node(tmp_path / "host", "/dev/bus/usb/002/003", mode, gid)
+    [spec] = gid_specs(tmp_path, (CORAL, (coral(),))).values()
+    edits = spec["devices"][0]["containerEdits"]
+    assert edits.get("additionalGids") == ([gid] if given else None)
+    assert spec["cdiVersion"] == ("0.7.0" if given else "0.5.0")
+
+
+def test_no_group_for_an_absent_device_or_what_is_not_a_device_node(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host_node(host, "/dev/bus/usb/002/003")
+    regular = host / "dev/bus/usb/001/004"
+    regular.parent.mkdir()
+    regular.write_text("")
+    os.chown(regular, 0, 46)
+    os.chmod(regular, 0o664)
+    gone = coral(present=False, reason="unplugged")
+    file = coral(node="/dev/bus/usb/001/004", port="1-1")
+    [spec] = gid_specs(tmp_path, (CORAL, (gone, file))).values()
+    assert spec["cdiVersion"] == "0.5.0"
+    assert all("additionalGids" not in d["containerEdits"] for d in spec["devices"])
+
+
+def test_a_class_with_a_dot_declares_0_6_0(tmp_path: Path) -> None:
+    """A configured resource's short name may hold a dot, which a class may have from CDI 0.6.0
+    on; without a dot (and without a group) 0.5.0, which containerd 1.7.0-1.7.11 read too."""
+    dotted = replace(CORAL, name="edgefd.io/coral.usb")
+    [spec] = gid_specs(tmp_path, (dotted, (coral(),))).values()
+    assert (spec["kind"], spec["cdiVersion"]) == ("edgefd.io/coral.usb", "0.6.0")

@@ -37,7 +37,13 @@ class Containerd:
     """containerd + runc for one node, started inside the node's mount namespace."""
 
     def __init__(
-        self, workdir: Path, bin_dir: Path, ns: MountNamespace, cgroups: CgroupRoot, sandbox: str
+        self,
+        workdir: Path,
+        bin_dir: Path,
+        ns: MountNamespace,
+        cgroups: CgroupRoot,
+        sandbox: str,
+        device_ownership: bool = False,
     ) -> None:
         self.dir = Path(workdir) / "containerd"
         self.bin_dir = Path(bin_dir)
@@ -47,10 +53,19 @@ class Containerd:
         self.socket = self.dir / "containerd.sock"
         self.endpoint = f"unix://{self.socket}"
         self.log = self.dir / "containerd.log"
+        # stock, as a distribution ships it: non-root workloads get their devices without
+        # it (checks_nonroot.py); True adds the setting docs/scheduling.md gives per distribution
+        self.device_ownership = device_ownership
         self._proc: subprocess.Popen | None = None
 
     def config(self) -> str:
         d = self.dir
+        ownership = (
+            "  # a device spec's node belongs to the container's user and group, not the host's\n"
+            "  device_ownership_from_security_context = true\n"
+            if self.device_ownership
+            else ""
+        )
         runc = shutil.which("runc") or "/usr/sbin/runc"
         s = _toml_str
         return f"""version = 3
@@ -76,10 +91,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # only the node's own /var/run/cdi (scratch /run in its mount namespace), never the
   # machine's /etc/cdi: where the DRA plugin writes each prepared claim's spec
   cdi_spec_dirs = ["/var/run/cdi"]
-  # a device handed to a container belongs to the container's user and group, not root, so
-  # a non-root workload can open it (docs/scheduling.md, "Non-root workloads")
-  device_ownership_from_security_context = true
-  [plugins."io.containerd.cri.v1.runtime".containerd]
+{ownership}  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"

@@ -63,6 +63,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     # the keeper before 6c: its holder is check 4's workload, which 6c deletes to make room
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),
+    ("6n_nonroot_cdi", checks_nonroot.check_nonroot_cdi, ("6c_nonroot",)),
     ("6d_config_reload", checks_reload.check_config_reload, ("3_allocatable",)),
     ("7_rolling_update", checks_lifecycle.check_rolling_update, ("3_allocatable",)),
     ("7r_node_reboot", checks_reboot.check_node_reboot, ("3_allocatable",)),
@@ -72,18 +73,20 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
 
 
 # the lifecycle of the install (checks_lifecycle, checks_dra's delete) and the figures; and
-# the device-keeper's check, for its cost (two rollouts of devplugin's pod, ten re-enumerations):
+# the device-keeper's check and the device plugin's CDI one, for their cost (two rollouts of
+# devplugin's pod each; the keeper's ten re-enumerations):
 # the first scenario of each way has a USB Coral to re-enumerate (rpi4-coral)
 # and no Warning Event at start (1b): an install's start, once per way; a tree's later
 # scenario starts on a node reset under it (edgefd's namespace deleted and made again), where
 # the kubelet's ConfigMap cache of the re-made namespace may post "failed to sync configmap
 # cache" once for the token volume: the reset's, not the install's
 ONCE_PER_WAY = frozenset(
-    {"7_rolling_update", "8_delete", "9_figures", "6k_keeper", "1b_no_warnings"}
+    {"7_rolling_update", "8_delete", "9_figures", "6k_keeper", "6n_nonroot_cdi", "1b_no_warnings"}
 )
-# its opt-out is applied with kustomize over the running install (the chart has the same
+# applied with kustomize over the running install: 6k's opt-out (the chart has the same
 # component as the value deviceKeeper.enabled=false, rendered identically: tests/k8s/test_helm.py)
-NOT_WITH_HELM = frozenset({"6k_keeper"})
+# and 6n's CDI specs
+NOT_WITH_HELM = frozenset({"6k_keeper", "6n_nonroot_cdi"})
 # what the node does with each device API, whoever installed edgefd: a node reboot
 ONCE_PER_API = frozenset({"7r_node_reboot"})
 

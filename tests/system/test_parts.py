@@ -22,6 +22,7 @@ from tests.fixturegen import HostBuilder, build_host
 from tests.peers.processes import REPO_ROOT, harness_binary
 
 from .checks_lifecycle import zero_windows
+from .checks_nonroot import CDI_OVERLAY
 from .checks_pod import edgefd_warnings
 from .checks_reboot import Watch
 from .e2e import OVERLAY, overlay_settings
@@ -132,6 +133,48 @@ def test_containerd_config_is_valid_toml(tmp_path: Path) -> None:
     paths = [cfg["root"], cfg["state"], cfg["grpc"]["address"]]
     paths.append(cfg["plugins"]["io.containerd.internal.v1.opt"]["path"])
     assert all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def test_the_node_runs_a_stock_containerd_unless_told(tmp_path: Path) -> None:
+    """Non-root checks 6n and 7b must pass without the runtime setting a distribution lacks."""
+    key = "device_ownership_from_security_context"
+    stock = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF)  # type: ignore[arg-type]
+    assert key not in tomllib.loads(stock.config())["plugins"]["io.containerd.cri.v1.runtime"]
+    set_ = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF, device_ownership=True)  # type: ignore[arg-type]
+    assert tomllib.loads(set_.config())["plugins"]["io.containerd.cri.v1.runtime"][key] is True
+
+
+def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs() -> None:
+    """Check 6n's overlay: the e2e overlay plus --cdi-spec-dir and the directory, nothing else."""
+    over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
+    cdi = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(CDI_OVERLAY)}
+    key = ("DaemonSet", "edgefd-devplugin")
+    o, c = (x.pop(key)["spec"]["template"]["spec"] for x in (over, cdi))
+    assert over == cdi
+    [dp] = [x for x in c["containers"] if x["name"] == "devplugin"]
+    env = {e["name"]: e.get("value") for e in dp.pop("env")}
+    assert env.pop("EDGEFD_CDI_SPEC_DIR") == "/var/run/cdi"
+    [was] = [x for x in o["containers"] if x["name"] == "devplugin"]
+    assert env == {e["name"]: e.get("value") for e in was.pop("env")}
+    mounts = {m["name"]: m for m in dp.pop("volumeMounts")}
+    assert mounts.pop("cdi-specs")["mountPath"] == "/var/run/cdi"
+    assert list(mounts.values()) == was.pop("volumeMounts")
+    assert dp == was
+    volumes = {v["name"]: v for v in c.pop("volumes")}
+    assert volumes.pop("cdi-specs")["hostPath"]["path"] == "/var/run/cdi"
+    assert list(volumes.values()) == o.pop("volumes")
+    c["containers"] = [x for x in c["containers"] if x["name"] != "devplugin"]
+    o["containers"] = [x for x in o["containers"] if x["name"] != "devplugin"]
+    assert c == o
+
+
+def test_the_cdi_nonroot_check_runs_once_per_kustomize_device_plugin_way() -> None:
+    def keys(spec: str, first: bool = True) -> set[str]:
+        return {k for k, _, _ in Scenario.parse(spec).checks(first)}
+
+    assert "6n_nonroot_cdi" in keys("device-plugin")
+    assert "6n_nonroot_cdi" not in keys("device-plugin@rpi4-two-corals", first=False)
+    assert "6n_nonroot_cdi" not in keys("helm") | keys("dra")
 
 
 def test_device_nodes_of_a_host_tree(rpi4: Path) -> None:

@@ -52,7 +52,7 @@ class Options:
 
     @property
     def layout(self) -> LinkLayout:
-        return LinkLayout(self.links_dir, self.cdi_spec_dir)
+        return LinkLayout(self.links_dir, self.cdi_spec_dir, self.host)
 
     def scratch(self) -> Options:
         """The same host, nothing on disk: for a dry run (no links, no state file)."""

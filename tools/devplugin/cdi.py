@@ -16,6 +16,22 @@ What a container gets is what Allocate gives it (container.py): a USB device's n
 `/dev/edgefd/<name>` plus a read-only bind of the host's `/dev/bus/usb` (libusb opens the
 device by its bus path), a PCI device's node under its own name, the resource's env and
 mounts, and `EDGEFD_<RESOURCE>_DEVICES`.
+
+Non-root workloads, without a runtime setting: the CDI library makes a node it creates the
+container user's (pkg/cdi container-edits.go `Apply`: a device node without `uid`/`gid` gets
+the process's, when not 0), but `/dev/bus/usb`, which libusb opens, is the host's directory
+bound read-only: its nodes keep the host's owner, group and mode. So each device's edits carry
+`additionalGids`, the group of its node on the host (plugdev, by the vendors' udev rules), and
+the container's process joins it with no `supplementalGroups` in the pod (`node_group` says
+when a group is given). That field is CDI 0.7.0's.
+
+The version: a spec declares the lowest one its content needs (`spec_version`). The CDI library
+refuses a spec whose version is below what its fields need (specs-go version.go `requiresV0x0`)
+and one whose version it does not know, and each runtime vendors the library of its day:
+containerd 1.7.0-1.7.11 know up to 0.5.0, 1.7.12-1.7.15 up to 0.6.0, 1.7.16 and later and 2.x
+0.7.0 and later. So a spec with a group is 0.7.0, and one without is what the oldest runtime
+can read: 0.5.0 (`deviceNodes.hostPath`, a device name starting with a digit: a claim UID), or
+0.6.0 for a class with a dot (a configured resource's short name).
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +58,10 @@ from .links import LinkLayout
 
 log = logging.getLogger(__name__)
 
-CDI_VERSION = "0.6.0"  # deviceNodes.hostPath needs 0.5.0; 0.6.0 is read by containerd >= 1.7
+CDI_VERSION = "0.5.0"  # deviceNodes.hostPath (and mounts' type, 0.4.0)
+DOTTED_CLASS_VERSION = "0.6.0"  # a dot in the kind's class
+GIDS_VERSION = "0.7.0"  # the first with containerEdits.additionalGids
+GROUP_RW = stat.S_IRGRP | stat.S_IWGRP  # what the group must be allowed: the nodes' "rw"
 VENDOR = DOMAIN  # the CDI vendor
 DEFAULT_VENDOR = VENDOR  # the device plugin's CDI names without --cdi-prefix
 CLAIM_KIND = qualified("claim")
@@ -65,19 +85,45 @@ def _bind(host: str, container: str, read_only: bool) -> dict[str, Any]:
     return {"hostPath": host, "containerPath": container, "type": "bind", "options": options}
 
 
+def node_group(path: str | os.PathLike[str]) -> int | None:
+    """The group a container may join to open this device node read-write, as the host has it.
+
+    Only a group whose permission bits give read and write (the access the spec grants, "rw")
+    is given: joining one that cannot open the node adds nothing for the device and would
+    hand the container whatever else that group may reach. Never 0: root's group is no
+    device's group to share (and the CDI library drops a 0 anyway). None also for a path
+    that is not a device node now (absent, replaced)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        return None
+    if st.st_gid == 0 or st.st_mode & GROUP_RW != GROUP_RW:
+        return None
+    return st.st_gid
+
+
 def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, Any]:
-    """Device nodes and mounts for one device (env is per container: see `env`)."""
-    nodes = []
+    """Device nodes, mounts and the nodes' groups for one device (env is per container: see
+    `env`). An absent device has no group: its node is gone, and its link with it."""
+    nodes, gids = [], set()
     for n, node in enumerate(dev.devnodes):
         host = node if dev.healthy else links.link(res.name, dev.name, n) or node
         path = res.container_path(dev, n, node)
         nodes.append({"path": path, "hostPath": host, "permissions": "rw"})
+        if dev.healthy:
+            gid = node_group(links.host.path(node) if links.host else node)
+            if gid is not None:
+                gids.add(gid)
     usb_mount = res.bus_mount(dev) and bool(nodes)
     mounts = [_bind(USB_DEV_DIR, USB_DEV_DIR, True)] if usb_mount else []
     mounts += [_bind(m.host_path, m.container_path, m.read_only) for m in res.mounts]
     edits: dict[str, Any] = {"deviceNodes": nodes}
     if mounts:
         edits["mounts"] = mounts
+    if gids:
+        edits["additionalGids"] = sorted(gids)
     return edits
 
 
@@ -86,8 +132,16 @@ def env(devices: Iterable[tuple[Device, Resource]]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(container_env(devices).items())]
 
 
+def spec_version(kind: str, devices: Sequence[dict[str, Any]]) -> str:
+    """The lowest version a spec of these devices needs (see the module's docstring)."""
+    if any(d.get("containerEdits", {}).get("additionalGids") for d in devices):
+        return GIDS_VERSION
+    return DOTTED_CLASS_VERSION if "." in kind.partition("/")[2] else CDI_VERSION
+
+
 def spec(kind: str, devices: Sequence[dict[str, Any]], env_vars: Sequence[str] = ()) -> dict:
-    doc: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": kind, "devices": list(devices)}
+    doc: dict[str, Any] = {"cdiVersion": spec_version(kind, devices), "kind": kind}
+    doc["devices"] = list(devices)
     if env_vars:
         doc["containerEdits"] = {"env": list(env_vars)}
     return doc

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from edgefd.core.hostroot import HostRoot
 from edgefd.inventory.device import Device
 
 log = logging.getLogger(__name__)
@@ -22,10 +23,13 @@ STATE_FILE = "devices.json"  # the inventory's memory, beside the links (no reso
 @dataclass(frozen=True)
 class LinkLayout:
     """Where the stable links live, as host paths; None directory = use the nodes directly.
-    With `cdi_spec_dir`, devices are handed over as CDI names whose specs the plugin writes."""
+    With `cdi_spec_dir`, devices are handed over as CDI names whose specs the plugin writes.
+    `host` is where the host's device nodes are seen from here (the pod's /host): a CDI spec
+    gives a node's group to the container (cdi.py), which only the node's own stat says."""
 
     directory: str | None
     cdi_spec_dir: str | None = None
+    host: HostRoot | None = None  # None: this process sees the host's /dev at /dev
 
     def resource_dir(self, resource: str) -> str | None:
         if self.directory is None:

@@ -6,7 +6,8 @@ node's pool, a replaced or unallocated claim; other drivers' results are not our
 following a device that moves, Unprepare, a device still prepared for another claim refused
 until that claim is unprepared (kubernetes#141471), and the start-up sweep of orphaned claim
 specs (every release's names), which never blocks on a file that is not a small regular one
-and never opens one that is not a regular file."""
+and never opens one that is not a regular file. A claim's device whose host node has a group
+that opens it read-write gives the container that group (CDI 0.7.0 additionalGids)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ from typing import Any
 
 import pytest
 
+from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin import cdi
 from edgefd.devplugin.dra.checkpoint import Checkpoint, PreparedClaim
 from edgefd.devplugin.dra.claims import PrepareError, Preparer, StillPrepared, spec_uid
 from edgefd.devplugin.links import LinkLayout
-from tests.devplugin.devices import CORAL, NODE, PCIE, apex, coral, table
+from tests.devplugin.devices import CORAL, NODE, PCIE, apex, coral, host_node, table
 from tests.devplugin.dra.fakeapi import Claims
 from tests.devplugin.dra.obstacles import fifo_symlink_huge, finishes
 
@@ -53,7 +55,7 @@ def test_prepare_writes_the_claim_spec(setup) -> None:
     assert (dev.request, dev.pool, dev.device) == ("tpu", NODE, "coral-usb-2-1")
     spec = read(cdi_dir / f"edgefd.io-claim_{ref.uid}.json")
     assert spec == {
-        "cdiVersion": "0.6.0",
+        "cdiVersion": "0.5.0",
         "kind": "edgefd.io/claim",
         "containerEdits": {"env": ["EDGEFD_CORAL_USB_DEVICES=coral-usb-2-1"]},
         "devices": [
@@ -79,6 +81,20 @@ def test_prepare_writes_the_claim_spec(setup) -> None:
             }
         ],
     }
+
+
+def test_a_claims_device_gives_its_nodes_group(tmp_path: Path) -> None:
+    claims = Claims()
+    host_node(tmp_path / "host", "/dev/bus/usb/002/003", 0o660, 46)
+    links = LinkLayout(str(tmp_path / "links"), host=HostRoot.of(tmp_path / "host"))
+    p = Preparer(NODE, str(tmp_path / "cdi"), links, Checkpoint(tmp_path / "plugin", NODE), claims)
+    p.update(table((coral(), CORAL), (apex(), PCIE)))
+    ref = claims.add("c1", ["coral-usb-2-1", "coral-pcie-0000-02-00-0"])
+    p.prepare(ref)
+    spec = read(tmp_path / "cdi" / f"edgefd.io-claim_{ref.uid}.json")
+    assert spec["cdiVersion"] == "0.7.0"
+    gids = {d["name"]: d["containerEdits"].get("additionalGids") for d in spec["devices"]}
+    assert gids == {f"{ref.uid}-coral-usb-2-1": [46], f"{ref.uid}-coral-pcie-0000-02-00-0": None}
 
 
 def test_pci_devices_keep_their_node_name(setup) -> None:
