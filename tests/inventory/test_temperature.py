@@ -224,3 +224,17 @@ def test_bad_settings_say_what_in_one_line(raw: object, why: str) -> None:
         parse_setting(Fields({"temperature": raw}, "resources[0]", ("temperature",), "c.yaml"))
     assert why in str(e.value) and "\n" not in str(e.value)
     assert str(e.value).startswith("c.yaml: resources[0].temperature")
+
+
+def test_the_temperature_is_a_metric_while_it_can_be_read(root: Path) -> None:
+    from edgefd.inventory.resources import default_config
+    from edgefd.runtime.metrics import Metrics
+
+    m = Metrics()
+    inv = inventory(root, selectors=default_config().selectors, temperature={}, metrics=m)
+    name = "edgefd_inventory_device_temperature_celsius"
+    inv.scan()
+    assert m.registry.get_sample_value(name, {"device": NAME}) == 45.3
+    set_temp(root, "EIO?")
+    inv.scan()
+    assert m.registry.get_sample_value(name, {"device": NAME}) is None

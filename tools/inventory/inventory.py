@@ -267,6 +267,11 @@ class Inventory:
             present = sum(1 for d in devices if d.present)
             self.metrics.devices.labels(presence="present").set(present)
             self.metrics.devices.labels(presence="absent").set(len(devices) - present)
+            if self._temperature is not None:
+                from edgefd.runtime.metrics import replace_series
+
+                readings = self._temperature.readings.items()
+                replace_series(self.metrics.temperature, (({"device": n}, t) for n, t in readings))
         return snap
 
     # -- the state file

@@ -94,6 +94,7 @@ class TemperatureSource:
         self.settings: Mapping[str, TemperatureLimit] = settings or {}
         self._states: dict[str, _State] = {}
         self._unreadable: set[str] = set()  # told once each, while it stays present
+        self.readings: dict[str, float] = {}  # °C by device, as last read (for the metrics)
 
     def configure(self, settings: Mapping[str, TemperatureLimit]) -> None:
         """The resources' settings (a reload); hot devices are judged by them from the next scan."""
@@ -115,6 +116,7 @@ class TemperatureSource:
         setting = self.setting(dev)
         if thermal is None or not setting.enabled:
             self._states.pop(dev.name, None)
+            self.readings.pop(dev.name, None)
             return ""
         node = dev.nodes[0].path.rpartition("/")[2]
         base = f"/sys/class/{thermal.cls}/{node}"
@@ -124,7 +126,9 @@ class TemperatureSource:
         milli = self._read(dev, f"{base}/{thermal.input}")
         if milli is None:
             st.hot, st.shown = False, None
+            self.readings.pop(dev.name, None)
             return ""
+        self.readings[dev.name] = celsius(milli)
         if setting.limit is not None:
             limit = setting.limit
         else:
@@ -149,6 +153,7 @@ class TemperatureSource:
     def settle(self, names: frozenset[str]) -> None:
         for name in [n for n in self._states if n not in names]:
             del self._states[name]
+        self.readings = {n: t for n, t in self.readings.items() if n in names}
         self._unreadable &= names
 
     def _read(self, dev: Device, path: str) -> int | None:
