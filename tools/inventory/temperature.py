@@ -167,16 +167,25 @@ class TemperatureSource:
         except (OSError, ValueError) as e:
             if dev.name not in self._unreadable:
                 self._unreadable.add(dev.name)
-                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-                log.warning(
-                    "device %s: cannot read its temperature at %s (%s): its health does not "
-                    "depend on it until it can be read",
-                    dev.name,
-                    path,
-                    why,
-                )
+                self._tell(dev, path, e)
             return None
         return value
+
+    @staticmethod
+    def _tell(dev: Device, path: str, e: Exception) -> None:
+        """Once per device: no attribute at all (a driver without it) is a fact, at info; one
+        that does not read (EIO, garbage) is a fault, a warning."""
+        if isinstance(e, FileNotFoundError):
+            log.info("device %s: no temperature at %s: not judged by it", dev.name, path)
+            return
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        log.warning(
+            "device %s: cannot read its temperature at %s (%s): its health does not depend on "
+            "it until it can be read",
+            dev.name,
+            path,
+            why,
+        )
 
     def _driver_limit(self, thermal: Thermal, base: str) -> float:
         """The driver's trip point (°C) when it says one, else the catalogue's constant."""
