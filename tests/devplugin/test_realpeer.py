@@ -507,12 +507,26 @@ def test_a_hot_coral_pcie_is_unhealthy_until_it_cools_below_the_hysteresis(
         temp.write_text("74800\n")
         _devices_event(kubelet, PCIE, [name], since)
         assert kubelet.capacity()["allocatable"][PCIE] == 1
+        # a lower limit in the ConfigMap: the same device Unhealthy, no server restarted
+        since = kubelet.mark()
+        cfg.write_text("resources:\n  - {accelerator: coral-pcie, temperature: {limit: 70}}\n")
+        kubelet.wait_for(
+            lambda e: e.get("event") == "devices" and e.get("resource") == PCIE
+            and e.get("unhealthy") == [name],
+            since=since, timeout=10,
+        )  # fmt: skip
+        assert not [e for e in kubelet.events[since:] if e.get("event") == "registered"]
         assert p.terminate() == 0
     finally:
         if p.proc.poll() is None:
             p.proc.kill()
     err = p.stderr()
     assert "82.1 °C, above the limit 80 °C" in err, err
+    assert (
+        "configuration reloaded: edgefd.io/coral-pcie: temperature limit 80 °C, hysteresis 5 °C"
+        " → limit 70 °C, hysteresis 5 °C" in err
+    ), err
+    assert "restarting" not in err, err
 
 
 # -- leaks

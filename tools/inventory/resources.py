@@ -128,6 +128,12 @@ class Resource:
         )
 
     @property
+    def served(self) -> Resource:
+        """What a front-end serves of it: all but the health settings, which the inventory
+        applies (a new temperature limit restarts no server)."""
+        return replace(self, temperature=DEFAULT_SETTING)
+
+    @property
     def short_name(self) -> str:
         """The part after the domain: `coral-usb` for `edgefd.io/coral-usb`."""
         return self.name.rpartition("/")[2]

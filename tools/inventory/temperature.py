@@ -50,6 +50,13 @@ class TemperatureLimit(Record):
     hysteresis: float = DEFAULT_HYSTERESIS
     enabled: bool = True
 
+    def __str__(self) -> str:
+        """As a reload's log line says it: `limit 80 °C, hysteresis 5 °C`, `off`."""
+        if not self.enabled:
+            return "off"
+        limit = "the driver's limit" if self.limit is None else f"limit {self.limit:g} °C"
+        return f"{limit}, hysteresis {self.hysteresis:g} °C"
+
 
 DEFAULT_SETTING = TemperatureLimit()
 
