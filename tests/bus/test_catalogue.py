@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefd.bus.catalogue import Catalogue, PciId, UsbId, load_catalogue
+from edgefd.bus.catalogue import Catalogue, PciId, Thermal, UsbId, load_catalogue
 from edgefd.core.errors import BadInput
 
 
@@ -78,6 +78,21 @@ def write(tmp_path: Path, text: str) -> Path:
             " {id: a, kind: k, name: n, pci: [{vendor: '0002'}]}]",
             "duplicate id",
         ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}],"
+            " temperature: {class: apex, input: ../temp, default_limit: 85000}}]",
+            "accelerators[0].temperature.input: '../temp' must be one sysfs name",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}],"
+            " temperature: {class: apex, input: temp}}]",
+            "accelerators[0].temperature.default_limit: required (milli-degrees Celsius",
+        ),
+        (
+            "accelerators: [{id: x, kind: k, name: n, pci: [{vendor: '1ac1'}],"
+            " temperature: {class: apex, input: temp, default_limit: 85}}]",
+            "accelerators[0].temperature.default_limit: 85 is out of range",
+        ),
         ("[1, 2]", "must be a mapping"),
         ("accelerators: {", ":2:1: did not find expected node content"),
     ],
@@ -86,6 +101,16 @@ def test_invalid_catalogue_names_the_field(tmp_path: Path, text: str, needle: st
     with pytest.raises(BadInput, match=None) as e:
         load_catalogue(write(tmp_path, text))
     assert needle in str(e.value)
+
+
+def test_coral_pcie_says_where_its_temperature_is() -> None:
+    # apex_driver.c: the class device's `temp` and `trip_point0_temp` (milli-°C), default
+    # DEFAULT_TRIP_POINT0_TEMP 85000; no other entry has one
+    cat = load_catalogue()
+    thermal = Thermal(cls="apex", input="temp", limit="trip_point0_temp", default_limit=85000)
+    assert cat.by_id("coral-pcie").temperature == thermal  # type: ignore[union-attr]
+    others = [a.id for a in cat.accelerators if a.temperature and a.id != "coral-pcie"]
+    assert others == []
 
 
 def test_env_and_custom_catalogue(tmp_path: Path) -> None:

@@ -470,6 +470,65 @@ def test_a_symlink_at_one_kinds_spec_path_costs_that_kind_only(
             p.proc.kill()
 
 
+def test_a_hot_coral_pcie_is_unhealthy_until_it_cools_below_the_hysteresis(
+    kubelet: KubeletDevices, tmp_path: Path
+) -> None:
+    """Issue 31 item 4: the gasket driver's temperature (apex_N/temp, milli-°C) above the
+    resource's limit makes the device Unhealthy to the kubelet, with the temperature in the
+    log; it is Healthy again only below the limit minus the hysteresis."""
+    host = build_host("rpi4-coral", tmp_path / "host", devicetree=False)
+    child = {**PCIE_CORAL["class_devices"][0], "attributes": {"temp": 45300}}  # type: ignore[index]
+    HostBuilder(host).add_pci({**PCIE_CORAL, "class_devices": [child]})
+    temp = host / "sys/class/apex/apex_0/temp"
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n  - {accelerator: coral-pcie, temperature: {limit: 80, hysteresis: 5}}\n"
+    )
+    name = "coral-pcie-0000-03-00-0"
+    p = PluginProcess(
+        host, kubelet.plugin_dir, "--config", str(cfg), "--rescan-interval=0.5s", verbose=False
+    )
+    try:
+        _registered_all(kubelet, [PCIE])
+        _devices_event(kubelet, PCIE, [name], 0)
+        since = kubelet.mark()
+        temp.write_text("82100\n")
+        ev = kubelet.wait_for(
+            lambda e: e.get("event") == "devices" and e.get("resource") == PCIE
+            and e.get("unhealthy") == [name],
+            since=since, timeout=5,
+        )  # fmt: skip
+        assert ev["healthy"] == []
+        assert kubelet.capacity()["allocatable"][PCIE] == 0
+        since = kubelet.mark()
+        temp.write_text("77000\n")  # below the limit, above limit - hysteresis
+        time.sleep(1.5)  # several rescans
+        assert kubelet.capacity()["devices"][PCIE] == {"healthy": [], "unhealthy": [name]}
+        temp.write_text("74800\n")
+        _devices_event(kubelet, PCIE, [name], since)
+        assert kubelet.capacity()["allocatable"][PCIE] == 1
+        # a lower limit in the ConfigMap: the same device Unhealthy, no server restarted
+        since = kubelet.mark()
+        cfg.write_text("resources:\n  - {accelerator: coral-pcie, temperature: {limit: 70}}\n")
+        kubelet.wait_for(
+            lambda e: e.get("event") == "devices" and e.get("resource") == PCIE
+            and e.get("unhealthy") == [name],
+            since=since, timeout=10,
+        )  # fmt: skip
+        assert not [e for e in kubelet.events[since:] if e.get("event") == "registered"]
+        assert p.terminate() == 0
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    err = p.stderr()
+    assert "82.1 °C, above the limit 80 °C" in err, err
+    assert (
+        "configuration reloaded: edgefd.io/coral-pcie: temperature limit 80 °C, hysteresis 5 °C"
+        " → limit 70 °C, hysteresis 5 °C" in err
+    ), err
+    assert "restarting" not in err, err
+
+
 # -- leaks
 
 

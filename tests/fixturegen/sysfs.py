@@ -287,12 +287,19 @@ class HostBuilder:
             _rel_symlink(real / "iommu_group", grp)
             _rel_symlink(grp / "devices" / addr, real)
         for child in dev.get("class_devices") or ():
-            # e.g. {class: apex, name: apex_0, devname: apex_0, major: 120, minor: 0}
+            # e.g. {class: apex, name: apex_0, devname: apex_0, major: 120, minor: 0,
+            #       attributes: {temp: 45300}}; linked from /sys/class/<class>/<name>
             cdir = real / child["class"] / child["name"]
             devname = child.get("devname", child["name"])
             major, minor = child.get("major", 240), child.get("minor", 0)
             _write(cdir / "dev", f"{major}:{minor}\n")
             _write(cdir / "uevent", f"MAJOR={major}\nMINOR={minor}\nDEVNAME={devname}\n")
+            # the class device's own attributes (apex: temp, trip_point0_temp, ...) as text
+            for attr, value in (child.get("attributes") or {}).items():
+                _write(cdir / attr, f"{value}\n")
+            cls = self.p(f"/sys/class/{child['class']}")
+            cls.mkdir(parents=True, exist_ok=True)
+            _rel_symlink(cls / child["name"], cdir)
             node = self.p("/dev") / devname
             node.parent.mkdir(parents=True, exist_ok=True)
             node.touch()

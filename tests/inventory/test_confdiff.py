@@ -54,3 +54,17 @@ def test_ids_are_shown_as_written() -> None:
 def test_durations_read_as_a_configuration_writes_them() -> None:
     texts = [duration_text(s) for s in (0, 86400, 5400, 90, 1.5)]
     assert texts == ["0", "24h", "90m", "90s", "1.5s"]
+
+
+def test_a_temperature_setting_reads_as_written() -> None:
+    def cfg(temperature: object) -> object:
+        res = {"name": "edgefd.io/coral-pcie", "accelerator": "coral-pcie"}
+        return parse_config({"resources": [{**res, "temperature": temperature}]}, "a")
+
+    assert config_changes(cfg(None), cfg({"limit": "80C", "hysteresis": 3})) == [  # type: ignore[arg-type]
+        "edgefd.io/coral-pcie: temperature the driver's limit, hysteresis 5 °C"
+        " → limit 80 °C, hysteresis 3 °C"
+    ]
+    assert config_changes(cfg({"limit": 80}), cfg(False)) == [  # type: ignore[arg-type]
+        "edgefd.io/coral-pcie: temperature limit 80 °C, hysteresis 5 °C → off"
+    ]

@@ -30,6 +30,7 @@ from edgefd.inventory.resources import (
     load_config,
     parse_config,
 )
+from edgefd.inventory.temperature import TemperatureLimit
 
 CORAL = Device(
     "coral-usb-2-1",
@@ -130,6 +131,14 @@ GOOD = {"name": "example.com/stick", "usb": [{"vendor": "1234", "product": "abcd
         (
             _cfg({**GOOD, "mounts": [{"host_path": "relative"}]}),
             "resources[0].mounts[0].host_path: must be an absolute path",
+        ),
+        (
+            _cfg({**GOOD, "temperature": {"limit": "hot"}}),
+            "resources[0].temperature.limit: 'hot' must be degrees Celsius (80, 82.5 or 80C)",
+        ),
+        (
+            _cfg({**GOOD, "temperature": {"limit": 30, "hysteresis": 30}}),
+            "resources[0].temperature.hysteresis: 30 °C must be less than the limit 30 °C",
         ),
         (_cfg(GOOD, forget_after=-1), "forget_after: -1 is out of range (must be 0 to 315360000)"),
         ({"resources": {"name": "x"}}, "resources: must be a list"),
@@ -301,6 +310,23 @@ def test_forget_after_takes_the_flags_durations(tmp_path: Path, text: str, secon
     cfg = tmp_path / "resources.yaml"
     cfg.write_text(f"forget_after: {text}\nresources: [{{name: edgefd.io/a, accelerator: ncs2}}]\n")
     assert load_config(cfg).forget_after == seconds
+
+
+def test_temperature_settings_per_resource_from_yaml(tmp_path: Path) -> None:
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n"
+        "- {accelerator: coral-pcie, temperature: {limit: 80C, hysteresis: 3}}\n"
+        "- {name: edgefd.io/tpu, kind: edgetpu, temperature: false}\n"
+        "- {name: edgefd.io/ncs, accelerator: ncs2}\n"
+    )
+    got = load_config(cfg).temperature
+    assert got == {
+        "edgefd.io/coral-pcie": TemperatureLimit(80.0, 3.0),
+        "edgefd.io/tpu": TemperatureLimit(enabled=False),
+        "edgefd.io/ncs": TemperatureLimit(),  # the driver's limit, 5 °C: for whoever has one
+    }
+    assert default_config().temperature["edgefd.io/coral-pcie"] == TemperatureLimit()
 
 
 # Hypothesis: any document the YAML loader can produce is either a valid configuration or

@@ -46,3 +46,17 @@ def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(host: Path) -
     [change] = again.diff.changes
     assert change.moved and change.fields == ("nodes",)
     assert inv.refresh().diff.changes == ()  # type: ignore[union-attr]
+
+
+def test_a_device_too_hot_changes_its_reason_and_condition_said_once(tmp_path: Path) -> None:
+    from edgefd.inventory.resources import default_config
+    from tests.fixturegen import build_host
+
+    root = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)
+    inv = inventory(root, selectors=default_config().selectors, temperature={})
+    inv.scan()
+    (root / "sys/class/apex/apex_0/temp").write_text("90000\n")
+    [change] = inv.scan().diff.changes
+    assert change.fields == ("reason", "condition")
+    assert change.describe() == "coral-pcie-0000-02-00-0: 90.0 °C, above the limit 84.8 °C"
+    assert change.log_fields()["condition"] == "overheating"

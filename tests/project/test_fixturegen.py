@@ -42,6 +42,16 @@ def test_pci_layout(tmp_path: Path) -> None:
     assert (root / "dev/apex_0").exists() and (root / "dev/dri/renderD128").exists()
 
 
+def test_class_device_attributes_and_class_link(tmp_path: Path) -> None:
+    root = build_host("x86-coral-pcie", tmp_path, devicetree=False)
+    cls = root / "sys/class/apex/apex_0"
+    assert cls.is_symlink() and not os.readlink(cls).startswith("/")
+    real = Path(os.path.realpath(root / "sys/bus/pci/devices/0000:02:00.0"))
+    assert Path(os.path.realpath(cls)) == real / "apex" / "apex_0"
+    assert (cls / "temp").read_text() == "45300\n"
+    assert (cls / "trip_point0_temp").read_text() == "84800\n"
+
+
 def test_every_node_description_builds(tmp_path: Path) -> None:
     for i, node in enumerate(sorted(NODES_DIR.glob("*.yaml"))):
         desc = load_description(node)

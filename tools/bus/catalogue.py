@@ -52,6 +52,19 @@ class PciId(Record):
         )
 
 
+class Thermal(Record):
+    """Where a device says its temperature: `/sys/class/<cls>/<node name>/<input>`, in
+    milli-degrees Celsius (the class device named as its /dev node, as gasket's apex_N is),
+    with the driver's own limit in the attribute `limit` (milli-degrees Celsius) or, when that
+    cannot be read, `default_limit`. The health source that reads it is
+    edgefd.inventory.temperature."""
+
+    cls: str
+    input: str
+    limit: str | None
+    default_limit: int
+
+
 class Accelerator(Record):
     """One kind of accelerator hardware, however many IDs it shows up under."""
 
@@ -63,6 +76,7 @@ class Accelerator(Record):
     dev_globs: tuple[str, ...] = ()
     resource: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
+    temperature: Thermal | None = None  # a temperature to judge its health by
 
 
 class Catalogue(Record):
@@ -156,7 +170,25 @@ def env_pairs(f: Fields, key: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
-_FIELDS = {"id", "kind", "name", "usb", "pci", "dev_globs", "resource", "env"}
+_FIELDS = {"id", "kind", "name", "usb", "pci", "dev_globs", "resource", "env", "temperature"}
+_THERMAL_FIELDS = ("class", "input", "limit", "default_limit")
+_ATTR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # one sysfs name: no path, no '..'
+
+
+def _thermal(f: Fields) -> Thermal | None:
+    if f.obj.get("temperature") is None:
+        return None
+    t = f.child("temperature", _THERMAL_FIELDS)
+    names = {}
+    for key in ("class", "input", "limit"):
+        v = t.str(key, required=key != "limit")
+        if v is not None and not _ATTR_RE.match(v):
+            raise t.error(f"{v!r} must be one sysfs name (letters, digits, '_', '.', '-')", key)
+        names[key] = v
+    default = t.integer("default_limit", 0, minimum=1000, maximum=200000)
+    if not default:
+        raise t.error("required (milli-degrees Celsius, from the driver's source)", "default_limit")
+    return Thermal(names["class"] or "", names["input"] or "", names["limit"], default)
 
 
 def _parse_accelerator(f: Fields) -> Accelerator:
@@ -195,6 +227,7 @@ def _parse_accelerator(f: Fields) -> Accelerator:
         dev_globs=tuple(globs),
         resource=resource,
         env=env_pairs(f, "env"),
+        temperature=_thermal(f),
     )
 
 

@@ -61,8 +61,8 @@ class Options:
 
 def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None) -> Inventory:
     """The inventory of the device plugin's host: both buses, the catalogue, the resources'
-    selectors, the memory of absent devices (kept beside the links; an earlier release's
-    files taken over first)."""
+    selectors and temperature settings (its health), the memory of absent devices (kept
+    beside the links; an earlier release's files taken over first)."""
     import time
 
     from .known import take_over
@@ -82,6 +82,7 @@ def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None
         settings=opts.settings,
         metrics=metrics,
         use_uevents=opts.use_uevents,
+        temperature=config.temperature,
     )
 
 
@@ -203,7 +204,9 @@ class App:
         self.config = new
         for fe in self.frontends:
             fe.reconfigure(new)
-        self.inventory.configure(selectors=new.selectors, forget_after=new.memory)
+        self.inventory.configure(
+            selectors=new.selectors, forget_after=new.memory, temperature=new.temperature
+        )
         self.inventory.refresh()  # the runner says what changed (inventory.confdiff)
 
     def stop(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from edgefd.bus.catalogue import PciId, UsbId
 
 from .resources import Config, MountSpec, Resource
+from .temperature import TemperatureLimit
 
 ARROW = "→"
 
@@ -32,6 +33,8 @@ def _shown(value: Any) -> str:
     if isinstance(value, PciId):
         parts = [value.vendor, value.device or "*"]
         return ":".join(parts) + (f" class {value.class_prefix}" if value.class_prefix else "")
+    if isinstance(value, TemperatureLimit):
+        return str(value)
     if isinstance(value, MountSpec):
         mode = "ro" if value.read_only else "rw"
         return f"{value.host_path}:{value.container_path}:{mode}"

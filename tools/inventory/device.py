@@ -59,6 +59,7 @@ class Device(Record):
     by_serial: bool = False  # identified by its serial (`id_from: serial`), not its place
     missing_since: float | None = None  # wall clock, while absent: see presence.py
     missed_since: float | None = None  # wall clock, while absent: this process's first miss
+    condition: str = ""  # while unusable but present: which health source says so (a word)
 
     @property
     def healthy(self) -> bool:

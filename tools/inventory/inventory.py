@@ -33,14 +33,18 @@ from edgefd.core.record import Record
 from edgefd.core.service import WATCH_DEFAULTS, WatchSettings
 
 from .device import Device
+from .health_sources import HealthSources, NodesSource
 from .presence import Presence
 from .select import Selector, glob_devices, globs_of, identify
 from .snapshot import Diff, Snapshot, diff
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from edgefd.runtime.metrics import Metrics
 
     from .metrics import InventoryMetrics
+    from .temperature import TemperatureLimit, TemperatureSource
 
 log = get_logger(__name__)
 
@@ -74,9 +78,12 @@ class Inventory:
         use_uevents: bool | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        temperature: Mapping[str, TemperatureLimit] | None = None,
     ) -> None:
         """`forget_after`: seconds an absent device is remembered (None: for ever).
-        `state_file`: where remembered devices are kept across restarts (None: nowhere)."""
+        `state_file`: where remembered devices are kept across restarts (None: nowhere).
+        `temperature`: judge the health of devices that say their temperature, with these
+        resources' settings (None: not at all; the labels do not depend on health)."""
         self.host = host
         self.readers = tuple(readers)
         self.catalogue = catalogue
@@ -96,6 +103,14 @@ class Inventory:
         self._lock = threading.RLock()  # a subscriber may ask for a wake-up (wake_at)
         self._subscribers: list[_Subscriber] = []
         self._presence = Presence(hold, forget_after)
+        self._temperature: TemperatureSource | None = None
+        sources: list[Any] = [NodesSource(host.exists)]
+        if temperature is not None:
+            from .temperature import TemperatureSource
+
+            self._temperature = TemperatureSource(host, catalogue, temperature)
+            sources.append(self._temperature)
+        self._health = HealthSources(sources)
         self._snapshot: Snapshot | None = None
         self._watcher: Any = None
         self._saved: Any = None
@@ -135,14 +150,21 @@ class Inventory:
     # -- configuration
 
     def configure(
-        self, *, selectors: Sequence[Selector] = _KEEP, forget_after: float | None = _KEEP
+        self,
+        *,
+        selectors: Sequence[Selector] = _KEEP,
+        forget_after: float | None = _KEEP,
+        temperature: Mapping[str, TemperatureLimit] = _KEEP,
     ) -> None:
-        """New selectors and/or memory (a configuration reload); the next scan uses them."""
+        """New selectors, memory and/or temperature settings (a configuration reload); the
+        next scan uses them."""
         with self._lock:
             if selectors is not _KEEP:
                 self.selectors = tuple(selectors)
             if forget_after is not _KEEP:
                 self._presence.forget_after = forget_after
+            if temperature is not _KEEP and self._temperature is not None:
+                self._temperature.configure(temperature)
 
     @property
     def hold(self) -> float:
@@ -208,11 +230,12 @@ class Inventory:
     def _update(self, scans: dict[str, ScanResult[Any]]) -> Snapshot:
         wall, mono = self._clock(), self._mono()
 
-        exists = self.host.exists
         seen: list[tuple[Any, Device | None]] = []
         for res in scans.values():
             for rec in res.devices:
-                seen.append((rec, identify(rec, self.catalogue, self.selectors, exists, wall)))
+                dev = identify(rec, self.catalogue, self.selectors, wall)
+                seen.append((rec, dev if dev is None else self._health.judge(dev)))
+        self._health.settle(frozenset(d.name for _, d in seen if d is not None))
         globs = globs_of(self.selectors)
         if globs:  # bare /dev nodes: a resource made of globs
             from edgefd.bus.devnodes import glob_nodes
@@ -244,6 +267,11 @@ class Inventory:
             present = sum(1 for d in devices if d.present)
             self.metrics.devices.labels(presence="present").set(present)
             self.metrics.devices.labels(presence="absent").set(len(devices) - present)
+            if self._temperature is not None:
+                from edgefd.runtime.metrics import replace_series
+
+                readings = self._temperature.readings.items()
+                replace_series(self.metrics.temperature, (({"device": n}, t) for n, t in readings))
         return snap
 
     # -- the state file

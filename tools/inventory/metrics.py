@@ -20,3 +20,9 @@ class InventoryMetrics:
         self.devices = m.gauge(
             "edgefd_inventory_devices", "Devices known, by presence", ["presence"]
         )
+        self.temperature = m.gauge(
+            "edgefd_inventory_device_temperature_celsius",
+            "The temperature a device says (devices whose catalogue entry names one, read "
+            "at the last scan; none while it cannot be read)",
+            ["device"],
+        )

@@ -161,6 +161,7 @@ class Presence:
                 e.device._replace(
                     present=False,
                     reason=why,
+                    condition="",
                     missing_since=e.missing_since,
                     missed_since=e.missed_since,
                 )

@@ -27,6 +27,10 @@ Document shape::
         usb_bus_mount: true          # mount host /dev/bus/usb (see allocate.py)
         env: {NAME: value}
         mounts: [{host_path: /opt/x, container_path: /opt/x, read_only: true}]
+        temperature: {limit: 80, hysteresis: 5}   # °C (80, 82.5, "80C"): Unhealthy from the
+                                 # limit up, Healthy again below limit - hysteresis; no limit:
+                                 # the driver's trip point; `false`: never judged by it. Only
+                                 # devices whose catalogue entry has a temperature (coral-pcie)
 
 At most MAX_RESOURCES (64) resources, and at most MAX_LIST (64) entries in each of a
 resource's lists and env: more is refused as any other error (exit 3 at the start; a reload
@@ -59,6 +63,7 @@ from edgefd.core.schema import Fields, read_yaml
 from .device import Device
 from .naming import container_path as alias_path
 from .select import ID_FROM, Selector
+from .temperature import DEFAULT_SETTING, TemperatureLimit, parse_setting
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,7 @@ _RESOURCE_FIELDS = (
     "usb_bus_mount",
     "env",
     "mounts",
+    "temperature",
 )
 
 
@@ -113,12 +119,19 @@ class Resource:
     mounts: tuple[MountSpec, ...] = ()
     accelerator: str | None = None
     kind: str | None = None
+    temperature: TemperatureLimit = DEFAULT_SETTING  # for devices that say theirs
 
     @property
     def selector(self) -> Selector:
         return Selector(
             self.name, self.accelerator, self.kind, self.usb, self.pci, self.dev_globs, self.id_from
         )
+
+    @property
+    def served(self) -> Resource:
+        """What a front-end serves of it: all but the health settings, which the inventory
+        applies (a new temperature limit restarts no server)."""
+        return replace(self, temperature=DEFAULT_SETTING)
 
     @property
     def short_name(self) -> str:
@@ -153,6 +166,11 @@ class Config:
     @property
     def selectors(self) -> tuple[Selector, ...]:
         return tuple(r.selector for r in self.resources)
+
+    @property
+    def temperature(self) -> dict[str, TemperatureLimit]:
+        """Each resource's temperature setting, as the inventory takes them."""
+        return {r.name: r.temperature for r in self.resources}
 
     @property
     def memory(self) -> float | None:
@@ -260,6 +278,7 @@ def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
         env=tuple(sorted(env.items())),
         mounts=mounts or base.mounts,
         accelerator=acc_id or base.accelerator,
+        temperature=parse_setting(f),
     )
     if not (res.usb or res.pci or res.dev_globs or res.accelerator or res.kind):
         raise f.error("needs at least one of usb, pci, dev_globs (or accelerator, kind)")

@@ -10,14 +10,14 @@ naming the Coral's IDs by hand and the default resource agree on the device and 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from edgefd.bus.catalogue import AccelMatch, Catalogue, PciId, UsbId
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.core.record import Record
 
-from .device import Device, facts_of, health_reason
+from .device import Device, facts_of
 from .naming import device_name
 
 ID_FROM = ("port", "serial")
@@ -72,10 +72,10 @@ def identify(
     record: Any,
     catalogue: Catalogue | None,
     selectors: Sequence[Selector],
-    exists: Callable[[str], bool],
     now: float,
 ) -> Device | None:
-    """The device `record` is, seen now; None for a record nothing selects (a hub, a NIC)."""
+    """The device `record` is, seen now; None for a record nothing selects (a hub, a NIC).
+    Whether it can be used is for the health sources (health_sources.py)."""
     match = catalogue.match(record) if catalogue is not None else None
     chosen: list[tuple[Selector, str]] = []
     for sel in selectors:
@@ -109,8 +109,7 @@ def identify(
         last_seen=now,
         by_serial=serial is not None,
     )
-    reason = health_reason(dev, exists)
-    return dev._replace(reason=reason) if reason else dev
+    return dev
 
 
 def glob_devices(

@@ -64,6 +64,8 @@ class Change(Record):
             out["present"] = self.after.present
             if self.after.reason:
                 out["reason"] = self.after.reason
+            if self.after.condition:
+                out["condition"] = self.after.condition
             if self.after.state:
                 out["state"] = self.after.state
             if self.after.nodes:
@@ -106,7 +108,8 @@ class Change(Record):
         if b.nodes != a.nodes and a.present:
             old = ", ".join(str(n) for n in b.nodes) or "none"
             parts.append(f"node {old} -> {', '.join(str(n) for n in a.nodes) or 'none'}")
-        rest = [f for f in self.fields if f not in ("present", "reason", "state", "nodes")]
+        said = ("present", "reason", "condition", "state", "nodes")  # the reason says its condition
+        rest = [f for f in self.fields if f not in said]
         if rest:
             parts.append(f"{', '.join(rest)} changed")
         return f"{self.name}: {'; '.join(parts)}"

@@ -187,6 +187,55 @@ def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:
         assert board.streams == 0
 
 
+def test_a_hot_coral_pcie_streams_unhealthy_with_its_temperature(
+    kubelet_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 31 item 4: the inventory's temperature verdict reaches the kubelet's client of
+    the health stream: Unhealthy with the temperature as the message, Healthy once cool."""
+    from edgefd.core.hostroot import HostRoot
+    from edgefd.devplugin.app import Options, make_inventory
+    from edgefd.inventory.resources import default_config
+    from tests.fixturegen import build_host
+
+    host = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)
+    temp = host / "sys/class/apex/apex_0/temp"
+    inventory = make_inventory(Options("/nonexistent", HostRoot.of(host)), default_config())
+    board = HealthBoard(NODE, heartbeat=30.0)
+
+    def scan() -> None:
+        board.update({d.name: d for d in inventory.scan().devices if d.resources})
+
+    scan()
+    preparer = Preparer(
+        NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
+    )
+    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    pb = health_pb2
+    try:
+        with channel(kp.service_socket) as ch:
+            stream = health_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+                pb.NodeWatchResourcesRequest(), timeout=20
+            )
+            got = _reader(stream)
+            _, first = got.get(timeout=5)
+            assert _by_name(first)[APEX_NAME][0] == pb.HEALTHY
+            temp.write_text("90000\n")
+            scan()
+            _, resp = got.get(timeout=2)
+            assert _by_name(resp)[APEX_NAME][:2] == (
+                pb.UNHEALTHY,
+                "90.0 °C, above the limit 84.8 °C",
+            )
+            temp.write_text("79000\n")
+            scan()
+            _, resp = got.get(timeout=2)
+            assert _by_name(resp)[APEX_NAME][0] == pb.HEALTHY
+            stream.cancel()
+    finally:
+        board.close()
+        kp.stop()
+
+
 def _open_streams(ch: grpc.Channel, n: int) -> list[tuple[grpc.Future, queue.Queue]]:
     """`n` NodeWatchResources streams, both packages in turn, each with its reader."""
     out = []

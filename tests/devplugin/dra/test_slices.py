@@ -69,6 +69,26 @@ def test_a_present_device_without_a_node_is_tainted_without_time() -> None:
     assert slices.taints(_dev()) == []
 
 
+def test_a_hot_coral_pcie_is_tainted_overheating_until_it_cools(tmp_path: Path) -> None:
+    host = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)
+    temp = host / "sys/class/apex/apex_0/temp"
+    cfg = default_config()
+    inventory = make_inventory(Options("/nonexistent", HostRoot.of(host)), cfg)
+
+    def taints() -> list[object]:
+        [obj] = dry_slices(cfg, inventory, "n1")
+        return [d.get("taints") for d in obj["spec"]["devices"]]
+
+    assert taints() == [None]
+    temp.write_text("90000\n")
+    hot = {"key": "edgefd.io/unhealthy", "value": "overheating", "effect": "NoSchedule"}
+    assert taints() == [[hot]]
+    temp.write_text("80000\n")  # below the limit (84.8), not below it minus 5 °C
+    assert taints() == [[hot]]
+    temp.write_text("79000\n")
+    assert taints() == [None]
+
+
 def test_pool_is_cut_into_slices_of_64() -> None:
     devs = [{"name": f"dev-{i:03d}"} for i in range(130)]
     out = slices.pool_slices("n1", reversed(devs))

@@ -40,6 +40,18 @@ def test_dry_run_json_and_text(host: Path, tmp_path: Path) -> None:
     assert "coral-usb-2-1: Healthy, usb 2-1, 1a6e:089a boot" in out
 
 
+def test_dry_run_shows_a_hot_coral_pcie_unhealthy_with_its_temperature(tmp_path: Path) -> None:
+    from tests.fixturegen import build_host
+
+    host = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)
+    (host / "sys/class/apex/apex_0/temp").write_text("88300\n")
+    proc = run_plugin(["--host-root", str(host), "--plugin-dir", str(tmp_path / "dp"), "--dry-run"])
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "edgefd.io/coral-pcie: 0 healthy, 1 unhealthy" in out, out
+    assert "coral-pcie-0000-02-00-0: Unhealthy (88.3 °C, above the limit 84.8 °C)" in out, out
+
+
 def test_dry_run_shows_hostile_device_strings_escaped_and_json_strict(tmp_path: Path) -> None:
     """A Coral whose serial forges lines (and is its ID source) and an NCS2 whose sysfs name is
     not UTF-8: the text is one printable line per entry, the JSON strict UTF-8."""

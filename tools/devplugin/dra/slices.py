@@ -9,9 +9,10 @@ re-enumeration, and never another model that is plugged in there.
 
 An unplugged device stays in the slice, under its name, with a NoSchedule taint
 (`edgefd.io/unhealthy=unplugged`; a present device without a usable node gets
-`=no-device-node`): an allocated claim keeps naming a device the scheduler still knows, new
-claims are not given it, and it comes back untainted when it returns to its port. It leaves
-the slice when the inventory forgets it (`forget_after`). NoExecute only with `--evict-after`
+`=no-device-node`, one too hot `=overheating`: the health source's condition): an allocated
+claim keeps naming a device the scheduler still knows, new claims are not given it, and it
+comes back untainted when it returns to its port (or is usable again). It leaves the slice
+when the inventory forgets it (`forget_after`). NoExecute only with `--evict-after`
 (eviction.py), and never within the hold: it would evict a pod whose Coral is
 re-enumerating, which is exactly what must survive.
 
@@ -146,7 +147,9 @@ def taints(dev: Device, eviction: Eviction = NEVER, now: float = 0.0) -> list[di
         if added is not None:  # else the API server sets it when it is created
             taint["timeAdded"] = added
         return [taint]
-    return [{"key": TAINT_KEY, "value": "no-device-node", "effect": "NoSchedule"}]
+    # present but unusable: the health source's word (no-device-node, overheating)
+    value = dev.condition or "no-device-node"
+    return [{"key": TAINT_KEY, "value": value, "effect": "NoSchedule"}]
 
 
 def api_device(

@@ -195,7 +195,7 @@ class DevicePluginFrontend:
         with self._lock:
             for name, rp in list(self.resources.items()):
                 new = wanted.get(name)
-                if new != rp.resource:
+                if new is None or new.served != rp.resource.served:
                     what = (
                         "removed: no longer served"
                         if new is None
