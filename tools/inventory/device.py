@@ -6,8 +6,8 @@ The facts are what a device's records say beyond its IDs, in the form the APIs t
 the USB bcdDevice and the driver module's version as semantic versions (the ResourceSlice
 refuses any other version), the bound driver, the serial, the PCIe root. The module's version
 is also kept as the kernel prints it (`modinfo`, `/sys/module/<m>/version`): that is the text a
-person compares with their library's version, and `1.2` must not turn into `1.2.0` there. The bus layer read
-them; here they are only put in shape."""
+person compares with their library's version, and `1.2` must not turn into `1.2.0` there. The
+bus layer read them; here they are only put in shape."""
 
 from __future__ import annotations
 
