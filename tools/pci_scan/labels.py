@@ -20,6 +20,7 @@ from edgefd.bus.pci import READER, PciDevice
 from edgefd.core.labels import Derivation
 from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
 from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
+from edgefd.scan.kernel import host_labels
 
 RULES = BusRules(
     bus="pci",
@@ -135,4 +136,5 @@ SPEC: BusSpec[PciDevice] = BusSpec(
     reader=READER,
     derive=derive,
     inventory=inventory_item,
+    host_labels=host_labels,  # the kernel's page size: why pci-scan's, see edgefd.scan.kernel
 )

@@ -52,6 +52,8 @@ class BusSpec(Record, Generic[D]):
     reader: BusReader[D]
     derive: Callable[[Sequence[D], SourceConfig], Derivation[DeviceReport]]
     inventory: Callable[[D, AccelMatch | None], dict[str, Any]]
+    # labels of the host itself this producer owns (edgefd.scan.kernel), read once per run
+    host_labels: Callable[[Any], dict[str, str]] | None = None
 
 
 def capability_count_label(kind: str) -> str:
