@@ -117,6 +117,7 @@ def inventory_item(dev: PciDevice, match: AccelMatch | None) -> dict[str, Any]:
         "sriov_totalvfs": dev.sriov_totalvfs,
         "numa_node": dev.numa_node,
         "driver": dev.driver,
+        "driver_version": dev.driver_version,  # its module's `version`, as the kernel says it
         "iommu_group": dev.iommu_group,
         "devnodes": list(dev.devnodes),
         "missing": list(dev.missing),

@@ -12,10 +12,10 @@ devicetree; and the drivers that care about the page size are PCIe ones.
 
 The number must be the host kernel's, never this process's guess about a tree that only looks
 like a host:
-- the tree's `/proc/self/smaps`, when it has one: the first mapping's `KernelPageSize`
-  (Documentation/filesystems/proc.rst: "the page size used by the kernel to back a VMA"),
-  the base page size for any mapping not on hugetlbfs, which a process's first one, its
-  executable, never is. A fixture tree states its kernel's page size so; the host root `/`
+- the tree's `/proc/self/smaps`, when it has one: the first mapping's `KernelPageSize`, "the
+  size of page used by the kernel to back a VMA" (the linux-mm patch that added it, 2008;
+  Documentation/filesystems/proc.rst lists it), the base page size for any mapping not on
+  hugetlbfs, which a process's first one, its executable, never is. A fixture tree states its kernel's page size so; the host root `/`
   reads the live value.
 - else, when the tree's `/sys` is a live sysfs (the host root `/`, or a pod's `/host/sys`, the
   host's /sys mounted there): sysfs is the running kernel's, and a container runs on its
