@@ -15,8 +15,8 @@ like a host:
 - the tree's `/proc/self/smaps`, when it has one: the first mapping's `KernelPageSize`, "the
   size of page used by the kernel to back a VMA" (the linux-mm patch that added it, 2008;
   Documentation/filesystems/proc.rst lists it), the base page size for any mapping not on
-  hugetlbfs, which a process's first one, its executable, never is. A fixture tree states its kernel's page size so; the host root `/`
-  reads the live value.
+  hugetlbfs, which a process's first one, its executable, never is. A fixture tree states its
+  kernel's page size so; the host root `/` reads the live value.
 - else, when the tree's `/sys` is a live sysfs (the host root `/`, or a pod's `/host/sys`, the
   host's /sys mounted there): sysfs is the running kernel's, and a container runs on its
   host's kernel, so this process's page size (sysconf) is the host's.
