@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FLEET_FILE = Path(__file__).with_name("fleet.yaml")
 PRODUCERS = ("dt_labeller", "usb_scan", "pci_scan")
 EDGEFD_DOMAIN = "edgefd.io/"
+SHOWN = (".present", ".driver-version", "/kernel.page-size")  # label endings the table shows
 
 
 @dataclass(frozen=True)
@@ -196,13 +197,14 @@ def others_schedulable(core: Any, nodes: Iterable[SampleNode]) -> list[str]:
 
 
 def edgefd_view(core: Any, name: str) -> tuple[dict[str, str], dict[str, int]]:
-    """What the guide's table shows of a Node: its ``edgefd.io/*.present`` labels and its
-    non-zero ``edgefd.io/*`` allocatable resources."""
+    """What the guide's table shows of a Node: its ``edgefd.io/*.present`` labels, the facts
+    recipes select on (``*.driver-version``, ``kernel.page-size``) and its non-zero
+    ``edgefd.io/*`` allocatable resources."""
     n = core.read_node(name)
     labels = {
         k: v
         for k, v in (n.metadata.labels or {}).items()
-        if k.startswith(EDGEFD_DOMAIN) and k.endswith(".present")
+        if k.startswith(EDGEFD_DOMAIN) and k.endswith(SHOWN)
     }
     res = {
         k: int(v)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from edgefd.core.featuresd import MergedFeatures, merge, read_feature_files
-from tests.fixturegen.devicetree import expand_dtb
+from tests.fixturegen.devicetree import compile_dts, expand_dtb
 from tests.helpers import feature_files, untimed
 
-from .command import REPO, RPI4_LABELS, host_with_blob, run, run_bytes
+from .command import REPO, RPI4_LABELS, SAMPLE_LABELS, SAMPLES, host_with_blob, run, run_bytes
 
 
 def read_features(directory: Path) -> MergedFeatures:
@@ -422,3 +422,23 @@ def test_a_missing_features_dir_is_exit_4_unless_told_to_create_it(
         run("--dtb", str(dtb), "--features-dir", str(fd), "--create-features-dir").returncode == 0
     )
     assert (fd / "dt-labeller").is_file()
+
+
+@pytest.mark.parametrize("board", sorted(SAMPLE_LABELS))
+def test_each_board_sample_gives_its_labels_in_both_forms(board: str, tmp_path: Path) -> None:
+    blob = compile_dts(SAMPLES / f"{board}.dts")
+    for root in (host_with_blob(tmp_path / "a", blob), host_with_dir(tmp_path / "b", blob)):
+        fd = tmp_path / root.name / "features.d"
+        fd.mkdir()
+        p = run("--host-root", str(root), "--features-dir", str(fd))
+        assert p.returncode == 0, p.stderr
+        assert labels_of(fd) == SAMPLE_LABELS[board]
+    refused = "nvidia,p3737-0000+p3701-0000" in p.stderr
+    assert refused is (board == "tegra234-agx-orin-devkit")
+
+
+def test_the_rk3588_npu_cores_count_when_npu_nodes_are_visited(tmp_path: Path) -> None:
+    root = host_with_blob(tmp_path, compile_dts(SAMPLES / "rk3588-rock-5b.dts"))
+    p = run("--host-root", str(root), "--dry-run", "--dt-node", "npu")
+    assert p.returncode == 0, p.stderr
+    assert "beta.devicetree.org/rockchip-rk3588-rknn-core=3\n" in p.stdout

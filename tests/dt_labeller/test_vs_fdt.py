@@ -15,7 +15,7 @@ from tests.fixturegen.devicetree import compile_dts
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [
-    ROOT / "samples/devicetree/rpi4-model-b.dts",
+    *sorted((ROOT / "samples/devicetree").glob("*.dts")),
     *sorted((ROOT / "tests/fixtures/dt").glob("*.dts")),
 ]
 

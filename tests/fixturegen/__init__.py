@@ -61,6 +61,19 @@ def _write_devicetree(desc: Mapping[str, Any], root: Path) -> None:
         os.symlink("../sys/firmware/devicetree/base", link)
 
 
+def _write_smaps(root: Path, page_size: int) -> None:
+    """The kernel's page size where the scanners read it: `/proc/self/smaps`, whose first
+    mapping (the executable's) is backed by base pages (Documentation/filesystems/proc.rst)."""
+    kb = page_size // 1024
+    smaps = root / "proc" / "self" / "smaps"
+    smaps.parent.mkdir(parents=True, exist_ok=True)
+    smaps.write_text(
+        "aaaab0a10000-aaaab0a2c000 r-xp 00000000 b3:02 1310 /usr/bin/python3.11\n"
+        f"Size:                {max(kb, 112)} kB\nKernelPageSize:      {kb} kB\n"
+        f"MMUPageSize:         {kb} kB\nRss:                  {kb * 4} kB\n"
+    )
+
+
 def build_host(
     desc_or_path: Mapping[str, Any] | str | os.PathLike[str],
     dest: Path,
@@ -91,6 +104,8 @@ def build_host(
         # a machine without a devicetree still has /sys/firmware (ACPI, DMI): an empty or
         # missing /sys/firmware means sysfs is not there, which dt-labeller reports as an error
         (root / "sys" / "firmware" / "acpi").mkdir(parents=True, exist_ok=True)
+    if desc.get("page_size"):
+        _write_smaps(root, int(desc["page_size"]))
     if desc.get("hostname"):
         (root / "etc").mkdir(exist_ok=True)
         (root / "etc" / "hostname").write_text(str(desc["hostname"]) + "\n")

@@ -278,6 +278,7 @@ class HostBuilder:
             drv.mkdir(parents=True, exist_ok=True)
             _rel_symlink(real / "driver", drv)
             _rel_symlink(drv / addr, real)
+            self.add_module(drv, dev)
         _write(real / "uevent", "\n".join(uevent) + "\n")
         _rel_symlink(real / "subsystem", self.p("/sys/bus/pci"))
         if dev.get("iommu_group") is not None:
@@ -316,6 +317,23 @@ class HostBuilder:
             _rel_symlink(real / f"virtfn{i}", vf_real)
             _rel_symlink(vf_real / "physfn", real)
         return real
+
+    def add_module(self, drv: Path, dev: Mapping[str, Any]) -> None:
+        """A driver built as a module: `drivers/<driver>/module` -> `/sys/module/<module>`,
+        with its `version` file when the module declares one (MODULE_VERSION). The module's
+        name is not the driver's: hailort's `hailo_pci` registers the PCI driver `hailo`,
+        its `hailo1x_pci` the driver `hailo1x` (common/pcie_common.h, DRIVER_NAME). A
+        description without `module` or `module_version` is a built-in driver: no link."""
+        name, version = dev.get("module"), dev.get("module_version")
+        if not (name or version):
+            return
+        mod = self.p(f"/sys/module/{name or drv.name}")
+        mod.mkdir(parents=True, exist_ok=True)
+        if version is not None:
+            _write(mod / "version", f"{version}\n")
+        _rel_symlink(mod / "drivers" / f"pci:{drv.name}", drv)
+        if not (drv / "module").is_symlink():
+            _rel_symlink(drv / "module", mod)
 
     def remove_pci(self, addr: str) -> None:
         link = self.p("/sys/bus/pci/devices") / addr

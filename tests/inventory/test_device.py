@@ -80,9 +80,20 @@ def test_the_facts_of_a_usb_and_a_pci_record() -> None:
         driver_version="1.2",
         pcie_root="pci0000:00",
     )
-    assert facts_of(pci) == Facts(driver="apex", driver_version="1.2.0", pcie_root="pci0000:00")
+    assert facts_of(pci) == Facts(
+        driver="apex", driver_version="1.2.0", pcie_root="pci0000:00", module_version="1.2"
+    )
     # a version with no driver bound says nothing
-    assert facts_of(SimpleNamespace(**{**vars(pci), "driver": None})).driver_version is None
+    unbound = facts_of(SimpleNamespace(**{**vars(pci), "driver": None}))
+    assert unbound.driver_version is None and unbound.module_version is None
+    # what is not semver is still the module's version, as text
+    odd = facts_of(SimpleNamespace(**{**vars(pci), "driver_version": "2.3.1.4"}))
+    assert (odd.driver_version, odd.module_version) == (None, "2.3.1.4")
+    for junk in ("x" * 65, "1.0\x1b[2J", "  "):
+        assert (
+            facts_of(SimpleNamespace(**{**vars(pci), "driver_version": junk})).module_version
+            is None
+        )
 
 
 @pytest.mark.parametrize(

@@ -126,3 +126,19 @@ def test_json_inventory_is_strict_utf8_whatever_sysfs_says(tmp_path: Path) -> No
     code, out, err = run("--host-root", tmp_path, "--explain")
     assert code == 0, err
     assert "0000:02:00.\\xfe" in out and "nv\\xffidia\\n" in out
+
+
+def test_a_pi5_with_a_hailo_says_its_driver_version_and_its_page_size(tmp_path: Path) -> None:
+    host = build_host("rpi5-hailo8l", tmp_path / "host", devicetree=False)
+    code, out, _ = run("--host-root", host, "--dry-run")
+    labels = file_labels(out)
+    assert code == 0
+    assert labels["edgefd.io/hailo.driver-version"] == "4.20.0"
+    assert labels["edgefd.io/kernel.page-size"] == "16384"
+    # found through the driver's module: the driver is `hailo`, its module `hailo_pci`
+    inv = json.loads(run("--host-root", host, "-o", "json", "--dry-run")[1])
+    hailo = next(d for d in inv["devices"] if d["address"] == "0001:01:00.0")
+    assert (hailo["driver"], hailo["driver_version"]) == ("hailo", "4.20.0")
+    # NFD's labels only: no edgefd fact either
+    code, out, _ = run("--host-root", host, "--dry-run", "--no-capabilities")
+    assert code == 0 and not [k for k in file_labels(out) if k.startswith("edgefd.io/")]

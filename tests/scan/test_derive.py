@@ -13,7 +13,7 @@ from edgefd.bus.catalogue import load_catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.bus.key import DeviceKey
 from edgefd.core.labels import Derivation
-from edgefd.inventory.device import Device
+from edgefd.inventory.device import Device, Facts
 from edgefd.scan.config import SourceConfig
 from edgefd.scan.derive import BusSpec, capability_labels, evaluate
 from edgefd.usb_scan.labels import RULES
@@ -70,3 +70,48 @@ def test_a_label_that_is_not_valid_is_refused_and_said() -> None:
     assert ev.warnings[:2] == ["config: a warning", "usb: a warning"]
     [refused] = ev.warnings[2:]
     assert refused.startswith(f"label refused: {BAD}: ")
+
+
+def _versioned(*versions: str | None) -> list[Device]:
+    """DEVICES with the Coral PCIe's and the Hailo's driver module versions set."""
+    out = list(DEVICES)
+    for i, v in zip((1, 2), versions, strict=True):
+        out[i] = out[i]._replace(facts=Facts(driver="x", module_version=v))
+    return out
+
+
+def test_a_kinds_driver_version_is_its_devices_one_module_version() -> None:
+    ev = evaluate(SPEC, SCANS, _versioned("1.2", "4.20.0"), CONFIG, load_catalogue(), (PCI,))
+    assert ev.labels["edgefd.io/edgetpu.driver-version"] == "1.2"  # as the kernel prints it
+    assert ev.labels["edgefd.io/hailo.driver-version"] == "4.20.0"
+    # the Coral USB (no kernel driver) does not count against the PCIe one's version
+    assert not any("driver-version" in w for w in ev.warnings)
+    # a device with no version says nothing; nor does the bus the scanner is not given
+    none = evaluate(SPEC, SCANS, _versioned(None, "4.20.0"), CONFIG, load_catalogue())
+    assert not any(k.endswith(".driver-version") for k in none.labels)
+
+
+def test_two_versions_of_one_kind_leave_the_label_out_and_say_why() -> None:
+    devices = [*_versioned("1.2", "4.20.0"), DEVICES[2]._replace(
+        name="hailo8-0000-05-00-0", key=DeviceKey("pci", "0000:05:00.0"),
+        facts=Facts(driver="x", module_version="4.19.0"))]  # fmt: skip
+    ev = evaluate(SPEC, SCANS, devices, CONFIG, load_catalogue(), (PCI,))
+    assert "edgefd.io/hailo.driver-version" not in ev.labels
+    assert ev.labels["edgefd.io/edgetpu.driver-version"] == "1.2"
+    assert [w for w in ev.warnings if "driver-version" in w] == [
+        "edgefd.io/hailo.driver-version left out: the hailo devices' drivers are not one "
+        "version: 4.19.0 (hailo8-0000-05-00-0); 4.20.0 (hailo8-0000-04-00-0)"
+    ]
+
+
+def test_a_version_that_is_no_label_value_is_refused_and_said() -> None:
+    ev = evaluate(SPEC, SCANS, _versioned("1.2+git", None), CONFIG, load_catalogue(), (PCI,))
+    assert "edgefd.io/edgetpu.driver-version" not in ev.labels
+    assert any(w.startswith("label refused: edgefd.io/edgetpu.driver-version") for w in ev.warnings)
+
+
+def test_host_labels_are_checked_like_the_others() -> None:
+    host = {"edgefd.io/kernel.page-size": "16384", "edgefd.io/kernel.bad": "no good!"}
+    ev = evaluate(SPEC, SCANS, DEVICES, CONFIG, None, host_labels=host)
+    assert ev.labels["edgefd.io/kernel.page-size"] == "16384"
+    assert "edgefd.io/kernel.bad" not in ev.labels

@@ -15,7 +15,7 @@ from edgefd.bus.enumerate import BusReader, ScanResult
 from edgefd.bus.key import DeviceKey
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.labels import Derivation
-from edgefd.inventory.device import Device
+from edgefd.inventory.device import Device, Facts
 from edgefd.scan.config import SourceConfig
 from edgefd.scan.derive import BusSpec, DeviceReport, evaluate
 from edgefd.scan.report import explain_text, inventory
@@ -106,3 +106,14 @@ def test_the_json_inventory_has_every_device_and_the_capabilities_by_kind() -> N
     }
     assert list(doc["labels"]) == sorted(doc["labels"]) and BAD not in doc["labels"]
     assert doc["warnings"][0] == "/sys/bus/usb/devices/1-9: gone"
+
+
+def test_explain_says_a_kinds_driver_version_beside_its_count() -> None:
+    pcie = DEVICES[1]._replace(facts=Facts(driver="apex", module_version="1.2"))
+    ev = evaluate(SPEC, SCANS, [DEVICES[0], pcie], CONFIG, load_catalogue(), (PCI,))
+    lines = explain_text(ev, HOST).splitlines()
+    assert any(
+        line.startswith("  edgefd.io/edgetpu.present=true, .count=2, .driver-version=1.2: ")
+        for line in lines
+    )
+    assert "  edgefd.io/edgetpu.driver-version=1.2" in lines

@@ -4,8 +4,10 @@ consumer reads the same objects.
 
 The facts are what a device's records say beyond its IDs, in the form the APIs take them:
 the USB bcdDevice and the driver module's version as semantic versions (the ResourceSlice
-refuses any other version), the bound driver, the serial, the PCIe root. The bus layer read
-them; here they are only put in shape."""
+refuses any other version), the bound driver, the serial, the PCIe root. The module's version
+is also kept as the kernel prints it (`modinfo`, `/sys/module/<m>/version`): that is the text a
+person compares with their library's version, and `1.2` must not turn into `1.2.0` there. The
+bus layer read them; here they are only put in shape."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class Facts(Record):
     device_version: str | None = None  # USB bcdDevice (the device's release), as semver
     driver_version: str | None = None  # the driver module's `version`, as semver
     pcie_root: str | None = None  # `pci<domain>:<bus>` of a PCI device
+    module_version: str | None = None  # the driver module's `version`, as the kernel says it
 
 
 NO_FACTS = Facts()
@@ -138,4 +141,12 @@ def facts_of(record: Any) -> Facts:
         driver=record.driver,
         driver_version=semver(record.driver_version) if record.driver else None,
         pcie_root=record.pcie_root,
+        module_version=_short_text(record.driver_version) if record.driver else None,
     )
+
+
+def _short_text(text: str | None) -> str | None:
+    """Text an API value and the saved state can hold (64 printable characters), or None:
+    no label or attribute can carry more, and a kept device must load again."""
+    t = (text or "").strip()
+    return t if 0 < len(t) <= 64 and t.isprintable() else None

@@ -20,6 +20,7 @@ from edgefd.bus.pci import READER, PciDevice
 from edgefd.core.labels import Derivation
 from edgefd.scan.config import BusRules, SourceConfig, join_fields, whitelist_match
 from edgefd.scan.derive import NFD_PREFIX, BusSpec, DeviceReport
+from edgefd.scan.kernel import host_labels
 
 RULES = BusRules(
     bus="pci",
@@ -116,6 +117,7 @@ def inventory_item(dev: PciDevice, match: AccelMatch | None) -> dict[str, Any]:
         "sriov_totalvfs": dev.sriov_totalvfs,
         "numa_node": dev.numa_node,
         "driver": dev.driver,
+        "driver_version": dev.driver_version,  # its module's `version`, as the kernel says it
         "iommu_group": dev.iommu_group,
         "devnodes": list(dev.devnodes),
         "missing": list(dev.missing),
@@ -135,4 +137,5 @@ SPEC: BusSpec[PciDevice] = BusSpec(
     reader=READER,
     derive=derive,
     inventory=inventory_item,
+    host_labels=host_labels,  # the kernel's page size: why pci-scan's, see edgefd.scan.kernel
 )

@@ -8,6 +8,14 @@ either scanner alone is still correct. They count the inventory's devices (its o
 match, a device within its re-enumeration hold included, so a Coral loading its firmware
 still counts once), never the records matched again here. The buses come in as arguments
 (`BusReader`s); this module never imports a bus, or a tool, by name.
+
+`<kind>.driver-version` is the version of the kernel module the kind's devices are bound to,
+as the kernel prints it (`/sys/module/<module>/version`), so a pod can ask for a node whose
+driver matches its userspace library (HailoRT refuses a driver of another version). Devices
+that say no version (no driver bound, a built-in driver, a module without MODULE_VERSION, a
+USB device driven from userspace) do not count. Two different versions among one kind's
+devices leave the label out, with a warning: either value would promise a pod a driver half
+of those devices do not have.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ class BusSpec(Record, Generic[D]):
     reader: BusReader[D]
     derive: Callable[[Sequence[D], SourceConfig], Derivation[DeviceReport]]
     inventory: Callable[[D, AccelMatch | None], dict[str, Any]]
+    # labels of the host itself this producer owns (edgefd.scan.kernel), read once per run
+    host_labels: Callable[[Any], dict[str, str]] | None = None
 
 
 def capability_count_label(kind: str) -> str:
@@ -60,6 +70,24 @@ def capability_labels(matches: Iterable[AccelMatch]) -> dict[str, str]:
         out[qualified(f"{kind}.present")] = "true"
         out[capability_count_label(kind)] = str(n)
     return out
+
+
+def driver_version_labels(devices: Iterable[Device]) -> tuple[dict[str, str], list[str]]:
+    """`<domain>/<kind>.driver-version` per kind whose devices agree on one, and a warning
+    for each kind whose devices do not."""
+    seen: dict[str, dict[str, list[str]]] = {}  # kind -> version -> device names
+    for d in devices:
+        if d.facts.module_version:
+            seen.setdefault(d.kind, {}).setdefault(d.facts.module_version, []).append(d.name)
+    labels, warnings = {}, []
+    for kind, versions in sorted(seen.items()):
+        key = qualified(f"{kind}.driver-version")
+        if len(versions) == 1:
+            labels[key] = next(iter(versions))
+            continue
+        said = "; ".join(f"{v} ({', '.join(names)})" for v, names in sorted(versions.items()))
+        warnings.append(f"{key} left out: the {kind} devices' drivers are not one version: {said}")
+    return labels, warnings
 
 
 def accelerators(devices: Iterable[Device], catalogue: Catalogue) -> list[AccelMatch]:
@@ -101,26 +129,33 @@ def evaluate(
     catalogue: Catalogue | None,
     capability_buses: Sequence[BusReader[Any]] = (),
     config_warnings: Sequence[str] = (),
+    host_labels: Mapping[str, str] | None = None,
 ) -> Evaluation:
-    """NFD labels for `spec`'s bus from its records (`scans` holds every bus named), and
+    """NFD labels for `spec`'s bus from its records (`scans` holds every bus named),
     capability labels over `capability_buses` from the inventory's `devices` (those that
-    count: present, or within the hold); every label checked. Pure."""
+    count: present, or within the hold), and the host's own facts the producer owns
+    (`host_labels`, read by the caller); every label checked. Pure."""
     own = scans[spec.reader.bus]
     warnings = list(config_warnings) + list(own.warnings)
     der = spec.derive(own.devices, config)
     own_matches: dict[str, AccelMatch] = {}
     others: list[AccelMatch] = []
+    versions: dict[str, str] = {}
     if catalogue is not None:
         buses = {r.bus for r in capability_buses} | {spec.reader.bus}
-        for m in accelerators((d for d in devices if d.bus in buses), catalogue):
+        counted = [d for d in devices if d.bus in buses]
+        for m in accelerators(counted, catalogue):
             if m.bus == spec.reader.bus:
                 own_matches[m.device] = m
             else:  # the other bus's problems belong to its own scanner's report
                 others.append(m)
-    caps = capability_labels([*own_matches.values(), *others])
+        matched = {m.key for m in [*own_matches.values(), *others]}
+        versions, said = driver_version_labels(d for d in counted if d.key in matched)
+        warnings.extend(said)
+    caps = {**capability_labels([*own_matches.values(), *others]), **versions}
     labels: dict[str, str] = {}
     rejected: list[Rejected] = []
-    for key, value in {**der.labels, **caps}.items():
+    for key, value in {**der.labels, **caps, **(host_labels or {})}.items():
         reason = check_label(key, value)
         if reason:
             rejected.append(Rejected(key, value, reason))

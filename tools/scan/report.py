@@ -50,7 +50,9 @@ def explain_text(ev: Evaluation, host: HostRoot) -> str:
         )
         count = capability_count_label(kind)
         present = count.removesuffix(".count") + ".present"
-        out.append(f"  {present}=true, .count={ev.capabilities[count]}: {who}")
+        version = ev.capabilities.get(count.removesuffix(".count") + ".driver-version")
+        said = f", .driver-version={version}" if version else ""
+        out.append(f"  {present}=true, .count={ev.capabilities[count]}{said}: {who}")
     if ev.warnings:
         out.append("")
         out.append("warnings:")

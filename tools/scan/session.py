@@ -84,16 +84,27 @@ class ScanSession:
         self.watch = watch
         self.metrics = watch.metrics if watch is not None else None
         self._labels: dict[str, dict[str, str]] = {}  # as last published, per producer
+        self._host: dict[str, dict[str, str]] = {}  # per producer: its host labels
         self._warnings = Warnings()
 
     def evaluate(self, snap: Snapshot) -> list[Evaluation]:
         scans, devices = snap.label_scans(), snap.label_devices()
         return [
             evaluate(
-                p.spec, scans, devices, p.config, self.catalogue, self.capability_buses, p.warnings
+                p.spec, scans, devices, p.config, self.catalogue, self.capability_buses,
+                p.warnings, self.host_labels(p.spec),
             )
             for p in self.producers
-        ]
+        ]  # fmt: skip
+
+    def host_labels(self, spec: BusSpec[Any]) -> dict[str, str]:
+        """The host's own labels `spec` owns, read once: the kernel does not change under a
+        running process. edgefd's, so not with --no-capabilities (NFD's labels only)."""
+        if spec.host_labels is None or self.catalogue is None:
+            return {}
+        if spec.producer not in self._host:
+            self._host[spec.producer] = spec.host_labels(self.host)
+        return self._host[spec.producer]
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """Publish every producer's labels from `snap`. Once: errors propagate. Watching: a

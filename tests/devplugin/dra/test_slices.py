@@ -170,3 +170,20 @@ def test_the_taint_turns_noexecute_with_its_deadline_as_time() -> None:
     assert slices.taints(GONE, ev, 1015.5) == slices.taints(GONE, ev, 9999.0)
     present_unusable = coral(reason="device node /dev/bus/usb/002/003 is missing")
     assert slices.taints(present_unusable, ev, 1e12)[0]["effect"] == "NoSchedule"
+
+
+@pytest.mark.parametrize(
+    ("module", "semver", "text"),
+    [("1.2", "1.2.0", "1.2"), ("4.20.0", "4.20.0", "4.20.0"), ("2.3.1.4", None, "2.3.1.4")],
+)
+def test_the_driver_version_is_always_a_version_and_its_text_always_a_string(
+    module: str, semver: str | None, text: str
+) -> None:
+    pci = DeviceKey("pci", "0000:01:00.0")
+    got = facts.facts_of(
+        type("R", (), {"key": pci, "driver": "hailo_pci", "driver_version": module,
+                       "pcie_root": "pci0000:00"})()
+    )  # fmt: skip
+    attrs = slices.attributes(_dev(key=pci, facts=got))
+    assert attrs.get("driverVersion") == ({"version": semver} if semver else None)
+    assert attrs["driverModuleVersion"] == {"string": text}

@@ -118,6 +118,11 @@ def attributes(dev: Device) -> dict[str, dict[str, Any]]:
     _str(attrs, "driver", facts.driver)
     _version(attrs, "deviceVersion", facts.device_version)
     _version(attrs, "driverVersion", facts.driver_version)
+    # a name keeps one type on every device: `driverVersion` is always a version, so a
+    # selector's compareTo() never meets a string (a CEL runtime error fails the allocation,
+    # k8s.io/dynamic-resource-allocation structured/internal/stable/allocator_stable.go); the
+    # module's version as written, semver or not, is this string for exact matches
+    _str(attrs, "driverModuleVersion", facts.module_version)
     return attrs
 
 
