@@ -126,3 +126,29 @@ def test_json_inventory_is_strict_utf8_whatever_sysfs_says(tmp_path: Path) -> No
     code, out, err = run("--host-root", tmp_path, "--explain")
     assert code == 0, err
     assert "0000:02:00.\\xfe" in out and "nv\\xffidia\\n" in out
+
+
+@pytest.mark.parametrize(
+    ("node", "kind", "accelerator", "bus", "place"),
+    [
+        ("rpi5-hailo10h", "hailo", "hailo10h", "pci", "0001:01:00.0"),
+        ("rpi5-hailo10h-h1x", "hailo", "hailo10h", "pci", "0001:01:00.0"),
+        ("x86-intel-npu", "npu", "intel-npu", "pci", "0000:00:0b.0"),
+        ("rk3588-npu", "npu", "rockchip-npu", "platform", "rknn"),
+    ],
+)
+def test_the_accelerators_of_issue_31_are_counted_once(
+    tmp_path: Path, node: str, kind: str, accelerator: str, bus: str, place: str
+) -> None:
+    """Issue 31: a Hailo-10H (either node name), an Intel NPU beside another accel card, an
+    RK3588's NPU on the platform bus: one capability each, the platform one too (it has no
+    NFD label of its own: NFD has no platform source)."""
+    root = build_host(node, tmp_path / node, devicetree=False)
+    inv = json.loads(run("--host-root", root, "-o", "json", "--dry-run")[1])
+    assert inv["capabilities"] == {
+        kind: [{"accelerator": accelerator, "bus": bus, "device": place, "state": ""}]
+    }
+    caps = {k: v for k, v in inv["labels"].items() if k.startswith("edgefd.io/")}
+    assert caps == {f"edgefd.io/{kind}.present": "true", f"edgefd.io/{kind}.count": "1"}
+    if bus == "platform":
+        assert not [k for k in inv["labels"] if k.startswith(NFD)]

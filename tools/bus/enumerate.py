@@ -16,7 +16,8 @@ from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.record import Record
 
-from .sysfs import note_dir_error
+from .key import DevNode
+from .sysfs import AttrDir, note_dir_error
 
 D = TypeVar("D")
 
@@ -32,7 +33,7 @@ class ScanResult(Record, Generic[D]):
 class BusReader(Record, Generic[D]):
     """How to read one bus."""
 
-    bus: str  # "usb", "pci"
+    bus: str  # "usb", "pci", "platform"
     scan: Callable[[HostRoot], ScanResult[D]]
 
 
@@ -61,6 +62,24 @@ def scandir_names(path: str, warnings: list[str]) -> set[str] | None:
     except OSError as e:
         note_dir_error(path, e, warnings)
     return None
+
+
+def class_nodes(
+    d: AttrDir, entries: set[str], class_dirs: tuple[str, ...], warnings: list[str]
+) -> tuple[DevNode, ...]:
+    """The device nodes of a device's class children (`<dev>/accel/accel0`: its uevent's
+    DEVNAME, its `dev`): a node found under the device it belongs to, never by a /dev glob
+    another driver's node could also match."""
+    nodes = []
+    for cdir in class_dirs:
+        if cdir not in entries:
+            continue
+        children = scandir_names(d.prefix + cdir, warnings)
+        for child in sorted(children or ()):
+            devnode = d.devname(f"{cdir}/{child}/uevent", warnings)
+            if devnode:
+                nodes.append(DevNode(devnode, d.dev_number(f"{cdir}/{child}/dev", warnings)))
+    return tuple(nodes)
 
 
 def _require_sysfs(host: HostRoot) -> None:
