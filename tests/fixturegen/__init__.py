@@ -81,6 +81,8 @@ def build_host(
         if d.split("/")[2:3] == ["pci"] and "pci" not in desc:
             continue
         (root / d).mkdir(parents=True, exist_ok=True)
+    # every Linux has the platform bus (its devices may be few on a PC, never none)
+    (root / "sys/bus/platform/devices").mkdir(parents=True, exist_ok=True)
     builder = HostBuilder(root)
     if desc.get("usb"):
         write_usb(builder, desc["usb"])

@@ -152,3 +152,27 @@ def test_the_accelerators_of_issue_31_are_counted_once(
     assert caps == {f"edgefd.io/{kind}.present": "true", f"edgefd.io/{kind}.count": "1"}
     if bus == "platform":
         assert not [k for k in inv["labels"] if k.startswith(NFD)]
+
+
+def test_a_catalogue_of_ones_own_names_platform_devices_too(tmp_path: Path) -> None:
+    """--catalogue: the platform bus is read for what that catalogue names (an i.MX93's
+    Ethos-U65 here), not for the packaged one's compatibles only."""
+    from tests.fixturegen.platform import add_platform
+
+    root = tmp_path / "imx93"
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    add_platform(
+        HostBuilder(root),
+        {"name": "4a900000.npu", "compatible": ["fsl,imx93-npu", "arm,ethos-u65"],
+         "driver": "ethosu",
+         "class_devices": [{"class": "accel", "name": "accel0", "devname": "accel/accel0"}]},
+    )  # fmt: skip
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(
+        "accelerators: [{id: ethos-u65, kind: ethosu, name: Arm Ethos-U65,\n"
+        "  platform: [{compatible: 'arm,ethos-u65', driver: ethosu}]}]\n"
+    )
+    code, out, err = run("--host-root", root, "--catalogue", cat, "--dry-run")
+    assert code == 0, err
+    assert file_labels(out) == {"edgefd.io/ethosu.present": "true", "edgefd.io/ethosu.count": "1"}
+    assert "edgefd.io/" not in run("--host-root", root, "--dry-run")[1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
@@ -35,6 +35,16 @@ class BusReader(Record, Generic[D]):
 
     bus: str  # "usb", "pci", "platform"
     scan: Callable[[HostRoot], ScanResult[D]]
+    # a bus read only where the catalogue says (the platform bus): how to read it for another
+    # catalogue than the packaged one (a scanner's --catalogue)
+    scan_for: Callable[[HostRoot, Any], ScanResult[D]] | None = None
+
+    def bound(self, catalogue: Any) -> BusReader[D]:
+        """This reader, reading what `catalogue` names (itself when that changes nothing)."""
+        if self.scan_for is None or catalogue is None:
+            return self
+        scan_for = self.scan_for
+        return self._replace(scan=lambda host: scan_for(host, catalogue))
 
 
 def rehost(host: HostRoot, message: str) -> str:

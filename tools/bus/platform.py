@@ -137,4 +137,4 @@ def _scan(host: HostRoot) -> ScanResult[PlatformDevice]:
     return scan(host)
 
 
-READER: BusReader[PlatformDevice] = BusReader("platform", _scan)
+READER: BusReader[PlatformDevice] = BusReader("platform", _scan, scan)
