@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgefd.core.labels import check_name, check_prefix
 from edgefd.core.record import Record
@@ -22,7 +22,6 @@ from .key import DeviceKey
 
 if TYPE_CHECKING:
     from .pci import PciDevice
-    from .platform import PlatformDevice
     from .usb import UsbDevice
 
 DEFAULT_PATH = Path(__file__).with_name("accelerators.yaml")
@@ -52,6 +51,14 @@ class PciId(Record):
             and (self.device is None or device == self.device)
             and (self.class_prefix is None or (class_code or "").startswith(self.class_prefix))
         )
+
+
+class BusRecord(Protocol):
+    """Any bus reader's record (edgefd.bus.platform's too, which reads this catalogue and so
+    is not imported here): where it is is all `match` needs to know of it first."""
+
+    @property
+    def key(self) -> DeviceKey: ...
 
 
 class PlatformId(Record):
@@ -119,7 +126,7 @@ class Catalogue(Record):
     def by_id(self, acc_id: str) -> Accelerator | None:
         return next((a for a in self.accelerators if a.id == acc_id), None)
 
-    def match(self, record: UsbDevice | PciDevice | PlatformDevice) -> AccelMatch | None:
+    def match(self, record: UsbDevice | PciDevice | BusRecord) -> AccelMatch | None:
         """Which accelerator a bus record is, if any: the one answer to "is this a Coral?"
         for the capability labels, the device plugin's resources and DRA alike."""
         key = record.key
