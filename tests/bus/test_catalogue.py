@@ -44,7 +44,10 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("accelerators: [{id: x, kind: k, name: n}]", "needs at least one 'usb' or 'pci'"),
+        (
+            "accelerators: [{id: x, kind: k, name: n}]",
+            "needs at least one 'usb', 'pci' or 'platform'",
+        ),
         ("accelerators: [{id: X!, kind: k, name: n, usb: []}]", "accelerators[0].id: 'X!' must be"),
         (
             "accelerators: [{id: x, kind: k, name: n, usb: [{vendor: 1a6, product: '0001'}]}]",
@@ -158,3 +161,56 @@ def test_the_packaged_file_reads_the_same_as_json() -> None:
     text = DEFAULT_PATH.read_text()
     body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
     assert _parse_yaml(text, DEFAULT_PATH) == json.loads(body)
+
+
+# Issue 31 item 1: the accelerators of 2026, each ID as its driver lists it
+INTEL_NPU_IDS = ("7d1d", "ad1d", "643e", "b03e", "fd3e", "d71d")  # ivpu_drv.h MTL..NVL
+
+
+def test_hailo10h_and_the_intel_npu_by_pci_id() -> None:
+    cat = load_catalogue()
+    h10 = cat.match_pci("1e60", "45C4", "0b4000")
+    assert h10 is not None and (h10.id, h10.kind, h10.resource) == (
+        "hailo10h",
+        "hailo",
+        "edgefd.io/hailo10h",
+    )
+    assert h10.dev_globs == ("/dev/hailo*", "/dev/h1x-*")  # hailort-drivers <= 5.2, >= 5.3
+    for device in INTEL_NPU_IDS:
+        npu = cat.match_pci("8086", device, "120000")
+        assert npu is not None and npu.id == "intel-npu" and npu.kind == "npu", device
+    assert cat.by_id("intel-npu").resource == "edgefd.io/intel-npu"  # type: ignore[union-attr]
+    assert cat.match_pci("8086", "7e4c", "120000") is None  # not in the driver's table
+    assert cat.match_pci("17cb", "a100", "120000") is None  # another accel driver's card
+
+
+def test_the_rockchip_npu_by_compatible_and_driver() -> None:
+    cat = load_catalogue()
+    core = ("rockchip,rk3588-rknn-core",)
+    npu = cat.match_platform(core, "rocket")
+    assert npu is not None and (npu.id, npu.kind, npu.resource) == (
+        "rockchip-npu",
+        "npu",
+        "edgefd.io/rockchip-npu",
+    )
+    assert cat.match_platform(core, None) is npu  # unbound: still the NPU (no node yet)
+    assert cat.match_platform(core, "rknpu") is None  # the vendor driver's: not this
+    assert cat.match_platform(("rockchip,rk3588-rknpu",), "rknpu") is None
+    [rule] = cat.platform_ids
+    assert rule.device == "rknn"  # rocket_drv.c: platform_device_register_simple("rknn")
+
+
+@pytest.mark.parametrize(
+    ("platform", "needle"),
+    [
+        ("[{driver: rocket}]", "platform[0].compatible"),
+        ("[{compatible: 'a b'}]", "is not a devicetree/sysfs name"),
+        ("[{compatible: x, device: ../etc}]", "platform[0].device"),
+        ("[{compatible: x, colour: red}]", "colour"),
+    ],
+)
+def test_bad_platform_ids_are_named(tmp_path: Path, platform: str, needle: str) -> None:
+    text = f"accelerators: [{{id: x, kind: k, name: n, platform: {platform}}}]"
+    with pytest.raises(BadInput) as e:
+        load_catalogue(write(tmp_path, text))
+    assert needle in str(e.value)

@@ -38,6 +38,7 @@ def test_a_key_in_words_and_a_node_as_people_read_them() -> None:
     assert DeviceKey("usb", "1-1.3").where == "port 1-1.3"
     assert DeviceKey("pci", "0000:02:00.0").where == "PCI address 0000:02:00.0"
     assert DeviceKey("dev", "/dev/hailo0").where == "/dev/hailo0"
+    assert DeviceKey("platform", "rknn").where == "platform device rknn"
     assert str(DevNode("/dev/apex_0", "120:0")) == "/dev/apex_0 (120:0)"
     assert str(DevNode("/dev/apex_0")) == "/dev/apex_0"
 

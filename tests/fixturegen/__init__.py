@@ -1,7 +1,8 @@
 """Build fixture host roots from small declarative node descriptions.
 
 A node description (YAML, `tests/fixtures/nodes/*.yaml`) lists the hardware of one node:
-`usb:` devices by port path, `pci:` functions by address, and optionally `devicetree: {dts: ...}`.
+`usb:` devices by port path, `pci:` functions by address, `platform:` (SoC) devices by sysfs
+name (tests/fixturegen/platform.py), and optionally `devicetree: {dts: ...}`.
 `build_host()` turns it into a directory that looks like that node's `/` to every edgefd tool
 (`--host-root`), so tests, benchmarks and the README demo all run on the same realistic trees.
 
@@ -93,11 +94,17 @@ def build_host(
         if d.split("/")[2:3] == ["pci"] and "pci" not in desc:
             continue
         (root / d).mkdir(parents=True, exist_ok=True)
+    # every Linux has the platform bus (its devices may be few on a PC, never none)
+    (root / "sys/bus/platform/devices").mkdir(parents=True, exist_ok=True)
     builder = HostBuilder(root)
     if desc.get("usb"):
         write_usb(builder, desc["usb"])
     if desc.get("pci"):
         write_pci(builder, desc["pci"])
+    if desc.get("platform"):
+        from .platform import write_platform  # lazy: only SoC descriptions have a platform bus
+
+        write_platform(builder, desc["platform"])
     if devicetree and desc.get("devicetree"):
         _write_devicetree(desc, root)
     elif not desc.get("devicetree"):

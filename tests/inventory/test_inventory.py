@@ -129,3 +129,47 @@ def test_hot_plug_reaches_subscribers_through_one_watcher(host: Path) -> None:
     assert m.value("edgefd_inventory_scans_total") == inv.scans >= 3
     assert m.value("edgefd_inventory_devices", presence="absent") == 1
     assert inv.describe() == {"mode": "inotify", "hold_seconds": 0.5, "held_devices": 0}
+
+
+def test_a_platform_npu_comes_and_goes_like_any_device(tmp_path: Path) -> None:
+    """Issue 31 item 2: the platform bus is watched like the others (its listing; uevents
+    with SUBSYSTEM=platform on a real host): the RK3588's NPU unbound and its `rknn` gone is
+    an absent device, and back it is healthy again, under the same name."""
+    from edgefd.bus import platform
+    from edgefd.bus.catalogue import load_catalogue
+    from edgefd.core.hostroot import HostRoot
+    from edgefd.inventory.inventory import Inventory
+    from tests.fixturegen import build_host
+    from tests.fixturegen.platform import add_platform, remove_platform
+
+    root = build_host("rk3588-npu", tmp_path / "rk", devicetree=False)
+    settings = WatchSettings(poll_interval=0.05, rescan_interval=30.0)
+    inv = Inventory(
+        HostRoot.of(root), (platform.READER,), catalogue=load_catalogue(), settings=settings,
+        hold=0.0,
+    )  # fmt: skip
+    seen: list[Snapshot] = []
+    inv.subscribe(seen.append)
+    inv.start()
+    name = "rockchip-npu-rknn"
+    try:
+        npu = seen[-1].device(name)
+        assert npu is not None and npu.healthy and npu.devnodes == ("/dev/accel/accel0",)
+        b = HostBuilder(root)
+        cores = ["fdab0000.npu", "fdac0000.npu", "fdad0000.npu"]
+        for core in [*cores, "rknn"]:
+            remove_platform(b, core)
+        wait_until(lambda: not seen[-1].device(name).present)  # type: ignore[union-attr]
+        assert seen[-1].device(name).reason == "gone from platform device rknn"  # type: ignore[union-attr]
+        for core in cores:
+            add_platform(b, {"name": core, "compatible": ["rockchip,rk3588-rknn-core"],
+                             "driver": "rocket"})  # fmt: skip
+        # the cores bound, the driver's device not (yet) there: present, no node
+        wait_until(lambda: seen[-1].device(name).present)  # type: ignore[union-attr]
+        assert "no device node (driver rocket)" in seen[-1].device(name).reason  # type: ignore[union-attr]
+        add_platform(b, {"name": "rknn", "class_devices": [
+            {"class": "accel", "name": "accel0", "devname": "accel/accel0"}]})  # fmt: skip
+        wait_until(lambda: seen[-1].device(name).healthy)  # type: ignore[union-attr]
+        assert [d.name for d in seen[-1].devices] == [name]
+    finally:
+        inv.stop()

@@ -75,7 +75,8 @@ def test_default_config_comes_from_the_catalogue() -> None:
     assert (coral.accelerator, coral.usb, coral.pci, coral.dev_globs) == ("coral-usb", (), (), ())
     assert by["edgefd.io/coral-pcie"].selector.accelerator == "coral-pcie"
     assert [r.accelerator for r in by.values()] == ["coral-usb", "coral-pcie", "ncs2", "ncs1",
-                                                   "hailo8"]  # fmt: skip
+                                                   "hailo8", "hailo10h", "intel-npu",
+                                                   "rockchip-npu"]  # fmt: skip
 
 
 def _cfg(*resources: dict, **top: object) -> dict:
@@ -479,12 +480,12 @@ def test_fuzz_resources_yaml_text(forget: str, replicas: str) -> None:
         (
             {"accelerator": "coarl-usb"},
             "resources[0].accelerator: 'coarl-usb' is not in the accelerator catalogue (its ids: "
-            "coral-pcie, coral-usb, hailo8, ncs1, ncs2)",
+            "coral-pcie, coral-usb, hailo10h, hailo8, intel-npu, ncs1, ncs2, rockchip-npu)",
         ),
         (
             {"kind": "tpu"},
             "resources[0].kind: 'tpu' is no kind of the accelerator catalogue (its kinds: "
-            "edgetpu, hailo, myriad2, myriadx)",
+            "edgetpu, hailo, myriad2, myriadx, npu)",
         ),
     ],
 )

@@ -41,6 +41,23 @@ def write(path: Path, devices: list) -> None:
     path.write_text(json.dumps({"version": 1, "devices": devices}))
 
 
+def test_a_platform_device_round_trips(tmp_path: Path) -> None:
+    """Issue 31: a remembered RK3588 NPU (keyed at its platform device) survives a restart;
+    a platform name that could be a path does not."""
+    npu = Device(
+        name="rockchip-npu-rknn", key=DeviceKey("platform", "rknn"), model="rockchip-npu",
+        kind="npu", nodes=(DevNode("/dev/accel/accel0", "261:0"),),
+        facts=Facts(driver="rocket", compatible="rockchip,rk3588-rknn-core"),
+        resources=("edgefd.io/rockchip-npu",), present=False, last_seen=NOW - 60,
+    )  # fmt: skip
+    path = tmp_path / "s.json"
+    state.save(path, [npu])
+    assert state.load(path, NOW) == [npu]
+    bad = {**state.device_to_json(npu), "place": "../rknn"}
+    path.write_text(json.dumps({"version": state.VERSION, "devices": [bad]}))
+    assert state.load(path, NOW) == []
+
+
 def test_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     away = CORAL._replace(missing_since=NOW - 30)  # since when it is missing: kept

@@ -142,3 +142,53 @@ def test_a_pi5_with_a_hailo_says_its_driver_version_and_its_page_size(tmp_path: 
     # NFD's labels only: no edgefd fact either
     code, out, _ = run("--host-root", host, "--dry-run", "--no-capabilities")
     assert code == 0 and not [k for k in file_labels(out) if k.startswith("edgefd.io/")]
+
+
+@pytest.mark.parametrize(
+    ("node", "kind", "accelerator", "bus", "place"),
+    [
+        ("rpi5-hailo10h", "hailo", "hailo10h", "pci", "0001:01:00.0"),
+        ("rpi5-hailo10h-h1x", "hailo", "hailo10h", "pci", "0001:01:00.0"),
+        ("x86-intel-npu", "npu", "intel-npu", "pci", "0000:00:0b.0"),
+        ("rk3588-npu", "npu", "rockchip-npu", "platform", "rknn"),
+    ],
+)
+def test_the_accelerators_of_issue_31_are_counted_once(
+    tmp_path: Path, node: str, kind: str, accelerator: str, bus: str, place: str
+) -> None:
+    """Issue 31: a Hailo-10H (either node name), an Intel NPU beside another accel card, an
+    RK3588's NPU on the platform bus: one capability each, the platform one too (it has no
+    NFD label of its own: NFD has no platform source)."""
+    root = build_host(node, tmp_path / node, devicetree=False)
+    inv = json.loads(run("--host-root", root, "-o", "json", "--dry-run")[1])
+    assert inv["capabilities"] == {
+        kind: [{"accelerator": accelerator, "bus": bus, "device": place, "state": ""}]
+    }
+    caps = {k: v for k, v in inv["labels"].items() if k.startswith("edgefd.io/")}
+    assert caps == {f"edgefd.io/{kind}.present": "true", f"edgefd.io/{kind}.count": "1"}
+    if bus == "platform":
+        assert not [k for k in inv["labels"] if k.startswith(NFD)]
+
+
+def test_a_catalogue_of_ones_own_names_platform_devices_too(tmp_path: Path) -> None:
+    """--catalogue: the platform bus is read for what that catalogue names (an i.MX93's
+    Ethos-U65 here), not for the packaged one's compatibles only."""
+    from tests.fixturegen.platform import add_platform
+
+    root = tmp_path / "imx93"
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    add_platform(
+        HostBuilder(root),
+        {"name": "4a900000.npu", "compatible": ["fsl,imx93-npu", "arm,ethos-u65"],
+         "driver": "ethosu",
+         "class_devices": [{"class": "accel", "name": "accel0", "devname": "accel/accel0"}]},
+    )  # fmt: skip
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(
+        "accelerators: [{id: ethos-u65, kind: ethosu, name: Arm Ethos-U65,\n"
+        "  platform: [{compatible: 'arm,ethos-u65', driver: ethosu}]}]\n"
+    )
+    code, out, err = run("--host-root", root, "--catalogue", cat, "--dry-run")
+    assert code == 0, err
+    assert file_labels(out) == {"edgefd.io/ethosu.present": "true", "edgefd.io/ethosu.count": "1"}
+    assert "edgefd.io/" not in run("--host-root", root, "--dry-run")[1]

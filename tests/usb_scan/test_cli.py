@@ -395,3 +395,12 @@ def test_a_run_right_after_another_producers_write_ends_with_its_trailing_event(
         assert run("--host-root", rpi4, "--features-dir", tmp_path)[0] == 0
         ready, _, _ = select.select([ino.fileno()], [], [], 0)  # already there: no waiting
         assert ready and [e.name for e in ino.read()] == ["usb-scan"]
+
+
+def test_a_platform_npu_is_counted_by_usb_scan_too(tmp_path: Path) -> None:
+    """Capability labels count accelerators on every bus, the platform bus included: an
+    RK3588 has no USB accelerator and no PCI, and its NPU is still edgefd.io/npu."""
+    root = build_host("rk3588-npu", tmp_path / "rk", devicetree=False)
+    code, out, _ = run("--host-root", root, "--dry-run")
+    assert code == 0
+    assert file_labels(out) == {"edgefd.io/npu.present": "true", "edgefd.io/npu.count": "1"}

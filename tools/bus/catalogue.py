@@ -1,4 +1,5 @@
-"""The accelerator catalogue: which USB/PCI IDs are which accelerator, as data.
+"""The accelerator catalogue: which USB/PCI IDs (and platform devicetree compatibles) are which
+accelerator, as data.
 
 The scanners (capability labels) and the device plugin (extended resources) must agree exactly
 on what counts as "a Coral", including a USB device that re-enumerates with different IDs once
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgefd.core.labels import check_name, check_prefix
 from edgefd.core.record import Record
@@ -65,6 +66,30 @@ class Thermal(Record):
     default_limit: int
 
 
+class BusRecord(Protocol):
+    """Any bus reader's record (edgefd.bus.platform's too, which reads this catalogue and so
+    is not imported here): where it is is all `match` needs to know of it first."""
+
+    @property
+    def key(self) -> DeviceKey: ...
+
+
+class PlatformId(Record):
+    """A platform (SoC) device: a devicetree `compatible` it lists, the driver that must be
+    bound when one is (another driver bound means another device), and, for a driver that
+    puts its device node on a platform device of its own (`rocket` registers `rknn` for all
+    NPU cores), that device's name: the accelerator is keyed there, once."""
+
+    compatible: str
+    driver: str | None = None
+    device: str | None = None
+
+    def matches(self, compatible: tuple[str, ...], driver: str | None) -> bool:
+        return self.compatible in compatible and (
+            driver is None or self.driver is None or driver == self.driver
+        )
+
+
 class Accelerator(Record):
     """One kind of accelerator hardware, however many IDs it shows up under."""
 
@@ -77,6 +102,7 @@ class Accelerator(Record):
     resource: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # extra container env, as sorted (name, value) pairs
     temperature: Thermal | None = None  # a temperature to judge its health by
+    platform: tuple[PlatformId, ...] = ()
 
 
 class Catalogue(Record):
@@ -99,10 +125,22 @@ class Catalogue(Record):
                 return acc
         return None
 
+    def match_platform(self, compatible: tuple[str, ...], driver: str | None) -> Accelerator | None:
+        """The accelerator for a platform device's compatibles and bound driver, or None."""
+        for acc in self.accelerators:
+            if any(p.matches(compatible, driver) for p in acc.platform):
+                return acc
+        return None
+
+    @property
+    def platform_ids(self) -> tuple[PlatformId, ...]:
+        """Every platform match rule: all a platform scan needs to know of the catalogue."""
+        return tuple(p for acc in self.accelerators for p in acc.platform)
+
     def by_id(self, acc_id: str) -> Accelerator | None:
         return next((a for a in self.accelerators if a.id == acc_id), None)
 
-    def match(self, record: UsbDevice | PciDevice) -> AccelMatch | None:
+    def match(self, record: UsbDevice | PciDevice | BusRecord) -> AccelMatch | None:
         """Which accelerator a bus record is, if any: the one answer to "is this a Coral?"
         for the capability labels, the device plugin's resources and DRA alike."""
         key = record.key
@@ -118,6 +156,11 @@ class Catalogue(Record):
                 acc = self.match_pci(vendor, device, getattr(record, "class_code", None) or "")
                 if acc is not None:
                     return AccelMatch(key, acc)
+        elif key.bus == "platform":
+            compatible = getattr(record, "compatible", None) or ()
+            acc = self.match_platform(compatible, getattr(record, "driver", None))
+            if acc is not None:
+                return AccelMatch(key, acc)
         return None
 
 
@@ -170,7 +213,18 @@ def env_pairs(f: Fields, key: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
-_FIELDS = {"id", "kind", "name", "usb", "pci", "dev_globs", "resource", "env", "temperature"}
+_FIELDS = {
+    "id",
+    "kind",
+    "name",
+    "usb",
+    "pci",
+    "platform",
+    "dev_globs",
+    "resource",
+    "env",
+    "temperature",
+}
 _THERMAL_FIELDS = ("class", "input", "limit", "default_limit")
 _ATTR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # one sysfs name: no path, no '..'
 
@@ -191,6 +245,25 @@ def _thermal(f: Fields) -> Thermal | None:
     return Thermal(names["class"] or "", names["input"] or "", names["limit"], default)
 
 
+_COMPATIBLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9,._+-]{0,127}$")
+_PLATFORM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:,+@-]{0,127}$")
+
+
+def platform_id(p: Fields) -> PlatformId:
+    """One `{compatible, driver?, device?}` entry."""
+    out = []
+    for key, pattern, required in (
+        ("compatible", _COMPATIBLE_RE, True),
+        ("driver", _PLATFORM_NAME_RE, False),
+        ("device", _PLATFORM_NAME_RE, False),
+    ):
+        value = p.str(key, required=required)
+        if value is not None and not pattern.match(value):
+            raise p.error(f"{value!r} is not a devicetree/sysfs name", key)
+        out.append(value)
+    return PlatformId(out[0] or "", out[1], out[2])
+
+
 def _parse_accelerator(f: Fields) -> Accelerator:
     acc_id = f.str("id", required=True) or ""
     if not _ID_RE.match(acc_id):
@@ -202,8 +275,10 @@ def _parse_accelerator(f: Fields) -> Accelerator:
     name = f.str("name", required=True) or ""
     usb = tuple(usb_id(u) for u in f.children("usb", USB_ID_FIELDS))
     pci = tuple(pci_id(p) for p in f.children("pci", ("vendor", "device", "class_prefix")))
-    if not usb and not pci:
-        raise f.error("needs at least one 'usb' or 'pci' ID")
+    platform_fields = ("compatible", "driver", "device")
+    platform = tuple(platform_id(p) for p in f.children("platform", platform_fields))
+    if not usb and not pci and not platform:
+        raise f.error("needs at least one 'usb', 'pci' or 'platform' ID")
     globs = f.list("dev_globs")
     for j, g in enumerate(globs):
         if not isinstance(g, str) or not g.startswith("/dev/") or "\x00" in g:
@@ -228,6 +303,7 @@ def _parse_accelerator(f: Fields) -> Accelerator:
         resource=resource,
         env=env_pairs(f, "env"),
         temperature=_thermal(f),
+        platform=platform,
     )
 
 

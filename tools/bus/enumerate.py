@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from edgefd.core.errors import HostUnreadable
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.record import Record
 
-from .sysfs import note_dir_error
+from .key import DevNode
+from .sysfs import AttrDir, note_dir_error
 
 D = TypeVar("D")
 
@@ -32,8 +33,18 @@ class ScanResult(Record, Generic[D]):
 class BusReader(Record, Generic[D]):
     """How to read one bus."""
 
-    bus: str  # "usb", "pci"
+    bus: str  # "usb", "pci", "platform"
     scan: Callable[[HostRoot], ScanResult[D]]
+    # a bus read only where the catalogue says (the platform bus): how to read it for another
+    # catalogue than the packaged one (a scanner's --catalogue)
+    scan_for: Callable[[HostRoot, Any], ScanResult[D]] | None = None
+
+    def bound(self, catalogue: Any) -> BusReader[D]:
+        """This reader, reading what `catalogue` names (itself when that changes nothing)."""
+        if self.scan_for is None or catalogue is None:
+            return self
+        scan_for = self.scan_for
+        return self._replace(scan=lambda host: scan_for(host, catalogue))
 
 
 def rehost(host: HostRoot, message: str) -> str:
@@ -61,6 +72,24 @@ def scandir_names(path: str, warnings: list[str]) -> set[str] | None:
     except OSError as e:
         note_dir_error(path, e, warnings)
     return None
+
+
+def class_nodes(
+    d: AttrDir, entries: set[str], class_dirs: tuple[str, ...], warnings: list[str]
+) -> tuple[DevNode, ...]:
+    """The device nodes of a device's class children (`<dev>/accel/accel0`: its uevent's
+    DEVNAME, its `dev`): a node found under the device it belongs to, never by a /dev glob
+    another driver's node could also match."""
+    nodes = []
+    for cdir in class_dirs:
+        if cdir not in entries:
+            continue
+        children = scandir_names(d.prefix + cdir, warnings)
+        for child in sorted(children or ()):
+            devnode = d.devname(f"{cdir}/{child}/uevent", warnings)
+            if devnode:
+                nodes.append(DevNode(devnode, d.dev_number(f"{cdir}/{child}/dev", warnings)))
+    return tuple(nodes)
 
 
 def _require_sysfs(host: HostRoot) -> None:

@@ -20,7 +20,8 @@ from edgefd.core.record import Record
 
 
 class DeviceKey(Record):
-    """A place on a bus: ("usb", "1-1.3"), ("pci", "0000:02:00.0"), ("dev", "/dev/hailo0")."""
+    """A place on a bus: ("usb", "1-1.3"), ("pci", "0000:02:00.0"), ("platform", "rknn"),
+    ("dev", "/dev/hailo0")."""
 
     bus: str
     place: str
@@ -35,6 +36,8 @@ class DeviceKey(Record):
             return f"port {self.place}"
         if self.bus == "pci":
             return f"PCI address {self.place}"
+        if self.bus == "platform":
+            return f"platform device {self.place}"
         return self.place
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.record import Record
 
-from .enumerate import BusReader, ScanResult, bus_entries, host_path_of, rehost, scandir_names
+from .enumerate import BusReader, ScanResult, bus_entries, class_nodes, host_path_of, rehost
 from .key import DeviceKey, DevNode
 from .sysfs import AttrDir
 
@@ -22,8 +22,10 @@ BUS_DIR = "/sys/bus/pci/devices"
 REQUIRED = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device")
 # class subdirectories whose children are character devices a container may need:
 # <dev>/apex/apex_0 (Coral gasket driver), drm/card0 + renderD128, accel/accel0 (DRM accel),
-# hailo_chardev/hailo0 (Hailo), misc/..., vfio-dev/vfio0 (VFIO cdev)
-CLASS_DIRS = ("accel", "apex", "drm", "hailo_chardev", "misc", "vfio-dev")
+# hailo_chardev/hailo0 (Hailo, hailort-drivers up to 5.2), hailo1x/h1x-0 (Hailo-10H from
+# hailort-drivers 5.3.0: class_create("hailo1x") in linux/pcie/src/pcie.c), misc/...,
+# vfio-dev/vfio0 (VFIO cdev)
+CLASS_DIRS = ("accel", "apex", "drm", "hailo1x", "hailo_chardev", "misc", "vfio-dev")
 
 
 class PciDevice(Record):
@@ -74,19 +76,6 @@ _FIELD = {
 }
 
 
-def _devnodes(d: AttrDir, entries: set[str], warnings: list[str]) -> tuple[DevNode, ...]:
-    nodes = []
-    for cdir in CLASS_DIRS:
-        if cdir not in entries:
-            continue
-        children = scandir_names(d.prefix + cdir, warnings)
-        for child in sorted(children or ()):
-            devnode = d.devname(f"{cdir}/{child}/uevent", warnings)
-            if devnode:
-                nodes.append(DevNode(devnode, d.dev_number(f"{cdir}/{child}/dev", warnings)))
-    return tuple(nodes)
-
-
 def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) -> PciDevice | None:
     """Read one PCI function directory (`real`, a path under the host root)."""
     d = AttrDir.open(real, warnings)
@@ -118,7 +107,7 @@ def scan_device(host: HostRoot, address: str, real: str, warnings: list[str]) ->
         group = d.link_name("iommu_group", w) if "iommu_group" in entries else None
         # a built-in driver has no module, and many modules no version: neither is a problem
         version = d.text("driver/module/version", w) if driver else None
-        nodes = _devnodes(d, entries, w)
+        nodes = class_nodes(d, entries, CLASS_DIRS, w)
     warnings.extend(f"pci {address}: {rehost(host, x)}" for x in w)
     path = host_path_of(host, real)
     return PciDevice(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from edgefd.bus import pci, usb
+from edgefd.bus import pci, platform, usb
 from edgefd.bus.catalogue import load_catalogue
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
@@ -82,7 +82,7 @@ def keeper_inventory(
     """The inventory devplugin would build on this host with `config`."""
     return Inventory(
         HostRoot.of(host_root),
-        (usb.READER, pci.READER),
+        (usb.READER, pci.READER, platform.READER),
         catalogue=load_catalogue(),
         selectors=config.selectors,
         hold=DEFAULT_HOLD,

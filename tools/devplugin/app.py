@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgefd.bus import pci, usb
+from edgefd.bus import pci, platform, usb
 from edgefd.bus.catalogue import load_catalogue
 from edgefd.core.duration import format_duration
 from edgefd.core.hostroot import HostRoot
@@ -73,7 +73,7 @@ def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None
     take_over(opts.links_dir, state_path, catalogue, time.time())
     return Inventory(
         opts.host,
-        (usb.READER, pci.READER),
+        (usb.READER, pci.READER, platform.READER),
         catalogue=catalogue,
         selectors=config.selectors,
         hold=DEFAULT_HOLD,

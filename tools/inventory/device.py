@@ -29,6 +29,7 @@ class Facts(Record):
     driver_version: str | None = None  # the driver module's `version`, as semver
     pcie_root: str | None = None  # `pci<domain>:<bus>` of a PCI device
     module_version: str | None = None  # the driver module's `version`, as the kernel says it
+    compatible: str | None = None  # a platform device's devicetree compatible (most specific)
 
 
 NO_FACTS = Facts()
@@ -87,7 +88,7 @@ def absence(dev: Device, within_hold: bool) -> str:
         return f"re-enumerating at {dev.key.where}"
     if dev.key.bus == "usb":
         return f"unplugged from {dev.key.where}"
-    if dev.key.bus == "pci":
+    if dev.key.bus in ("pci", "platform"):
         return f"gone from {dev.key.where}"
     return f"{dev.key.place} is gone"
 
@@ -95,7 +96,7 @@ def absence(dev: Device, within_hold: bool) -> str:
 def health_reason(dev: Device, exists: Callable[[str], bool]) -> str:
     """Why a present device cannot be used ("" when it can): a node that is not there."""
     if not dev.nodes:
-        if dev.key.bus == "pci":
+        if dev.key.bus in ("pci", "platform"):
             return f"no device node (driver {dev.facts.driver or 'none'}): is the driver loaded?"
         return "no device node (no DEVNAME in uevent)"
     missing = next((n.path for n in dev.nodes if not exists(n.path)), None)
@@ -129,7 +130,7 @@ def bcd_version(bcd: str | None) -> str | None:
 
 
 def facts_of(record: Any) -> Facts:
-    """The facts of a USB or PCI record."""
+    """The facts of a USB, PCI or platform record."""
     if record.key.bus == "usb":
         drivers = sorted({i.driver for i in record.interfaces if i.driver})
         return Facts(
@@ -137,6 +138,8 @@ def facts_of(record: Any) -> Facts:
             driver=",".join(drivers) or None,
             device_version=bcd_version(record.bcd_device),
         )
+    if record.key.bus == "platform":
+        return Facts(driver=record.driver, compatible=next(iter(record.compatible), None))
     return Facts(
         driver=record.driver,
         driver_version=semver(record.driver_version) if record.driver else None,

@@ -89,7 +89,7 @@ def identify(
     kind = match.accelerator.kind if match else model
     state = chosen[0][1] if chosen else match.state  # type: ignore[union-attr]
     nodes: tuple[DevNode, ...] = record.nodes
-    if record.key.bus == "pci":
+    if record.key.bus in ("pci", "platform"):
         globs = (first.dev_globs if first else ()) or (match.accelerator.dev_globs if match else ())
         nodes = tuple(n for n in nodes if _glob_match(n.path, globs))
     facts = facts_of(record)

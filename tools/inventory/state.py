@@ -42,6 +42,7 @@ STATES = ("", "boot", "runtime")
 PLACES = {  # what the kernel names a USB port path and a PCI address
     "usb": re.compile(r"usb[0-9]{1,3}|[0-9]{1,3}-[0-9]{1,3}(\.[0-9]{1,3}){0,6}"),
     "pci": re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]"),
+    "platform": re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:,+@-]{0,127}"),  # `fdab0000.npu`, `rknn`
 }
 
 

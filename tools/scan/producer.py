@@ -176,6 +176,7 @@ def run_producer(
         from edgefd.bus.catalogue import load_catalogue
 
         catalogue = load_catalogue(labelling.catalogue_path)
+        readers = [r.bound(catalogue) for r in readers]  # the platform bus reads what it names
     make_session = partial(
         ScanSession, host, producers, catalogue, capability_buses, output=outputs.output,
         explain=outputs.explain,

@@ -3,7 +3,8 @@
 Thin on purpose: the options are edgefd.cli.scanner's; config, output and --watch are the scan
 engine's (edgefd.scan), on the device inventory (edgefd.inventory);
 the USB label rules are in labels.py, the USB reading in edgefd.bus.usb. Capability labels
-count accelerators on both buses, so the PCI reader is handed to the engine too.
+count accelerators on every bus, so the PCI and platform readers are handed to the engine too
+(a platform device has no NFD label of its own: NFD has no platform source).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from edgefd.inventory.naming import DOMAIN
 
 
 def _run(**options: Any) -> int:
-    from edgefd.bus import pci, usb
+    from edgefd.bus import pci, platform, usb
     from edgefd.scan.producer import run_from_options
 
     from .labels import SPEC
 
-    return run_from_options(SPEC, (usb.READER, pci.READER), **options)
+    return run_from_options(SPEC, (usb.READER, pci.READER, platform.READER), **options)
 
 
 main = make_command(

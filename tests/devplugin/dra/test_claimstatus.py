@@ -132,3 +132,20 @@ def test_an_unprepared_claim_is_forgotten() -> None:
         assert len(api.applied) == 1 and not w.pending()
     finally:
         w.stop()
+
+
+def test_a_platform_device_says_its_platform_device() -> None:
+    """Issue 31: an RK3588 NPU in a claim's status is found by its platform device name."""
+    from edgefd.bus.key import DeviceKey, DevNode
+    from edgefd.inventory.device import Device
+    from edgefd.inventory.resources import default_config
+
+    npu = Device(
+        "rockchip-npu-rknn", DeviceKey("platform", "rknn"), "rockchip-npu", "npu",
+        nodes=(DevNode("/dev/accel/accel0", "261:0"),),
+    )  # fmt: skip
+    res = default_config().by_name()["edgefd.io/rockchip-npu"]
+    [entry] = desired(claim("rockchip-npu-rknn")[UID], table((npu, res))).values()
+    data = entry["data"]
+    assert data["bus"] == "platform" and data["platformDevice"] == "rknn" and "port" not in data
+    assert "vendorID" not in data and data["devicePaths"] == ["/dev/accel/accel0"]

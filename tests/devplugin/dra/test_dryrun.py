@@ -72,3 +72,35 @@ def test_the_dry_run_slice_is_what_the_live_front_end_publishes(short_dir: Path)
         app.stop()
     assert dry["spec"]["devices"] == live["spec"]["devices"]
     assert dry["metadata"]["name"] == live["metadata"]["name"]
+
+
+def test_issue_31_devices_in_the_slice(tmp_path: Path) -> None:
+    """The DRA side of issue 31: each fixture's accelerator is one device of the slice, with
+    the attributes a claim selects it by (a platform device: its name and compatible), no
+    taint (healthy)."""
+    want = {
+        "rpi5-hailo10h": ("hailo10h-0001-01-00-0", {"kind": "hailo", "pciAddress": "0001:01:00.0",
+                                                     "driver": "hailo1x", "vendorID": "1e60"}),
+        "rpi5-hailo10h-h1x": ("hailo10h-0001-01-00-0", {"model": "hailo10h", "bus": "pci"}),
+        "x86-intel-npu": ("intel-npu-0000-00-0b-0", {"kind": "npu", "model": "intel-npu",
+                                                     "productID": "7d1d", "driver": "intel_vpu"}),
+        "rk3588-npu": ("rockchip-npu-rknn", {"kind": "npu", "model": "rockchip-npu",
+                                             "bus": "platform", "platformDevice": "rknn",
+                                             "compatible": "rockchip,rk3588-rknn-core",
+                                             "driver": "rocket"}),
+    }  # fmt: skip
+    for node, (name, attrs) in want.items():
+        host = build_host(node, tmp_path / node, devicetree=False)
+        out = subprocess.run(
+            [sys.executable, "-m", "edgefd.devplugin", "--api", "dra", "--dry-run",
+             f"--host-root={host}", "--node-name=edge-1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        [dev] = json.loads(out.stdout)["spec"]["devices"]
+        assert dev["name"] == name, node
+        got = {k: next(iter(v.values())) for k, v in dev["attributes"].items()}
+        assert attrs.items() <= got.items(), (node, got)
+        assert not dev.get("taints"), node
+        if node == "rk3588-npu":
+            assert "vendorID" not in got and "productID" not in got

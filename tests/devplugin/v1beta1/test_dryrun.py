@@ -119,3 +119,37 @@ def test_the_dry_run_serves_what_the_live_plugin_serves(
     for name in set(doc) - served:
         assert f"\n{name}: {NOT_SERVED}\n" in text
     assert "0 device(s)" not in text
+
+
+ISSUE_31 = [
+    ("rpi5-hailo10h", "edgefd.io/hailo10h", "hailo10h-0001-01-00-0", "pci 0001:01:00.0, 1e60:45c4",
+     "/dev/hailo0"),
+    ("rpi5-hailo10h-h1x", "edgefd.io/hailo10h", "hailo10h-0001-01-00-0",
+     "pci 0001:01:00.0, 1e60:45c4", "/dev/h1x-0"),
+    ("x86-intel-npu", "edgefd.io/intel-npu", "intel-npu-0000-00-0b-0",
+     "pci 0000:00:0b.0, 8086:7d1d", "/dev/accel/accel0"),
+    ("rk3588-npu", "edgefd.io/rockchip-npu", "rockchip-npu-rknn", "platform rknn",
+     "/dev/accel/accel0"),
+]  # fmt: skip
+
+
+def test_issue_31_devices_once_healthy_with_their_node(tmp_path: Path) -> None:
+    """A Hailo-10H under either node name, an Intel NPU beside another driver's accel node
+    (accel1 is never given), an RK3588 NPU on the platform bus: each one device, Healthy,
+    its node (and only it) in the Allocate answer."""
+    from tests.fixturegen import build_host
+
+    for node, resource, name, where, path in ISSUE_31:
+        host = build_host(node, tmp_path / node, devicetree=False)
+        args = ["--host-root", str(host), "--plugin-dir", str(tmp_path / "dp"), "--dry-run"]
+        proc = run_plugin([*args, "-o", "json"])
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        served = {r["resource"]: r["devices"] for r in json.loads(out)["resources"] if r["devices"]}
+        assert list(served) == [resource], node
+        [dev] = served[resource]
+        assert (dev["id"], dev["health"]) == (name, "Healthy"), node
+        assert [d["container_path"] for d in dev["allocate"]["devices"]] == [path], node
+        proc = run_plugin(args)
+        text, _ = proc.communicate(timeout=30)
+        assert f"  {name}: Healthy, {where}\n" in text, node

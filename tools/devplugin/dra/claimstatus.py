@@ -51,7 +51,8 @@ def device_data(entry: Entry | None) -> dict[str, Any]:
         return {"state": "unknown"}
     dev = entry.device
     out: dict[str, Any] = {"bus": dev.bus}
-    out["pciAddress" if dev.bus == "pci" else "port"] = dev.key.place
+    place_key = {"pci": "pciAddress", "platform": "platformDevice"}.get(dev.bus, "port")
+    out[place_key] = dev.key.place
     vendor, _, product = dev.ids.partition(":")
     if vendor and vendor != "?":
         out["vendorID"] = vendor

@@ -109,6 +109,9 @@ def attributes(dev: Device) -> dict[str, dict[str, Any]]:
         _str(attrs, "pciAddress", place)
         _str(attrs, f"{STANDARD}/pciBusID", place)
         _str(attrs, f"{STANDARD}/pcieRoot", facts.pcie_root)
+    if dev.bus == "platform":
+        _str(attrs, "platformDevice", place)
+        _str(attrs, "compatible", facts.compatible)
     if dev.bus == "dev":
         _str(attrs, "devPath", place)
     _str(attrs, "serial", facts.serial)

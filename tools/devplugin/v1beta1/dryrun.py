@@ -83,7 +83,8 @@ def show(config: Config, opts: Options, output: str) -> int:
             where = f"{d['bus']} {d['location']}"
             state = f" {d['state']}" if d["state"] else ""
             why = f" ({d['reason']})" if d["reason"] else ""
-            _echo(f"  {d['id']}: {d['health']}{why}, {where}, {d['ids']}{state}")
+            ids = f", {d['ids']}" if d["ids"] else ""  # a platform device has no IDs
+            _echo(f"  {d['id']}: {d['health']}{why}, {where}{ids}{state}")
             if d["kubelet_ids"] != [d["id"]]:
                 _echo(f"    kubelet IDs: {', '.join(d['kubelet_ids'])}")
             _echo("    allocate: " + json.dumps(d["allocate"], sort_keys=True))
