@@ -37,7 +37,6 @@ ROUNDS = 10
 GRANT_S = 1.0
 KEEPER_METRICS = "http://127.0.0.1:8084/metrics"  # the component's listener (hostNetwork)
 OVERLAYS = {False: "overlay-keeper", True: "overlay-dra-keeper"}
-KEEPER_SOCKET = "/run/containerd/containerd.sock"  # where the component mounts the CRI from
 
 # Run in the holder before the device comes back: open the device's node by both paths until
 # each passes the device cgroup; print when (wall clock, the node's and the test's).
@@ -156,13 +155,11 @@ def set_keeper(run: Run, on: bool) -> None:
 
 
 def prepare_node(run: Run) -> None:
-    """What the component's mounts need on this node: the tree's sys/ holds the mount point
-    of the host cgroup filesystem (the keeper mounts it under its read-only /host/sys, as
-    on a real host), and the runtime's socket is at the path the component names."""
+    """What the keeper's mounts need on this node: the tree's sys/ holds the mount point of
+    the host cgroup filesystem (the keeper mounts it under its read-only /host/sys, as on a
+    real host). The runtime's socket is already where the node's distribution puts it
+    (layouts.py), which is where the install's profile must point the keeper."""
     (run.node.spec.host_tree / "sys" / "fs" / "cgroup").mkdir(parents=True, exist_ok=True)
-    sock = run.node.runtime.socket
-    bind = f"mountpoint -q {KEEPER_SOCKET} || mount --bind {sock} {KEEPER_SOCKET}"
-    run.node.ns.run(["sh", "-c", f"mkdir -p /run/containerd && touch {KEEPER_SOCKET} && ({bind})"])
 
 
 def usb_node(port: str, devnum: int) -> DevNode:

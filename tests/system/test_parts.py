@@ -119,14 +119,17 @@ def test_pause_archive_is_an_oci_layout(tmp_path: Path) -> None:
 
 def test_containerd_config_is_valid_toml(tmp_path: Path) -> None:
     c = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF)  # type: ignore[arg-type]
-    cfg = tomllib.loads(c.config())
+    (text,) = c.files().values()  # kubeadm's: one file
+    cfg = tomllib.loads(text)
     runtime = cfg["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["cdi_spec_dirs"] == ["/var/run/cdi"]  # never the machine's /etc/cdi
     assert cfg["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == PAUSE_REF
-    # nothing under the machine's own directories
+    # nothing but under the node's scratch /var/lib and /run (mountns.py), or its own dir
     paths = [cfg["root"], cfg["state"], cfg["grpc"]["address"]]
-    paths.append(cfg["plugins"]["io.containerd.internal.v1.opt"]["path"])
-    assert all(p.startswith(str(tmp_path)) for p in paths)
+    assert all(p.startswith(("/var/lib/", "/run/")) for p in paths)
+    runc = runtime["containerd"]["runtimes"]["runc"]["options"]["Root"]
+    assert runc.startswith(str(tmp_path))
 
 
 def test_device_nodes_of_a_host_tree(rpi4: Path) -> None:
