@@ -160,3 +160,17 @@ def test_node_state_is_cleaned_where_the_layout_keeps_it() -> None:
     assert "cd /var/lib/kubelet/device-plugins " in line
     assert "/var/lib/k0s/kubelet/plugins_registry/edgefd*" in line
     assert "/var/lib/k0s/kubelet/plugins/edgefd.io" in line
+
+
+def test_ci_runs_every_layout_with_both_apis_and_reads_results_in_order() -> None:
+    """test_e2e.py pairs its labels with the result lines in order: one node per layout
+    keeps the order given when each layout's scenarios are together."""
+    from .test_e2e import SCENARIOS
+
+    scenarios = [Scenario.parse(spec.format(snapshot="s")) for spec, _ in SCENARIOS.values()]
+    flat = [s.name for _, group in layout_groups(scenarios) for s in group]
+    assert flat == [s.name for s in scenarios]
+    apis = {(s.layout, s.api) for s in scenarios}
+    assert {lay for lay, _ in apis} == set(LAYOUTS)
+    others = {api for lay, api in apis if lay != "kubeadm"}
+    assert others == {"device-plugin", "dra"}
