@@ -321,7 +321,7 @@ def test_a_bare_device_keeper_prints_the_help_not_an_error_line():
 
 
 def test_serve_listens_on_its_own_port_as_the_manifests_say():
-    """8083 is the scanners' port; the overlay and the chart serve the keeper on 8084."""
+    """8083 is the scanners' port; the base and the chart serve the keeper on 8084."""
     from edgefd.device_keeper.cli import DEFAULT_LISTEN
 
     repo = Path(__file__).resolve().parents[2]
@@ -329,7 +329,7 @@ def test_serve_listens_on_its_own_port_as_the_manifests_say():
     shown = " ".join(_run("serve", "--help").stdout.split())  # click wraps the option help
     assert DEFAULT_LISTEN == ":8084" and "default: :8084]" in shown
     for manifest in (
-        "k8s/overlays/device-keeper/device-keeper.yaml",
+        "k8s/devplugin.yaml",
         "charts/edgefd/templates/devplugin.yaml",
     ):
         assert "containerPort: 8084" in (repo / manifest).read_text(), manifest

@@ -1,8 +1,9 @@
-"""The device-keeper component (k8s/overlays/device-keeper), rendered by the real kustomize:
-off by default; when on, exactly the capabilities and host mounts the keeper needs (each
-with its reason; measured, see the README), nothing more for it and nothing at all for the
-rest of the pod, which keeps the base's least privilege; no API token; its flags point where
-its mounts are. Escalations of the keeper are caught by the same check."""
+"""device-keeper in the base (k8s/devplugin.yaml, on by default since issue 34 item 3), rendered
+by the real kustomize: exactly the capabilities and host mounts the keeper needs (each with its
+reason; measured, see the README), nothing more for it and nothing at all for the rest of the
+pod, which keeps the base's least privilege; no API token; its flags point where its mounts
+are, on every distribution. k8s/overlays/no-device-keeper removes exactly it. Escalations of the
+keeper are caught by the same check."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.k8s.test_kustomize import SSA, applied, kubectl, write_kustomization
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
     K8S,
-    LABELS_DS,
+    PROFILES,
     TOKEN_PATH,
     all_containers,
     container,
@@ -26,6 +27,7 @@ from tests.k8s.test_manifests import (
     pod_spec,
     privilege_violations,
     schema_errors,
+    setting,
 )
 
 OVERLAYS = K8S / "overlays"
@@ -37,25 +39,30 @@ CAPS = {
     "MKNOD": "creating the new node in the workload's own /dev",
     "CHOWN": "giving the new node the old one's owner and group (plugdev, the container user)",
 }
-# hostPath -> (type, read-only)
+# hostPath -> (type, read-only): the kubelet's pod-resources and the runtime's socket of each
+# distribution (tests/k8s/test_profiles.py)
 HOSTPATHS = {
     "/sys": ("Directory", True),  # the device inventory (devplugin's volume)
     "/proc": ("Directory", True),
     "/sys/fs/cgroup": ("Directory", False),  # v1 devices files are written
-    "/var/lib/kubelet/pod-resources": ("Directory", True),
-    "/run/containerd/containerd.sock": ("Socket", False),  # a socket: ro would not matter
-    "/var/run/crio/crio.sock": ("Socket", False),  # CRI-O's (chart: deviceKeeper.criSocket)
+    **{f"{p.kubelet_dir}/pod-resources": ("Directory", True) for p in PROFILES.values()},
+    # a socket: ro would not matter
+    **{p.cri_socket: ("Socket", False) for p in PROFILES.values()},
+    "/var/run/crio/crio.sock": ("Socket", False),  # CRI-O's (chart: criSocket)
     "/var/lib/edgefd/device-keeper": ("DirectoryOrCreate", False),  # what it granted
 }
 COMBINATIONS = [
-    ("device-keeper",),
-    ("hostnetwork", "device-keeper"),
-    ("device-keeper", "dra"),
-    ("hostnetwork", "nodefeature", "device-keeper", "dra"),
+    (),
+    ("hostnetwork",),
+    ("dra",),
+    ("hostnetwork", "nodefeature", "dra"),
+    ("k3s",),
+    ("microk8s", "dra"),
+    ("dra", "k0s", "hostnetwork"),
 ]
 DRA_HOSTPATHS = (
-    "/var/lib/kubelet/plugins_registry",
-    "/var/lib/kubelet/plugins/edgefd.io",
+    *(f"{p.kubelet_dir}/plugins_registry" for p in PROFILES.values()),
+    *(f"{p.kubelet_dir}/plugins/edgefd.io" for p in PROFILES.values()),
     "/var/run/cdi",
 )
 
@@ -135,12 +142,31 @@ def without_keeper(ds: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def keeper_ds() -> dict[str, Any]:
-    return daemonset(render([K8S], [OVERLAYS / KEEPER]), DEVPLUGIN_DS)
+    return daemonset(None, DEVPLUGIN_DS)  # the plain files: it is in the base
 
 
-def test_off_by_default() -> None:
-    for name in (LABELS_DS, DEVPLUGIN_DS):
-        assert KEEPER not in [c["name"] for _, c in all_containers(pod_spec(daemonset(None, name)))]
+def test_on_by_default_in_devplugins_pod_only() -> None:
+    """Issue 34 item 3: a Coral's first open (libedgetpu loads its firmware, the device
+    re-enumerates) works in the default install; the keeper is in devplugin's DaemonSet, the
+    labels pod has none of it."""
+    names = [c["name"] for _, c in all_containers(pod_spec(daemonset(None, DEVPLUGIN_DS)))]
+    assert names == ["devplugin", KEEPER]
+    assert KEEPER not in [c["name"] for _, c in all_containers(pod_spec(daemonset(None)))]
+
+
+def test_no_device_keeper_removes_exactly_it(keeper_ds: dict[str, Any]) -> None:
+    """The one-value opt-out: the container and the volumes only it mounted go, and the mark
+    a distribution component listed later reads; nothing else changes."""
+    off = render([K8S], [OVERLAYS / "no-device-keeper"])
+    ds = daemonset(off, DEVPLUGIN_DS)
+    assert ds["metadata"]["annotations"].pop("edgefd.io/device-keeper") == "off"
+    assert ds == without_keeper(keeper_ds)
+    assert {v["name"] for v in pod_spec(ds)["volumes"]} == {
+        "host-sys", "host-dev", "device-plugins", "devplugin-config"
+    }  # fmt: skip
+    others = [d for d in off if d is not daemonset(off, DEVPLUGIN_DS)]
+    assert others == [d for d in render([K8S], []) if d["metadata"]["name"] != DEVPLUGIN_DS
+                      or d["kind"] != "DaemonSet"]  # fmt: skip
 
 
 def test_exactly_what_the_keeper_needs(keeper_ds: dict[str, Any]) -> None:
@@ -148,35 +174,39 @@ def test_exactly_what_the_keeper_needs(keeper_ds: dict[str, Any]) -> None:
     assert schema_errors(keeper_ds) is None
 
 
-def test_the_rest_of_the_pod_is_the_base(keeper_ds: dict[str, Any]) -> None:
-    rest = without_keeper(keeper_ds)
-    assert privilege_violations(rest) == []
-    assert rest == daemonset(None, DEVPLUGIN_DS)
+def test_the_rest_of_the_pod_has_the_base_privilege(keeper_ds: dict[str, Any]) -> None:
+    assert privilege_violations(without_keeper(keeper_ds)) == []
 
 
-def test_flags_point_where_the_mounts_are(keeper_ds: dict[str, Any]) -> None:
-    c = container(pod_spec(keeper_ds), KEEPER)
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c) or "base")
+def test_flags_point_where_the_mounts_are(components: tuple[str, ...]) -> None:
+    """Its variables name the distribution's paths (under --host-root), each mounted there."""
+    ds = daemonset(render([K8S], [OVERLAYS / c for c in components]), DEVPLUGIN_DS)
+    c = container(pod_spec(ds), KEEPER)
     cmd = c["command"]
     assert cmd[:2] == ["device-keeper", "serve"] and flag_value(cmd, "--host-root") == "/host"
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
-    assert "/host" + flag_value(cmd, "--cri-socket") in mounts
-    assert "/host" + flag_value(cmd, "--kubelet-dir") + "/pod-resources" in mounts
+    dist = next((PROFILES[x] for x in components if x in PROFILES), PROFILES["kubeadm"])
+    assert setting(c, "--cri-socket") == dist.cri_socket
+    assert setting(c, "--kubelet-dir") == dist.kubelet_dir
+    assert "/host" + dist.cri_socket in mounts
+    assert "/host" + dist.kubelet_dir + "/pod-resources" in mounts
     assert "--events" not in cmd and "/host/sys" in mounts  # its own inventory, under /host
     assert flag_value(cmd, "--state-dir") in mounts  # what it granted, kept across restarts
     # devplugin's configuration, at the path devplugin reads it: the same devices, same names
-    plugin = container(pod_spec(keeper_ds), "devplugin")
+    plugin = container(pod_spec(ds), "devplugin")
     assert flag_value(cmd, "--config") == flag_value(plugin["command"], "--config")
     [conf] = [m for m in c["volumeMounts"] if m["name"] == "devplugin-config"]
     assert flag_value(cmd, "--config").startswith(conf["mountPath"] + "/")
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
     assert env == {"NODE_NAME": "spec.nodeName"}
-    port = int(flag_value(cmd, "--listen").rpartition(":")[2])
+    port = int((setting(c, "--listen") or "").rpartition(":")[2])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     for probe in ("livenessProbe", "readinessProbe"):
         assert ports[c[probe]["httpGet"]["port"]] == port
 
 
-@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c) or "base")
 def test_combinations(components: tuple[str, ...]) -> None:
     ds = daemonset(render([K8S], [OVERLAYS / c for c in components]), DEVPLUGIN_DS)
     assert keeper_violations(ds) == []
@@ -223,7 +253,7 @@ def test_check_catches_escalations(keeper_ds: dict[str, Any], name: str) -> None
 
 
 @pytest.mark.realpeer
-@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c) or "base")
 @pytest.mark.usefixtures("applied")  # the base, applied once (tests/k8s/test_kustomize.py)
 def test_server_side_dry_run(
     kube_apiserver: Any, components: tuple[str, ...], tmp_path: Any

@@ -254,7 +254,8 @@ def test_only_the_devplugin_container_changes(
 ) -> None:
     ds, ds0 = daemonset(rendered, DEVPLUGIN_DS), daemonset(rendered_base, DEVPLUGIN_DS)
     spec, spec0 = pod_spec(ds), pod_spec(ds0)
-    assert [c["name"] for c in spec["containers"]] == ["devplugin"]
+    assert [c["name"] for c in spec["containers"]] == ["devplugin", "device-keeper"]
+    assert container(spec, "device-keeper") == container(spec0, "device-keeper")
     rest = {k: v for k, v in spec.items() if k not in ("containers", "volumes")}
     assert rest == {k: v for k, v in spec0.items() if k not in ("containers", "volumes")}
     assert rest["serviceAccountName"] == DEVPLUGIN_SA
@@ -310,7 +311,7 @@ def test_the_pod_keeps_least_privilege(rendered: list[dict[str, Any]], monkeypat
     monkeypatch.setattr(base, "HOSTPATHS_ALLOWED", allowed)
     assert base.privilege_violations(daemonset(rendered)) == []
     ds = daemonset(rendered, DEVPLUGIN_DS)
-    violations = base.privilege_violations(ds)
+    violations = base.pod_violations(ds)
     created = [
         v["name"]
         for v in pod_spec(ds)["volumes"]

@@ -36,7 +36,7 @@ from tests.k8s.test_manifests import (
     daemonsets,
     every_container,
     pod_spec,
-    privilege_violations,
+    pod_violations,
     schema_errors,
     setting,
 )
@@ -71,13 +71,37 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         s("labels.mode=nodefeature", "devicePlugin.api=dra"),
         ("nodefeature", "dra"),
     ),
-    "device-keeper": (s("deviceKeeper.enabled=true"), ("device-keeper",)),
-    "device-keeper+dra": (
-        s("deviceKeeper.enabled=true", "devicePlugin.api=dra"),
-        ("device-keeper", "dra"),
+    "no-device-keeper": (s("deviceKeeper.enabled=false"), ("no-device-keeper",)),
+    "no-device-keeper+dra": (
+        s("deviceKeeper.enabled=false", "devicePlugin.api=dra"),
+        ("no-device-keeper", "dra"),
     ),
-    "device-keeper+crio": (
-        s("deviceKeeper.enabled=true", "deviceKeeper.criSocket=/var/run/crio/crio.sock"),
+    "crio": (s("criSocket=/var/run/crio/crio.sock"), None),
+    "hostnetwork+no-device-keeper": (
+        s("hostNetwork=true", "deviceKeeper.enabled=false"),
+        ("hostnetwork", "no-device-keeper"),
+    ),
+    # the distribution profiles (issue 34 item 1; tests/k8s/test_profiles.py: their paths)
+    "k3s": (s("distribution=k3s"), ("k3s",)),
+    "microk8s": (s("distribution=microk8s"), ("microk8s",)),
+    "k0s": (s("distribution=k0s"), ("k0s",)),
+    "microk8s+dra": (s("distribution=microk8s", "devicePlugin.api=dra"), ("microk8s", "dra")),
+    "k0s+dra+hostnetwork": (
+        s("distribution=k0s", "devicePlugin.api=dra", "hostNetwork=true"),
+        ("dra", "hostnetwork", "k0s"),
+    ),
+    "k0s+no-device-keeper": (
+        s("distribution=k0s", "deviceKeeper.enabled=false"),
+        ("no-device-keeper", "k0s"),
+    ),
+    "k3s+dra+both": (s("distribution=k3s", "devicePlugin.api=both"), None),
+    # overrides win (to paths the keeper's check knows: another distribution's, CRI-O's)
+    "k0s+overrides": (
+        s(
+            "distribution=k0s",
+            "kubeletDir=/var/snap/microk8s/common/var/lib/kubelet",
+            "criSocket=/var/run/crio/crio.sock",
+        ),
         None,
     ),
     "devplugin-only": (s("labels.enabled=false"), None),
@@ -301,15 +325,11 @@ def test_render_is_valid_and_least_privilege(name: str) -> None:
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     assert daemonsets(docs)
     for ds in daemonsets(docs):
-        if "device-keeper" in name and ds["metadata"]["name"] == DEVPLUGIN_DS:
-            # its own check: tests/k8s/test_device_keeper_manifests.py
-            from tests.k8s.test_device_keeper_manifests import keeper_violations, without_keeper
-
-            assert keeper_violations(ds) == []
-            ds = without_keeper(ds)
-        violations = set(privilege_violations(ds))
+        # the keeper by its own rule (tests/k8s/test_device_keeper_manifests.py)
+        violations = set(pod_violations(ds))
         if "dra" in name:  # its host paths: tests/k8s/test_dra_manifests.py
-            violations = {v for v in violations if "/var/lib/kubelet/plugins" not in v
+            violations = {v for v in violations if "/plugins_registry" not in v
+                          and "/plugins/edgefd.io" not in v
                           and "/var/run/cdi" not in v}  # fmt: skip
         assert violations == ({"pod uses hostNetwork"} if "hostnetwork" in name else set())
     tokens = {c["name"] for c in every_container(docs) for m in c.get("volumeMounts", [])
@@ -489,7 +509,11 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     )
     docs = template(*value_set("podmonitor+devplugin-only"))
     (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
-    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["plugin-http"]
+    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["plugin-http", "keeper-http"]
+    # the keeper lives in devplugin's pod: without devplugin, nothing of it is scraped
+    docs = template("--api-versions", PODMONITOR_API, *s("devicePlugin.enabled=false"))
+    (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["scan-http", "sink-http"]
 
 
 @pytest.mark.parametrize(

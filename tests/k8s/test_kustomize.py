@@ -30,6 +30,7 @@ from tests.k8s.test_manifests import (
     K8S,
     NAMESPACE,
     POLICIES,
+    PROFILES,
     SERVICE_ACCOUNT,
     all_containers,
     container,
@@ -39,7 +40,7 @@ from tests.k8s.test_manifests import (
     load_manifests,
     manifest_files,
     pod_spec,
-    privilege_violations,
+    pod_violations,
     schema_errors,
     setting,
     unknown_settings,
@@ -70,15 +71,29 @@ COMBINATIONS = [
     ("dra", "host-features"),  # its merge patch names feature-sink first: any order works
     ("dra", "dra-evict"),
     ("hostnetwork", "host-features", "no-devplugin"),
-    ("device-keeper",),
-    ("dra", "device-keeper", "dra-evict"),
-    ("dra-evict", "device-keeper", "dra"),
-    ("hostnetwork", "device-keeper"),
+    ("no-device-keeper",),
+    ("dra", "no-device-keeper", "dra-evict"),
+    ("dra-evict", "no-device-keeper", "dra"),
+    ("hostnetwork", "no-device-keeper"),
     ("nodefeature", "hostnetwork", "no-devplugin", "host-features"),
 ]
+# The distribution components (issue 34 item 1) are a dimension of their own: each one alone
+# and with each other component in both orders (with dra-evict, which needs dra, as dra's
+# third), not the whole product; tests/k8s/test_profiles.py checks their paths and the chart.
+DISTRIBUTIONS = ("k3s", "microk8s", "k0s")
+OTHERS = ("nodefeature", "no-devplugin", "hostnetwork", "dra", "host-features",
+          "no-device-keeper")  # fmt: skip
+DIST_COMBINATIONS = [
+    *((d,) for d in DISTRIBUTIONS),
+    *((d, o) for d in DISTRIBUTIONS for o in OTHERS),
+    *((o, d) for d in DISTRIBUTIONS for o in OTHERS),
+    *((d, "dra", "dra-evict") for d in DISTRIBUTIONS),
+    *(("dra", "dra-evict", d) for d in DISTRIBUTIONS),
+    *(("no-device-keeper", d, "dra") for d in DISTRIBUTIONS),
+]
 DRA_HOSTPATHS = (
-    "/var/lib/kubelet/plugins_registry",
-    "/var/lib/kubelet/plugins/edgefd.io",
+    *(f"{p.kubelet_dir}/plugins_registry" for p in PROFILES.values()),
+    *(f"{p.kubelet_dir}/plugins/edgefd.io" for p in PROFILES.values()),
     "/var/run/cdi",
 )
 
@@ -119,6 +134,9 @@ def sorted_env(d: dict[str, Any]) -> dict[str, Any]:
         spec.get("volumes", []).sort(key=lambda v: v["name"])
         for _, c in all_containers(spec):
             c.get("env", []).sort(key=lambda e: e["name"])
+            # a mount a distribution moves is deleted and added again, at the end; the runtime
+            # orders mounts by their path's depth, not by the list (containerd's CRI)
+            c.get("volumeMounts", []).sort(key=lambda m: m["mountPath"])
     return out
 
 
@@ -236,8 +254,8 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
                     assert c[probe]["httpGet"].pop("host") == "127.0.0.1", (c["name"], probe)
                     probes += 1
         assert sorted_env(ds_o) == sorted_env(ds_b), name
-    assert probes == 5  # the startup probes ask 127.0.0.1 from inside the container anyway
-    assert listeners == 3  # bus-scan, feature-sink, devplugin
+    assert probes == 7  # the startup probes ask 127.0.0.1 from inside the container anyway
+    assert listeners == 4  # bus-scan, feature-sink, devplugin, device-keeper
 
 
 def only_the_daemonset_differs(
@@ -320,20 +338,15 @@ def test_dra_evict_without_dra_is_refused_by_devplugin_in_one_line(tmp_path: Pat
 # -- combinations ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("components", COMBINATIONS + DIST_COMBINATIONS, ids=lambda c: "+".join(c))
 def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -> None:
     docs = combo(components)
     for d in docs:
         if d["kind"] != "DeviceClass":  # resource.k8s.io/v1: newer than the client's models
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     for ds in daemonsets(docs):
-        if "device-keeper" in components and ds["metadata"]["name"] == DEVPLUGIN_DS:
-            # its own check: tests/k8s/test_device_keeper_manifests.py
-            from tests.k8s.test_device_keeper_manifests import keeper_violations, without_keeper
-
-            assert keeper_violations(ds) == []
-            ds = without_keeper(ds)
-        violations = privilege_violations(ds)
+        # the keeper by its own rule (tests/k8s/test_device_keeper_manifests.py)
+        violations = pod_violations(ds)
         allowed = {"pod uses hostNetwork"} if "hostnetwork" in components else set()
         if "dra" in components:  # its host paths are checked by test_dra_manifests.py
             violations = [v for v in violations if not any(p in v for p in DRA_HOSTPATHS)]
@@ -357,9 +370,12 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("hostnetwork", "dra"),
         ("hostnetwork", "nodefeature", "dra"),
         ("hostnetwork", "no-devplugin"),
-        ("dra", "device-keeper", "dra-evict"),
-        ("hostnetwork", "device-keeper", "dra"),
+        ("dra", "no-device-keeper", "dra-evict"),
+        ("hostnetwork", "no-device-keeper", "dra"),
         ("nodefeature", "host-features", "no-devplugin"),
+        ("k0s", "dra", "no-device-keeper"),
+        ("microk8s", "dra", "dra-evict", "hostnetwork"),
+        ("k3s", "no-device-keeper", "nodefeature"),
     ],
     ids=lambda c: "+".join(c),
 )
@@ -415,7 +431,7 @@ def system_kubectl() -> str:
     return found
 
 
-@pytest.mark.parametrize("components", COMBINATIONS, ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("components", COMBINATIONS + DIST_COMBINATIONS, ids=lambda c: "+".join(c))
 def test_the_system_kubectl_builds_the_same_objects(
     components: tuple[str, ...], tmp_path: Path
 ) -> None:

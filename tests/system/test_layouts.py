@@ -174,3 +174,20 @@ def test_ci_runs_every_layout_with_both_apis_and_reads_results_in_order() -> Non
     assert {lay for lay, _ in apis} == set(LAYOUTS)
     others = {api for lay, api in apis if lay != "kubeadm"}
     assert others == {"device-plugin", "dra"}
+
+
+def test_the_first_use_check_fails_without_the_keeper() -> None:
+    """Check 6k asserts the default install's keeper before anything: absent or not ready,
+    it fails with the reason (it never skips)."""
+    from .keeper_install import keeper_problem
+
+    def pod(*names: str, ready: bool = True) -> dict:
+        return {
+            "metadata": {"name": "edgefd-devplugin-x"},
+            "spec": {"containers": [{"name": n} for n in names]},
+            "status": {"containerStatuses": [{"name": n, "ready": ready} for n in names]},
+        }
+
+    assert keeper_problem([pod("feature-sink"), pod("devplugin", "device-keeper")]) is None
+    assert "no device-keeper" in str(keeper_problem([pod("devplugin"), pod("feature-sink")]))
+    assert "not ready" in str(keeper_problem([pod("devplugin", "device-keeper", ready=False)]))

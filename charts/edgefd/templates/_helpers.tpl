@@ -108,3 +108,66 @@ kubelet's device-plugin directory (devplugin --api takes the same three) */ -}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /*
+The kubelet's and the runtime's paths of each distribution (values.yaml `distribution`); each
+distribution's source files are named in k8s/overlays/<distribution>/kustomization.yaml:
+  k3s       kubelet --root-dir only for a rootless agent (k3s-io/k3s
+            pkg/daemons/agent/agent_linux.go, pkg/agent/config/config.go); containerd
+            /run/k3s/containerd/containerd.sock (pkg/agent/config/config_linux.go)
+  microk8s  --root-dir=${SNAP_COMMON}/var/lib/kubelet, containerd --address
+            ${SNAP_COMMON}/run/containerd.sock (canonical/microk8s
+            microk8s-resources/default-args/kubelet, containerd; a classic snap:
+            SNAP_COMMON=/var/snap/microk8s/common)
+  k0s       --root-dir=<data dir>/kubelet with data dir /var/lib/k0s, containerd
+            <run dir>/containerd.sock with run dir /run/k0s (k0sproject/k0s
+            pkg/constant/constant_unix.go, pkg/config/cfgvars.go,
+            pkg/component/worker/containerd/utils_other.go)
+kubeletDir and criSocket, when set, win.
+*/ -}}
+{{- define "edgefd.profile" -}}
+{{- $profiles := dict
+  "kubeadm" (dict "kubeletDir" "/var/lib/kubelet" "criSocket" "/run/containerd/containerd.sock")
+  "k3s" (dict "kubeletDir" "/var/lib/kubelet" "criSocket" "/run/k3s/containerd/containerd.sock")
+  "microk8s" (dict "kubeletDir" "/var/snap/microk8s/common/var/lib/kubelet"
+                   "criSocket" "/var/snap/microk8s/common/run/containerd.sock")
+  "k0s" (dict "kubeletDir" "/var/lib/k0s/kubelet" "criSocket" "/run/k0s/containerd.sock") }}
+{{- $p := get $profiles .Values.distribution }}
+{{- if not $p }}
+{{- fail (printf "distribution: %s is not one of kubeadm, k3s, microk8s, k0s" .Values.distribution) }}
+{{- end }}
+{{- toYaml $p }}
+{{- end }}
+
+{{/* The kubelet's --root-dir on the host. */}}
+{{- define "edgefd.kubeletDir" -}}
+{{- .Values.kubeletDir | default (get (include "edgefd.profile" . | fromYaml) "kubeletDir") }}
+{{- end }}
+
+{{/* The container runtime's CRI socket on the host (device-keeper). */}}
+{{- define "edgefd.criSocket" -}}
+{{- .Values.criSocket | default (get (include "edgefd.profile" . | fromYaml) "criSocket") }}
+{{- end }}
+
+{{/* The device-plugins directory: not <kubeletDir>/device-plugins but this constant of the
+kubelet's (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 DevicePluginPath, which
+pkg/kubelet/cm/devicemanager NewManagerImpl uses whatever --root-dir says), on every
+distribution. */}}
+{{- define "edgefd.devicePluginDir" -}}
+/var/lib/kubelet/device-plugins
+{{- end }}
+
+{{/* The kubelet's plugin registry, which it watches for DRA drivers' registration sockets. */}}
+{{- define "edgefd.pluginsRegistryDir" -}}
+{{ include "edgefd.kubeletDir" . }}/plugins_registry
+{{- end }}
+
+{{/* The DRA driver's own directory (service socket, checkpoint, stable device links). */}}
+{{- define "edgefd.draPluginDir" -}}
+{{ include "edgefd.kubeletDir" . }}/plugins/edgefd.io
+{{- end }}
+
+{{/* The kubelet's pod-resources socket directory (device-keeper). */}}
+{{- define "edgefd.podResourcesDir" -}}
+{{ include "edgefd.kubeletDir" . }}/pod-resources
+{{- end }}
