@@ -315,16 +315,32 @@ def boot_state_kinds(run: Run, held: Device) -> list[Device]:
     return list(out.values())
 
 
+def holder_of(run: Run, resource: str) -> str | None:
+    """A running pod of the test's whose limits ask for ``resource`` (check 5 leaves one
+    holding a device of another resource than the first workload's)."""
+    for pod in run.api.get("/api/v1/namespaces/default/pods")["items"]:
+        limits = [c.get("resources", {}).get("limits", {}) for c in pod["spec"]["containers"]]
+        alive = not pod["metadata"].get("deletionTimestamp")
+        running = alive and pod.get("status", {}).get("phase") == "Running"
+        if running and any(resource in x for x in limits):
+            return pod["metadata"]["name"]
+    return None
+
+
 def first_use(run: Run, device: Device) -> dict[str, Any]:
-    """A running holder of its own for ``device`` (a limit, or a claim of its class), which
-    boots once while it runs: opened again there, the holder not restarted; then the device
-    back in its boot state for the checks after this one."""
+    """A running holder for ``device`` (a limit, or a claim of its class: the test's workload
+    that already holds it, else one of its own), which boots once while it runs: opened again
+    there, the holder not restarted; then the device back in its boot state for the checks
+    after this one."""
     name = f"first-use-{device.kind}"
+    running = None if run.dra else holder_of(run, device.resource)
     if run.dra:
         w = checks_dra.claim_pod(run, name, device.device_class)
         container, device = w["container"], w["device"]
     else:
-        run.create_pod(workload(name, run.image, device.resource, device.selector))
+        if running is None:
+            run.create_pod(workload(name, run.image, device.resource, device.selector))
+        name = running or name  # an earlier check's workload, still running, holds it
         container = run.running_container(name)["id"]
         got = probe(run, container, run.offer.resources[device.resource])["env"]
         device = run.offer.by_id(got.split(",")[0])
@@ -337,10 +353,12 @@ def first_use(run: Run, device: Device) -> dict[str, Any]:
         if identity(run, name) != before:
             problems.append(f"{device.kind}: its holder was restarted")
     finally:
-        run.delete_pod(name, wait=True)
+        if running is None:
+            run.delete_pod(name, wait=True)
         power_cycle(run, device, boot)
     return {
         "kind": device.kind,
+        "holder": name,
         "ids": [boot, runtime_ids(boot)],
         "problems": problems,
         **_plain(r),

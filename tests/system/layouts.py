@@ -80,6 +80,7 @@ class Layout:
     config: str  # where the distribution writes containerd's config
     cni_conf_dir: str
     writable: tuple[str, ...] = ()  # machine directories the node must write under (overlay)
+    scratch: tuple[str, ...] = ()  # in those, where the node's scratch directories go (binds)
     links: tuple[tuple[str, str], ...] = ()  # (link, target) the distribution's installer makes
     drop_in: str = ""  # k0s: the imported file the node's own settings go into
 
@@ -256,6 +257,7 @@ LAYOUTS: dict[str, Layout] = {
         config=f"{SNAP_DATA}/args/containerd.toml",
         cni_conf_dir=f"{SNAP_DATA}/args/cni-network",
         writable=("/var",),
+        scratch=("/var/snap",),
         links=(("/var/lib/kubelet", f"{SNAP_COMMON}/var/lib/kubelet"),),
     ),
     "k0s": Layout(
@@ -267,6 +269,7 @@ LAYOUTS: dict[str, Layout] = {
         config="/etc/k0s/containerd.toml",
         cni_conf_dir="/etc/cni/net.d",  # containerd's default: k0s sets none
         writable=("/etc",),
+        scratch=("/etc/k0s",),
         drop_in="/etc/k0s/containerd.d/edgefd-e2e-node.toml",
     ),
 }

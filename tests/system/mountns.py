@@ -26,6 +26,11 @@ DEV_SUBMOUNTS = ("pts", "shm", "mqueue", "hugepages")
 UW = ("upper", "work")  # an overlay's two scratch directories
 
 
+def _name(target: str) -> str:
+    """The scratch directory of a path inside the namespace (/var/snap: var-snap)."""
+    return target.strip("/").replace("/", "-")
+
+
 class MountNamespaceError(RuntimeError):
     pass
 
@@ -43,11 +48,15 @@ class MountNamespace:
         extra_binds: dict[str, Path] | None = None,
         file_overrides: dict[str, str] | None = None,
         writable: tuple[str, ...] = (),
+        scratch: tuple[str, ...] = (),
     ) -> None:
         self.dir = Path(workdir)
         self.extra_binds = dict(extra_binds or {})
         self.file_overrides = dict(file_overrides or {})
         self.writable = writable
+        # scratch binds made inside a ``writable`` overlay (an overlay cannot be the upper
+        # layer of the container runtime's own overlay mounts: runtime roots need a bind)
+        self.scratch = scratch
         self.log = self.dir / "mountns.log"
         self._holder: subprocess.Popen | None = None
 
@@ -63,6 +72,8 @@ class MountNamespace:
             )
         for target in ("/var/lib", "/var/log", "/run"):
             lines.append(f"mount --bind {d / target.strip('/').replace('/', '-')} {target}")
+        for target in self.scratch:
+            lines.append(f"mkdir -p {target} && mount --bind {d / _name(target)} {target}")
         merged = d / "dev-merged"
         lines.append(
             f"mount -t overlay overlay -o lowerdir=/dev,upperdir={d / 'dev-upper'},"
@@ -82,8 +93,18 @@ class MountNamespace:
         return "\n".join(lines)
 
     def start(self, timeout: float = 10.0) -> MountNamespace:
-        overlays = [f"{w.strip('/').replace('/', '-')}-{s}" for w in self.writable for s in UW]
-        for sub in ("var-lib", "var-log", "run", "dev-upper", "dev-work", "dev-merged", *overlays):
+        overlays = [f"{_name(w)}-{s}" for w in self.writable for s in UW]
+        scratch = [_name(t) for t in self.scratch]
+        for sub in (
+            "var-lib",
+            "var-log",
+            "run",
+            "dev-upper",
+            "dev-work",
+            "dev-merged",
+            *overlays,
+            *scratch,
+        ):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "overrides").mkdir(exist_ok=True)
         for n, content in enumerate(self.file_overrides.values()):

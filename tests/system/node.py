@@ -68,6 +68,7 @@ class Node:
             {spec.host_tree_inside: spec.host_tree},
             {f"/proc/sys/{k}": f"{v}\n" for k, v in KUBELET_SYSCTLS.items()},
             writable=spec.layout.writable,
+            scratch=spec.layout.scratch,
         )
         self.host = SampleHost(spec.host_tree, self.ns)
         self.layout = spec.layout

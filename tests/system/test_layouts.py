@@ -191,3 +191,15 @@ def test_the_first_use_check_fails_without_the_keeper() -> None:
     assert keeper_problem([pod("feature-sink"), pod("devplugin", "device-keeper")]) is None
     assert "no device-keeper" in str(keeper_problem([pod("devplugin"), pod("feature-sink")]))
     assert "not ready" in str(keeper_problem([pod("devplugin", "device-keeper", ready=False)]))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_runtime_root_and_state_are_on_scratch_binds(layout: str) -> None:
+    """containerd mounts each container's overlay with its upper layer under its root and the
+    mount point under its state: neither may sit on the node's own overlay (of /var for
+    MicroK8s, /etc for k0s), which cannot be an overlay's upper layer."""
+    lay = LAYOUTS[layout]
+    binds = ("/var/lib/", "/run/", *(f"{d}/" for d in lay.scratch))
+    assert lay.root.startswith(binds) and lay.state.startswith(binds)
+    assert lay.kubelet_root.startswith(binds)
+    assert all(d.startswith(tuple(f"{w}/" for w in lay.writable)) for d in lay.scratch)
