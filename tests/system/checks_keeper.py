@@ -10,15 +10,15 @@ firmware load. Each time, inside the running holder, the new node must open past
 cgroup (ENXIO/ENODEV: no driver behind it here) within ``GRANT_S``, both by
 ``/dev/edgefd/<name>`` and by ``/dev/bus/usb/BBB/DDD`` (the read-only bind of the host's
 /dev/bus/usb); the old major:minor is EPERM afterwards (mknod'ed in the container), and a
-running container that was not given the device gets EPERM for both. Every other kind of USB
-device of the tree that has a boot state (the NCS2) gets a running holder of its own and boots
-once the same way. Then the one-value opt-out (``deviceKeeper.enabled=false``, or
-k8s/overlays/no-device-keeper over the kustomize install): the running holder gets EPERM for
-the new node, the problem the keeper solves. Then the default again: the keeper's first look
-catches that missed move up (the holder opens the new node by both paths, the old one is
-EPERM). The time from the re-appearance (the tree's device and node written) to the first
-successful open is the latency (p50/p99 in the figures). The keeper stays, so the checks after
-this one see the default install.
+running container that was not given the device gets EPERM for both. Before that, every
+other kind of USB device of the tree that has a boot state (the NCS2) boots the same way in a
+running holder (the test's workload holding it, else one of its own). Then the one-value
+opt-out (``deviceKeeper.enabled=false``, or k8s/overlays/no-device-keeper over the kustomize
+install): the running holder gets EPERM for the new node, the problem the keeper solves. Then
+the default again: the keeper's first look catches that missed move up (the holder opens the
+new node by both paths, the old one is EPERM). The time from the re-appearance (the tree's
+device and node written) to the first successful open is the latency (p50/p99 in the
+figures). The keeper stays, so the checks after this one see the default install.
 """
 
 from __future__ import annotations
@@ -183,11 +183,18 @@ def power_cycle(run: Run, device: Device, ids: tuple[str, str]) -> None:
     power cycle), so the checks after this one find the labels they expect."""
     reenumerate(run, device, ids)
 
-    def labelled() -> bool:
-        labels = run.get_node()["metadata"].get("labels") or {}
-        return run.expected.items() <= labels.items()
+    seen: dict[str, str] = {}
 
-    wait_for("the tree's labels again", labelled, timeout=30, interval=0.1)
+    def labelled() -> bool:
+        seen.clear()
+        seen.update(run.get_node()["metadata"].get("labels") or {})
+        return run.expected.items() <= seen.items()
+
+    try:
+        wait_for("the tree's labels again", labelled, timeout=30, interval=0.1)
+    except AssertionError as e:
+        off = {k: (v, seen.get(k)) for k, v in run.expected.items() if seen.get(k) != v}
+        raise AssertionError(f"{e} after {device.kind} at {device.location}: {off}") from None
 
 
 def pctl(values: list[float], q: float) -> float:
@@ -217,7 +224,12 @@ def check_keeper(run: Run) -> dict[str, Any]:
     ids = runtime_ids((desc["vendor"], desc["product"]))  # boot -> runtime, in the 1st round
     rounds: list[dict[str, Any]] = []
     grants, without, caught, keeper_on = 0.0, "", {}, True
+    others: list[dict[str, Any]] = []
     try:
+        # first the other kinds, each put back before the holder's device changes: a power
+        # cycle waits for every label of the tree
+        others = [first_use(run, d) for d in boot_state_kinds(run, device)]
+        problems += [p for o in others for p in o.pop("problems")]
         grants0 = keeper_metric("edgefd_device_keeper_grants_total")
         for i in range(ROUNDS):
             r = reenumerate(run, device, ids if i == 0 else None, container)
@@ -232,8 +244,6 @@ def check_keeper(run: Run) -> dict[str, Any]:
                 if set(theirs.values()) != {"EPERM"}:
                     problems.append(f"round {i + 1}: the bystander opens {theirs}")
         grants = keeper_metric("edgefd_device_keeper_grants_total") - grants0
-        others = [first_use(run, d) for d in boot_state_kinds(run, device)]
-        problems += [p for o in others for p in o.pop("problems")]
         # the opt-out: the problem
         set_keeper(run, False)
         keeper_on = False
@@ -277,7 +287,7 @@ def check_keeper(run: Run) -> dict[str, Any]:
         "ok": not problems,
         "problems": problems,
         "first_use": {"ids": ids, "round_1": _plain(rounds[0]) if rounds else None},
-        "other_kinds": others if rounds else [],
+        "other_kinds": others,
         "without_keeper": without,
         "caught_up": caught.get("got"),
         "rounds": [_plain(x) for x in rounds],
