@@ -25,6 +25,7 @@ from .context import Run, metric, plugin_metrics
 from .expect import Device
 from .hosttree import DevNode
 from .kube import wait_for
+from .mountns import MountNamespaceError
 
 # Run in the workload container: the devices named by the env var, as the container sees them,
 # and whether a node the container was not granted opens (made here with mknod: the device
@@ -261,9 +262,8 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     """5. After a kubelet restart the plugin re-registers, allocatable is back within 5 s, a
     new pod gets a free device, and the running workload is not disturbed."""
     w = run.facts["workload"]
-    sock = run.node.ns.dir / "var-lib/kubelet/device-plugins/kubelet.sock"
-    # (inode, ctime): a recreated file may get the freed inode number back
-    before = (sock.stat().st_ino, sock.stat().st_ctime_ns)
+    sock = f"{run.node.layout.device_plugin_dir}/kubelet.sock"
+    before = run.node.file_identity(sock)
     m = plugin_metrics()
     regs = {
         r: metric(m, "edgefd_devplugin_registrations_total", resource=r)
@@ -274,11 +274,10 @@ def check_kubelet_restart(run: Run) -> dict[str, Any]:
     new_beat = math.ceil(time.time())  # the old kubelet is gone: later heartbeats are new
 
     def new_socket() -> bool:
-        try:
-            st = sock.stat()
-        except FileNotFoundError:
+        try:  # (inode, ctime): a recreated file may get the freed inode number back
+            return run.node.file_identity(sock) != before
+        except MountNamespaceError:  # not there (yet)
             return False
-        return (st.st_ino, st.st_ctime_ns) != before
 
     wait_for("kubelet.sock recreated", new_socket, timeout=60, interval=0.05)
     t_sock = time.monotonic()

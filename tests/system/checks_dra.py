@@ -396,9 +396,8 @@ def check_delete(run: Run) -> dict[str, Any]:
     if left:
         problems.append(f"ResourceSlices left: {[s['metadata']['name'] for s in left]}")
     socks = []
-    for d in ("var-lib/kubelet/plugins_registry", "var-lib/kubelet/plugins/edgefd.io"):
-        base = run.node.ns.dir / d
-        socks += [p.name for p in base.glob("*.sock")] if base.is_dir() else []
+    for d in ("plugins_registry", "plugins/edgefd.io"):  # under the kubelet's --root-dir
+        socks += [s for s in run.node.plugin_sockets(d) if s.endswith(".sock")]
     if socks:
         problems.append(f"sockets left: {socks}")
     return {"ok": not problems, "problems": problems}

@@ -1,20 +1,24 @@
-"""Check 6k: a device that re-enumerates inside a *running* container (a Coral loading its
-firmware: 1a6e:089a comes back at the same port as 18d1:9302 with a new device number), with
-and without device-keeper (in the base since issue 34 item 3; k8s/overlays/no-device-keeper
-removes it), through either API.
+"""Check 6k: first use works in the default install. A device that re-enumerates inside a
+*running* container (a Coral loading its firmware on the first open: 1a6e:089a comes back at
+the same port as 18d1:9302 with a new device number; an NCS2 booting: 03e7:2485 comes back as
+03e7:f63b) is opened again there, through either API, with no container or pod restart; the
+default install's device-keeper (issue 34 item 3) is what grants it, and the check fails (does
+not skip) when the install has none (keeper_install.py).
 
-First the opt-out is applied (tests/system/overlay-no-keeper, overlay-dra-no-keeper: the e2e
-overlay plus that component, nothing else): without the keeper the running holder gets EPERM
-for the new node, the problem it solves. Then the default install is applied again: the
-keeper's first look catches that missed move up (the holder opens the new node by both paths,
-the old one is EPERM). Then the device re-enumerates ``ROUNDS`` times.
-Each time, inside the running holder, the new node must open past the device cgroup
-(ENXIO/ENODEV: no driver behind it here) within ``GRANT_S``, both by ``/dev/edgefd/<name>``
-and by ``/dev/bus/usb/BBB/DDD`` (the read-only bind of the host's /dev/bus/usb); the old
-major:minor is EPERM afterwards (mknod'ed in the container), and a running container that was
-not given the device gets EPERM for both. The time from the re-appearance (the tree's device
-and node written) to the first successful open is the latency (p50/p99 in the figures). The
-keeper stays, so the checks after this one see the default install.
+In the default install the holder's device re-enumerates ``ROUNDS`` times, the first its
+firmware load. Each time, inside the running holder, the new node must open past the device
+cgroup (ENXIO/ENODEV: no driver behind it here) within ``GRANT_S``, both by
+``/dev/edgefd/<name>`` and by ``/dev/bus/usb/BBB/DDD`` (the read-only bind of the host's
+/dev/bus/usb); the old major:minor is EPERM afterwards (mknod'ed in the container), and a
+running container that was not given the device gets EPERM for both. Before that, every
+other kind of USB device of the tree that has a boot state (the NCS2) boots the same way in a
+running holder (the test's workload holding it, else one of its own). Then the one-value
+opt-out (``deviceKeeper.enabled=false``, or k8s/overlays/no-device-keeper over the kustomize
+install): the running holder gets EPERM for the new node, the problem the keeper solves. Then
+the default again: the keeper's first look catches that missed move up (the holder opens the
+new node by both paths, the old one is EPERM). The time from the re-appearance (the tree's
+device and node written) to the first successful open is the latency (p50/p99 in the
+figures). The keeper stays, so the checks after this one see the default install.
 """
 
 from __future__ import annotations
@@ -24,22 +28,18 @@ import json
 import statistics
 import threading
 import time
-import urllib.request
 from typing import Any
 
-from tests.peers.processes import REPO_ROOT
-
-from .checks_devices import ALLOWED_OPEN, workload
+from . import checks_dra
+from .checks_devices import ALLOWED_OPEN, probe, workload
 from .context import Run
 from .expect import Device
 from .hosttree import DevNode
+from .keeper_install import identity, keeper_metric, keeper_problem, set_keeper
 from .kube import wait_for
 
 ROUNDS = 10
 GRANT_S = 1.0
-KEEPER_METRICS = "http://127.0.0.1:8084/metrics"  # the keeper's listener (hostNetwork)
-OVERLAYS = {False: "overlay-no-keeper", True: "overlay-dra-no-keeper"}  # the opt-out
-KEEPER_SOCKET = "/run/containerd/containerd.sock"  # where the base mounts the CRI from
 
 # Run in the holder before the device comes back: open the device's node by both paths until
 # each passes the device cgroup; print when (wall clock, the node's and the test's).
@@ -126,46 +126,13 @@ def holder(run: Run) -> tuple[str, Device, list[Device]]:
     return w["pod"], device, run.offer.resources[device.resource]
 
 
-def keeper_metric(name: str) -> float:
-    with urllib.request.urlopen(KEEPER_METRICS, timeout=2) as r:
-        text = r.read().decode()
-    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(name))
-
-
-def set_keeper(run: Run, on: bool) -> None:
-    """Apply the e2e overlay (the keeper: the default) or its opt-out; wait for the devplugin
-    pod of that shape to run, and with the keeper for its /readyz."""
-    dra = "claim" in run.facts
-    overlay = run.overlay if on else REPO_ROOT / "tests" / "system" / OVERLAYS[dra]
-    run.kubectl("apply", "--server-side", "-k", str(overlay))
-
-    def shaped() -> bool:
-        path = (
-            "/api/v1/namespaces/edgefd/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
-        )
-        pods = [p for p in run.api.get(path)["items"] if not p["metadata"].get("deletionTimestamp")]
-        if len(pods) != 1:
-            return False
-        names = {c["name"] for c in pods[0]["spec"]["containers"]}
-        statuses = pods[0].get("status", {}).get("containerStatuses") or []
-        ready = statuses and all(s.get("ready") for s in statuses)
-        return ("device-keeper" in names) == on and bool(ready)
-
-    wait_for(f"devplugin pod {'with' if on else 'without'} the keeper", shaped, timeout=120)
-    if on:
-        wait_for("keeper metrics", lambda: keeper_metric("edgefd_device_keeper_moves_total") >= 0,
-                 timeout=30, interval=0.2)  # fmt: skip
-
-
 def prepare_node(run: Run) -> None:
     """What the keeper's mounts need on this node, before any install (it is in the default
     one): the tree's sys/ holds the mount point of the host cgroup filesystem (the keeper
-    mounts it under its read-only /host/sys, as on a real host), and the runtime's socket is
-    at the path the base names."""
+    mounts it under its read-only /host/sys, as on a real host). The runtime's socket is
+    already where the node's distribution puts it (layouts.py), which is where the install's
+    profile must point the keeper: the node makes no link to it."""
     (run.node.spec.host_tree / "sys" / "fs" / "cgroup").mkdir(parents=True, exist_ok=True)
-    sock = run.node.runtime.socket
-    bind = f"mountpoint -q {KEEPER_SOCKET} || mount --bind {sock} {KEEPER_SOCKET}"
-    run.node.ns.run(["sh", "-c", f"mkdir -p /run/containerd && touch {KEEPER_SOCKET} && ({bind})"])
 
 
 def usb_node(port: str, devnum: int) -> DevNode:
@@ -216,11 +183,18 @@ def power_cycle(run: Run, device: Device, ids: tuple[str, str]) -> None:
     power cycle), so the checks after this one find the labels they expect."""
     reenumerate(run, device, ids)
 
-    def labelled() -> bool:
-        labels = run.get_node()["metadata"].get("labels") or {}
-        return run.expected.items() <= labels.items()
+    seen: dict[str, str] = {}
 
-    wait_for("the tree's labels again", labelled, timeout=30, interval=0.1)
+    def labelled() -> bool:
+        seen.clear()
+        seen.update(run.get_node()["metadata"].get("labels") or {})
+        return run.expected.items() <= seen.items()
+
+    try:
+        wait_for("the tree's labels again", labelled, timeout=30, interval=0.1)
+    except AssertionError as e:
+        off = {k: (v, seen.get(k)) for k, v in run.expected.items() if seen.get(k) != v}
+        raise AssertionError(f"{e} after {device.kind} at {device.location}: {off}") from None
 
 
 def pctl(values: list[float], q: float) -> float:
@@ -230,53 +204,38 @@ def pctl(values: list[float], q: float) -> float:
 
 
 def check_keeper(run: Run) -> dict[str, Any]:
-    """6k. The running holder and the new node, without and with the device-keeper."""
+    """6k. First use in the default install, in a running holder; then the opt-out."""
     pod, device, _ = holder(run)
     if device.bus != "usb":
         return {
             "ok": True,
             "not_applicable": f"{device.dra_name} is on {device.bus}: no re-enumeration",
         }
+    missing = keeper_problem(run.all_edgefd_pods())
+    if missing:
+        return {"ok": False, "problems": [missing]}
     problems: list[str] = []
     keeper_log = ""
     run.create_pod(bystander(run.image))
     other = run.running_container("bystander")["id"]
     container = run.running_container(pod)["id"]
+    before = identity(run, pod)
     desc = run.node.host.builder.describe_usb(device.location)
     ids = runtime_ids((desc["vendor"], desc["product"]))  # boot -> runtime, in the 1st round
-
-    # without the keeper (the opt-out): the problem
-    set_keeper(run, False)
-    keeper_on = False
-    r = reenumerate(run, device, None)
-    old, new = r["old"], r["new"]
-    time.sleep(GRANT_S)
-    without = opens(run, container, _num(new))[_num(new)]
-    if without != "EPERM":
-        problems.append(f"without the keeper the holder opened the new node: {without}")
     rounds: list[dict[str, Any]] = []
-    grants = 0.0
+    grants, without, caught, keeper_on = 0.0, "", {}, True
+    others: list[dict[str, Any]] = []
     try:
-        # the default again: the keeper's first look catches the move it missed up, in the
-        # running holder
-        set_keeper(run, True)
-        keeper_on = True
-        argv = ("python3", "-c", WATCH, device.container_paths[0], new.path, _num(new), "5")
-        caught = json.loads(run.node.runtime.exec(container, *argv, timeout=30))
-        if {v[1] for v in caught["got"].values()} - ALLOWED_OPEN or len(caught["got"]) != 2:
-            problems.append(f"the move missed before the keeper came was not caught up: {caught}")
-        elif opens(run, container, _num(old))[_num(old)] != "EPERM":
-            problems.append(f"after the catch-up the old node {_num(old)} still opens")
+        # first the other kinds, each put back before the holder's device changes: a power
+        # cycle waits for every label of the tree
+        others = [first_use(run, d) for d in boot_state_kinds(run, device)]
+        problems += [p for o in others for p in o.pop("problems")]
         grants0 = keeper_metric("edgefd_device_keeper_grants_total")
         for i in range(ROUNDS):
             r = reenumerate(run, device, ids if i == 0 else None, container)
             rounds.append(r)
             old, new = r["old"], r["new"]
-            for key in ("alias", "bus"):
-                if r.get(f"{key}_open") not in ALLOWED_OPEN:
-                    problems.append(f"round {i + 1}: {key} path never opened: {r.get('last')}")
-                elif r[f"{key}_s"] > GRANT_S:
-                    problems.append(f"round {i + 1}: {key} path opened after {r[f'{key}_s']}s")
+            problems += [f"round {i + 1}: {p}" for p in round_problems(r)]
             if i in (0, ROUNDS - 1):
                 mine = opens(run, container, _num(old))
                 theirs = opens(run, other, _num(old), _num(new))
@@ -285,6 +244,24 @@ def check_keeper(run: Run) -> dict[str, Any]:
                 if set(theirs.values()) != {"EPERM"}:
                     problems.append(f"round {i + 1}: the bystander opens {theirs}")
         grants = keeper_metric("edgefd_device_keeper_grants_total") - grants0
+        # the opt-out: the problem
+        set_keeper(run, False)
+        keeper_on = False
+        r = reenumerate(run, device, None)
+        old, new = r["old"], r["new"]
+        time.sleep(GRANT_S)
+        without = opens(run, container, _num(new))[_num(new)]
+        if without != "EPERM":
+            problems.append(f"without the keeper the holder opened the new node: {without}")
+        # the default again: the keeper's first look catches the move it missed up
+        set_keeper(run, True)
+        keeper_on = True
+        argv = ("python3", "-c", WATCH, device.container_paths[0], new.path, _num(new), "5")
+        caught = json.loads(run.node.runtime.exec(container, *argv, timeout=30))
+        if {v[1] for v in caught["got"].values()} - ALLOWED_OPEN or len(caught["got"]) != 2:
+            problems.append(f"the move missed while the keeper was off was not caught up: {caught}")
+        elif opens(run, container, _num(old))[_num(old)] != "EPERM":
+            problems.append(f"after the catch-up the old node {_num(old)} still opens")
     finally:
         if problems and keeper_on:  # the keeper's own account of it
             with contextlib.suppress(Exception):
@@ -293,6 +270,8 @@ def check_keeper(run: Run) -> dict[str, Any]:
             set_keeper(run, True)
         run.delete_pod("bystander")
         power_cycle(run, device, (desc["vendor"], desc["product"]))
+    if identity(run, pod) != before:
+        problems.append(f"the holder was restarted: {before} -> {identity(run, pod)}")
     if grants < ROUNDS:
         problems.append(f"{grants:.0f} grants counted for {ROUNDS} re-enumerations")
     lat = [max(x.get("alias_s", 99), x.get("bus_s", 99)) for x in rounds]
@@ -307,11 +286,90 @@ def check_keeper(run: Run) -> dict[str, Any]:
     return {
         "ok": not problems,
         "problems": problems,
+        "first_use": {"ids": ids, "round_1": _plain(rounds[0]) if rounds else None},
+        "other_kinds": others,
         "without_keeper": without,
         "caught_up": caught.get("got"),
-        "rounds": [
-            {k: (_num(v) if isinstance(v, DevNode) else v) for k, v in x.items()} for x in rounds
-        ],
+        "rounds": [_plain(x) for x in rounds],
         **figures,
         **({"keeper_log": keeper_log} if keeper_log else {}),
+    }
+
+
+def _plain(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_num(v) if isinstance(v, DevNode) else v) for k, v in r.items()}
+
+
+def round_problems(r: dict[str, Any]) -> list[str]:
+    """What went wrong in one re-enumeration watched from a running holder."""
+    out = []
+    for key in ("alias", "bus"):
+        if r.get(f"{key}_open") not in ALLOWED_OPEN:
+            out.append(f"{key} path never opened: {r.get('last')}")
+        elif r[f"{key}_s"] > GRANT_S:
+            out.append(f"{key} path opened after {r[f'{key}_s']}s")
+    return out
+
+
+def boot_state_kinds(run: Run, held: Device) -> list[Device]:
+    """One USB device of every other kind the tree has in a boot state (an NCS2 not yet
+    booted): each re-enumerates on its first use."""
+    out: dict[str, Device] = {}
+    for devices in run.offer.resources.values():
+        for d in devices:
+            if d.bus != "usb" or d.kind == held.kind or d.kind in out:
+                continue
+            desc = run.node.host.builder.describe_usb(d.location)
+            if runtime_ids((desc["vendor"], desc["product"])):
+                out[d.kind] = d
+    return list(out.values())
+
+
+def holder_of(run: Run, resource: str) -> str | None:
+    """A running pod of the test's whose limits ask for ``resource`` (check 5 leaves one
+    holding a device of another resource than the first workload's)."""
+    for pod in run.api.get("/api/v1/namespaces/default/pods")["items"]:
+        limits = [c.get("resources", {}).get("limits", {}) for c in pod["spec"]["containers"]]
+        alive = not pod["metadata"].get("deletionTimestamp")
+        running = alive and pod.get("status", {}).get("phase") == "Running"
+        if running and any(resource in x for x in limits):
+            return pod["metadata"]["name"]
+    return None
+
+
+def first_use(run: Run, device: Device) -> dict[str, Any]:
+    """A running holder for ``device`` (a limit, or a claim of its class: the test's workload
+    that already holds it, else one of its own), which boots once while it runs: opened again
+    there, the holder not restarted; then the device back in its boot state for the checks
+    after this one."""
+    name = f"first-use-{device.kind}"
+    running = None if run.dra else holder_of(run, device.resource)
+    if run.dra:
+        w = checks_dra.claim_pod(run, name, device.device_class)
+        container, device = w["container"], w["device"]
+    else:
+        if running is None:
+            run.create_pod(workload(name, run.image, device.resource, device.selector))
+        name = running or name  # an earlier check's workload, still running, holds it
+        container = run.running_container(name)["id"]
+        got = probe(run, container, run.offer.resources[device.resource])["env"]
+        device = run.offer.by_id(got.split(",")[0])
+    desc = run.node.host.builder.describe_usb(device.location)
+    boot = (desc["vendor"], desc["product"])
+    before = identity(run, name)
+    try:
+        r = reenumerate(run, device, runtime_ids(boot), container)
+        problems = [f"{device.kind}: {p}" for p in round_problems(r)]
+        if identity(run, name) != before:
+            problems.append(f"{device.kind}: its holder was restarted")
+    finally:
+        if running is None:
+            run.delete_pod(name, wait=True)
+        power_cycle(run, device, boot)
+    return {
+        "kind": device.kind,
+        "holder": name,
+        "ids": [boot, runtime_ids(boot)],
+        "problems": problems,
+        **_plain(r),
     }

@@ -28,6 +28,7 @@ from .checks_devices import ALLOWED_OPEN, TRY_OPEN, workload
 from .context import Run
 from .expect import Device
 from .hosttree import PLUGDEV_GID
+from .install import kustomization
 from .kube import wait_for
 
 CDI_OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-cdi"
@@ -113,7 +114,10 @@ def check_nonroot(run: Run) -> dict[str, Any]:
 def set_cdi(run: Run, on: bool) -> None:
     """Apply the e2e overlay with (or without) the device plugin's CDI devices; wait for the
     devplugin pod of that shape to be ready and its resources allocatable again."""
-    run.kubectl("apply", "--server-side", "-k", str(CDI_OVERLAY if on else run.overlay))
+    overlay = run.overlay  # the layout's: its distribution's paths stay as installed
+    if on:
+        overlay = kustomization(run.node.dir / f"{run.overlay.name}-cdi", overlay, [CDI_OVERLAY])
+    run.kubectl("apply", "--server-side", "-k", str(overlay))
     path = "/api/v1/namespaces/edgefd/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
 
     def shaped() -> bool:

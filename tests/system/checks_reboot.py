@@ -32,7 +32,7 @@ BARE_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": BARE}}
 
 
 def _dra(run: Run) -> bool:
-    return run.overlay == checks_dra.OVERLAY
+    return run.dra
 
 
 def _pod_spec(run: Run, name: str, resource: str) -> dict[str, Any]:

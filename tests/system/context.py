@@ -49,11 +49,13 @@ class Run:
     kubectl: Kubectl
     sampler: NodeSampler
     overlay: Path
-    daemonset: dict[str, Any]  # as rendered from the overlay
+    daemonset: dict[str, Any]  # as rendered from the overlay (or the chart)
     image: str
     expected: dict[str, str]  # the labels the producers compute for the host tree
     offer: Offer  # the devices the plugin offers on the host tree
     measure_idle: bool = True  # the memory at rest (the first scenario of each way)
+    dra: bool = False  # devices offered through DRA (else the device plugin)
+    helm: Any = None  # install.HelmInstall when the chart installed edgefd (else kustomize)
     t_apply: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # found by one check, used by a later

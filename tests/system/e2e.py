@@ -4,7 +4,9 @@ in turn (scenario.py): edgefd installed from k8s/ through tests/system/overlay w
 ``kubectl apply --server-side -k`` or from the chart with ``helm`` (install.py), offering
 devices as a device plugin or through DRA, on a host tree; checks 1-9 each; the node is put
 back to a fresh one between scenarios. Everything is torn down at the end (also on failure,
-Ctrl-C and SIGTERM). One JSON line per scenario on stdout as it finishes, then one for the run.
+Ctrl-C and SIGTERM). One JSON line per scenario on stdout as it finishes (naming its layout),
+then one for the run. Scenarios of another layout (``--layout``, ``%LAYOUT``: layouts.py) run
+on a node of their own, brought up when the previous layout's is torn down.
 
 Exit status: 0 every check of every scenario passed, 1 a check failed or the node could not be
 brought up, 2 usage. Logs go to stderr; the logs of every component are kept in
@@ -33,6 +35,7 @@ from tests.fixturegen import NODES_DIR
 from tests.peers.processes import REPO_ROOT, harness_bin_dir
 
 from .cgroups import stale_roots
+from .layouts import LAYOUTS
 from .scenario import OVERLAY, Scenario, overlay_settings, rendered_daemonset, run_scenario
 from .session import DEFAULT_NODE, Session
 
@@ -123,35 +126,32 @@ class E2E:
         self.archive = image_archive
         self.keep_node = keep
         self.work = Path(tempfile.mkdtemp(prefix=CGROUP_PREFIX))
-        self.session = Session(self.work, harness_bin_dir())
+        self.session: Session | None = None
         self.run: dict[str, Any] = {"run": True, "ok": False, "scenarios": {}, "timings": {}}
 
     def main(self) -> int:
-        t0, wall = time.monotonic(), time.time()
+        t0 = time.monotonic()
+        groups = layout_groups(self.scenarios)
+        self.run["layouts"] = [layout for layout, _ in groups]
         try:
-            # the API server's port and where the pod finds the tree, as the overlay says
-            port, sys_inside, _ = overlay_settings(rendered_daemonset(self.session.kubectl))
-            self.session.port, self.session.tree_inside = port, str(Path(sys_inside).parent)
-            self.session.start(
-                self.scenarios[0].tree, (self.archive,), CACHE, cgroup=self.work.name
-            )
-            self.run["node"] = self.session.node and self.session.node.spec.name
-            log_phase("e2e bring-up", wall, time.monotonic() - t0)
-            apis: set[str] = set()  # the memory figure: once per device API
-            ways: set[tuple[bool, bool]] = set()  # the lifecycle checks: once per way
-            for i, sc in enumerate(self.scenarios):
-                self.scenario(sc, i > 0, sc.api not in apis, sc.way not in ways)
-                apis.add(sc.api)
-                ways.add(sc.way)
+            for n, (layout, group) in enumerate(groups):
+                if n:
+                    self.end_session()
+                self.start_session(layout, group[0])
+                apis: set[str] = set()  # the memory figure: once per device API and node
+                ways: set[tuple[bool, bool]] = set()  # the lifecycle checks: once per way
+                for i, sc in enumerate(group):
+                    self.scenario(sc, i > 0, sc.api not in apis, sc.way not in ways)
+                    apis.add(sc.api)
+                    ways.add(sc.way)
         except (Exception, Interrupted) as e:
             self.run["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             log.error("%s", self.run["error"])
         finally:
             _on_signals(signal.SIG_IGN)  # nothing may cut the teardown short
-            if self.keep_node and self.session.node:
+            if self.keep_node and self.session and self.session.node:
                 self.keep()
             self.teardown()
-            self.run["timings"].update(self.session.timings)
             self.run["timings"]["total_s"] = round(time.monotonic() - t0, 2)
             self.run["ok"] = (
                 len(self.run["scenarios"]) == len(self.scenarios)
@@ -161,7 +161,36 @@ class E2E:
         print(json.dumps(self.run, sort_keys=True), flush=True)
         return 0 if self.run["ok"] else 1
 
+    def start_session(self, layout: str, first: Scenario) -> None:
+        """A control plane and a node laid out as ``layout`` (one per layout of the run)."""
+        t0, wall = time.monotonic(), time.time()
+        work = self.work / layout
+        work.mkdir()
+        self.session = session = Session(work, harness_bin_dir(), LAYOUTS[layout])
+        # the API server's port and where the pod finds the tree, as the overlay says
+        port, sys_inside, _ = overlay_settings(rendered_daemonset(session.kubectl))
+        session.port, session.tree_inside = port, str(Path(sys_inside).parent)
+        session.start(first.tree, (self.archive,), CACHE, cgroup=self.work.name)
+        self.run.setdefault("node", session.node and session.node.spec.name)
+        suffix = "" if layout == "kubeadm" else f" {layout}"
+        log_phase(f"e2e bring-up{suffix}", wall, time.monotonic() - t0)
+
+    def end_session(self) -> None:
+        """Tear the node and control plane of one layout down, before the next layout's."""
+        if self.session is None:
+            return
+        t = time.monotonic()
+        session, self.session = self.session, None
+        problems = session.stop()
+        timings = {**session.timings, "teardown_s": round(time.monotonic() - t, 2)}
+        self.run["timings"].setdefault("layouts", {})[session.layout.name] = timings
+        if session.layout.name == "kubeadm":  # where they always were
+            self.run["timings"].update(session.timings)
+        if problems:
+            self.run.setdefault("teardown_problems", []).extend(problems)
+
     def scenario(self, sc: Scenario, reset: bool, measure_idle: bool, first_of_way: bool) -> None:
+        assert self.session is not None
         t0, wall = time.monotonic(), time.time()
         problems = self.session.reset() if reset else []
         result = run_scenario(self.session, sc, measure_idle, first_of_way)
@@ -175,10 +204,13 @@ class E2E:
         print(json.dumps(result, sort_keys=True, default=str), flush=True)
 
     def keep(self) -> None:
+        assert self.session is not None and self.session.node is not None
         log.info(
-            "node kept: KUBECONFIG=%s; crictl --runtime-endpoint %s; Ctrl-C tears it down",
+            "node kept: KUBECONFIG=%s; crictl --runtime-endpoint %s inside nsenter --mount=%s;"
+            " Ctrl-C tears it down",
             self.session.kubectl.argv[1].split("=", 1)[1],
-            self.session.node.runtime.endpoint if self.session.node else "",
+            self.session.node.runtime.endpoint,
+            self.session.node.ns.ns_path,
         )
         _on_signals(_interrupt)
         with contextlib.suppress(Interrupted):
@@ -197,15 +229,22 @@ class E2E:
 
     def teardown(self) -> None:
         t = time.monotonic()
-        problems = self.session.stop()
+        self.end_session()
         try:
             self.save_logs()
         except Exception as e:
-            problems.append(f"logs: {type(e).__name__}: {e}")
+            self.run.setdefault("teardown_problems", []).append(f"logs: {type(e).__name__}: {e}")
         shutil.rmtree(self.work, ignore_errors=True)
         self.run["timings"]["teardown_s"] = round(time.monotonic() - t, 2)
-        if problems:
-            self.run["teardown_problems"] = problems
+
+
+def layout_groups(scenarios: list[Scenario]) -> list[tuple[str, list[Scenario]]]:
+    """The scenarios by the layout of their node, in the order of their first appearance
+    (one node per layout: bringing one up takes seconds, a check minutes)."""
+    groups: dict[str, list[Scenario]] = {}
+    for sc in scenarios:
+        groups.setdefault(sc.layout, []).append(sc)
+    return list(groups.items())
 
 
 def scenarios_of(args: argparse.Namespace) -> list[Scenario]:
@@ -222,13 +261,13 @@ def scenarios_of(args: argparse.Namespace) -> list[Scenario]:
     out = []
     caller = Path(os.environ.get("EDGEFD_E2E_CWD", "."))
     for spec in specs:
-        sc = Scenario.parse(spec)
+        sc = Scenario.parse(spec, args.layout)
         if sc.tree:
             if (caller / sc.tree).is_dir():
                 tree = (caller / sc.tree).resolve()
                 if not (tree / "sys").is_dir():
                     raise ValueError(f"{sc.tree}: not a host tree (no sys/)")
-                name = f"{spec.partition('@')[0]}@{tree.name}"  # short, for logs and tables
+                name = sc.name.replace(sc.tree, tree.name)  # short, for logs and tables
                 sc = dataclasses.replace(sc, name=name, tree=str(tree))
             elif not (NODES_DIR / f"{sc.tree}.yaml").is_file():
                 raise ValueError(f"{sc.tree}: neither a directory nor a node in {NODES_DIR}")
@@ -256,9 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scenario",
         action="append",
-        metavar="WAY[+WAY][@TREE]",
-        help="run these on one node, in order (WAY: device-plugin, helm, dra; TREE: a fixture"
-        " node name or a host tree directory); instead of --host-tree/--helm/--api",
+        metavar="WAY[+WAY][@TREE][%LAYOUT]",
+        help="run these on one node per layout, in order (WAY: device-plugin, helm, dra; TREE:"
+        " a fixture node name or a host tree directory; LAYOUT: as --layout); instead of"
+        " --host-tree/--helm/--api",
+    )
+    ap.add_argument(
+        "--layout",
+        choices=tuple(LAYOUTS),
+        default="kubeadm",
+        help="lay the node out as this distribution does (kubelet root dir, containerd socket"
+        " and config: tests/system/layouts.py) and install edgefd with its profile; for every"
+        " scenario that names none",
     )
     ap.add_argument("--image-archive", required=True, help="OCI archive of the edgefd image")
     ap.add_argument("-v", "--verbose", action="store_true")

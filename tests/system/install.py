@@ -9,6 +9,7 @@ test's node settings have one home (tests/system/overlay/node.yaml).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,36 @@ CHART = REPO_ROOT / "charts" / "edgefd"
 RELEASE = "edgefd"
 
 
-def chart_values(api_port: int, host_sys: str, api: str = "device-plugin") -> list[str]:
-    return [
+def chart_values(
+    api_port: int, host_sys: str, api: str = "device-plugin", layout: str = "kubeadm"
+) -> list[str]:
+    """The node's settings; on another layout than kubeadm (the chart's default), the
+    distribution's profile, as an operator on that distribution installs it."""
+    values = [
         "--set", "hostNetwork=true",
         "--set", "apiServer.host=127.0.0.1",
         "--set", f"apiServer.port={api_port}",
         "--set", f"hostSys={host_sys}",
         "--set", f"devicePlugin.api={api}",
     ]  # fmt: skip
+    return values + (["--set", f"distribution={layout}"] if layout != "kubeadm" else [])
+
+
+def kustomization(dest: Path, resource: Path, components: list[Path]) -> Path:
+    """A kustomization of ``resource`` with ``components`` (kustomize takes no absolute
+    paths: relative ones from ``dest``); written atomically, returns ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    rel = [os.path.relpath(p, dest) for p in (resource, *components)]
+    doc = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": rel[:1],
+        "components": rel[1:],
+    }
+    tmp = dest / "kustomization.yaml.tmp"
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp.replace(dest / "kustomization.yaml")
+    return dest
 
 
 class HelmInstall:

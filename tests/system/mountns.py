@@ -5,8 +5,10 @@ The kubelet hard-codes ``/var/lib/kubelet`` (device-plugins socket, pod volumes)
 device nodes must exist under ``/dev``. None of that may touch the machine, so containerd and
 the kubelet run in a mount namespace of their own in which ``/var/lib``, ``/var/log`` and
 ``/run`` are bind mounts of empty scratch directories and ``/dev`` is an overlay of the machine's
-``/dev`` whose writes land in scratch. The namespace is held by one ``sleep`` process; every
-other process joins it with ``nsenter``. When the last process in it exits, its mounts are gone.
+``/dev`` whose writes land in scratch; so is any directory named ``writable`` (a distribution's
+layout that writes under ``/var/snap`` or ``/etc/k0s``: layouts.py). The namespace is held by
+one ``sleep`` process; every other process joins it with ``nsenter``. When the last process in
+it exits, its mounts are gone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from tests.peers.processes import kill, spawn, tail
 
 # Submounts of /dev that the overlay must carry over (a mount does not see through to them).
 DEV_SUBMOUNTS = ("pts", "shm", "mqueue", "hugepages")
+UW = ("upper", "work")  # an overlay's two scratch directories
+
+
+def _name(target: str) -> str:
+    """The scratch directory of a path inside the namespace (/var/snap: var-snap)."""
+    return target.strip("/").replace("/", "-")
 
 
 class MountNamespaceError(RuntimeError):
@@ -39,18 +47,33 @@ class MountNamespace:
         workdir: Path,
         extra_binds: dict[str, Path] | None = None,
         file_overrides: dict[str, str] | None = None,
+        writable: tuple[str, ...] = (),
+        scratch: tuple[str, ...] = (),
     ) -> None:
         self.dir = Path(workdir)
         self.extra_binds = dict(extra_binds or {})
         self.file_overrides = dict(file_overrides or {})
+        self.writable = writable
+        # scratch binds made inside a ``writable`` overlay (an overlay cannot be the upper
+        # layer of the container runtime's own overlay mounts: runtime roots need a bind)
+        self.scratch = scratch
         self.log = self.dir / "mountns.log"
         self._holder: subprocess.Popen | None = None
 
     def _script(self) -> str:
         d = self.dir
         lines = ["set -eu"]
+        # first, so that the scratch binds below land on top of them
+        for target in self.writable:
+            name = target.strip("/").replace("/", "-")
+            lines.append(
+                f"mount -t overlay overlay -o lowerdir={target},upperdir={d / name}-upper,"
+                f"workdir={d / name}-work {target}"
+            )
         for target in ("/var/lib", "/var/log", "/run"):
             lines.append(f"mount --bind {d / target.strip('/').replace('/', '-')} {target}")
+        for target in self.scratch:
+            lines.append(f"mkdir -p {target} && mount --bind {d / _name(target)} {target}")
         merged = d / "dev-merged"
         lines.append(
             f"mount -t overlay overlay -o lowerdir=/dev,upperdir={d / 'dev-upper'},"
@@ -70,7 +93,18 @@ class MountNamespace:
         return "\n".join(lines)
 
     def start(self, timeout: float = 10.0) -> MountNamespace:
-        for sub in ("var-lib", "var-log", "run", "dev-upper", "dev-work", "dev-merged"):
+        overlays = [f"{_name(w)}-{s}" for w in self.writable for s in UW]
+        scratch = [_name(t) for t in self.scratch]
+        for sub in (
+            "var-lib",
+            "var-log",
+            "run",
+            "dev-upper",
+            "dev-work",
+            "dev-merged",
+            *overlays,
+            *scratch,
+        ):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "overrides").mkdir(exist_ok=True)
         for n, content in enumerate(self.file_overrides.values()):
@@ -108,6 +142,20 @@ class MountNamespace:
         if check and r.returncode != 0:
             raise MountNamespaceError(f"{' '.join(argv)}: {r.stderr.strip() or r.returncode}")
         return r
+
+    def write(self, inside: str, text: str) -> None:
+        """Write a file inside the namespace (atomically: a temp file renamed over it), making
+        its directory; for paths that are not under a scratch bind (an overlay's)."""
+        script = 'mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && mv -f "$1.tmp" "$1"'
+        r = subprocess.run(
+            self.argv(["sh", "-c", script, "sh", inside]),
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if r.returncode != 0:
+            raise MountNamespaceError(f"writing {inside}: {r.stderr.strip() or r.returncode}")
 
     def unmount_under(self, prefixes: tuple[str, ...]) -> list[str]:
         """Detach every mount in the namespace whose mount point starts with one of

@@ -26,11 +26,11 @@ from .cgroups import CgroupRoot
 from .hosttree import DevNode, SampleHost
 from .images import PAUSE_REF, pause_archive
 from .kube import Api, wait_for
+from .layouts import LAYOUTS, Layout
 from .mountns import MountNamespace
 from .runtime import Containerd
 
 log = logging.getLogger("e2e.node")
-DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # hard-coded in the kubelet
 # The kernel settings a kubelet insists on (pkg/kubelet/cm setupKernelTunables). It would write
 # them to the machine (kernel.panic_on_oops=1 on a shared machine!); instead the node's mount
 # namespace shows it these values and protectKernelDefaults makes it only check them.
@@ -54,6 +54,7 @@ class NodeSpec:
     images: tuple[Path, ...]
     cgroup_root: str
     cache: Path  # kept between runs (the pause image)
+    layout: Layout = LAYOUTS["kubeadm"]  # where the distribution puts kubelet and containerd
 
 
 class Node:
@@ -66,9 +67,14 @@ class Node:
             self.dir / "ns",
             {spec.host_tree_inside: spec.host_tree},
             {f"/proc/sys/{k}": f"{v}\n" for k, v in KUBELET_SYSCTLS.items()},
+            writable=spec.layout.writable,
+            scratch=spec.layout.scratch,
         )
         self.host = SampleHost(spec.host_tree, self.ns)
-        self.runtime = Containerd(self.dir, spec.bin_dir, self.ns, self.cgroups, PAUSE_REF)
+        self.layout = spec.layout
+        self.runtime = Containerd(
+            self.dir, spec.bin_dir, self.ns, self.cgroups, PAUSE_REF, spec.layout
+        )
         self.kubelet_log = self.dir / "kubelet.log"
         self.device_nodes: list[DevNode] = []
         self.timings: dict[str, float] = {}
@@ -83,6 +89,7 @@ class Node:
         t0 = time.monotonic()
         self.cgroups.create()
         self.ns.start()
+        self.make_links()
         self.device_nodes = self.host.create_nodes()
         self.runtime.start()
         t1 = time.monotonic()
@@ -91,6 +98,14 @@ class Node:
         self.timings["image_import_s"] = round(time.monotonic() - t1, 2)
         self.timings["runtime_s"] = round(time.monotonic() - t0, 2)
         return self
+
+    def make_links(self) -> None:
+        """The links the distribution's installer makes (MicroK8s: /var/lib/kubelet to its
+        kubelet's root dir, when nothing is there yet), as it makes them."""
+        for link, target in self.layout.links:
+            self.ns.run(
+                ["sh", "-c", f"mkdir -p {target} && {{ [ -e {link} ] || ln -s {target} {link}; }}"]
+            )
 
     def join(self) -> Node:
         """Start the kubelet and wait until its Node is Ready."""
@@ -178,6 +193,7 @@ class Node:
             f"--hostname-override={name}",
             "--node-ip=127.0.0.1",
             f"--cert-dir={self.dir / 'kubelet-pki'}",
+            f"--root-dir={self.layout.kubelet_root}",
             "--v=2",
         ]
         self._kubelet = spawn(self.ns.argv(argv), self.kubelet_log)
@@ -203,7 +219,7 @@ class Node:
         self.cgroups.kill_all()
         kill(self._kubelet, grace=0.0)  # reaped: it is dead already
         self._kubelet = None
-        self.ns.unmount_under(("/run/", "/var/lib/kubelet/", f"{self.runtime.dir}/"))
+        self.ns.unmount_under((*self.layout.scratch_roots, f"{self.layout.state}/"))
         self.runtime.power_cut()
         run = self.ns.outside("/run")
         for child in run.iterdir():  # emptied, not replaced: the namespace's /run is a bind
@@ -235,7 +251,14 @@ class Node:
         conds = (n or {}).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
-    def plugin_sockets(self) -> list[str]:
-        """The sockets in the kubelet's device-plugins directory (kubelet.sock included)."""
-        r = self.ns.run(["find", DEVICE_PLUGIN_DIR, "-maxdepth", "1", "-type", "s"], check=False)
+    def plugin_sockets(self, where: str = "") -> list[str]:
+        """The sockets in one of the kubelet's directories (default: device-plugins, whose
+        own kubelet.sock is included); ``where`` relative to the kubelet's root dir."""
+        d = f"{self.layout.kubelet_root}/{where}" if where else self.layout.device_plugin_dir
+        r = self.ns.run(["find", d, "-maxdepth", "1", "-type", "s"], check=False)
         return sorted(Path(p).name for p in r.stdout.split())
+
+    def file_identity(self, inside: str) -> str:
+        """A file's inode and change time as the node sees it (a recreated file may get the
+        freed inode number back; its ctime is new)."""
+        return self.ns.run(["stat", "-L", "-c", "%i %z", inside]).stdout.strip()

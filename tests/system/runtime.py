@@ -1,9 +1,10 @@
 """The node's container runtime: containerd v2 (harness-built) with Debian's runc, and crictl.
 
-Everything containerd keeps goes under its own scratch directory (root, state, socket, runc
-root, the ``opt`` plugin's directory, which defaults to the machine's ``/opt/containerd``);
-shim sockets go to ``/run/containerd``, which is scratch inside the node's mount namespace.
-Settings that these machines need (see ``config()``) say why where they are set.
+containerd runs where the node's distribution puts it (layouts.py): its socket, root, state and
+configuration file at that distribution's paths inside the node's mount namespace, all of them
+scratch there; its log, crictl's empty config and runc's root are in the node's own directory.
+The clients (ctr, crictl) run inside the namespace too, so they dial the same path the kubelet
+and edgefd's device-keeper do.
 """
 
 from __future__ import annotations
@@ -19,18 +20,14 @@ from typing import Any
 from tests.peers.processes import kill, spawn, tail
 
 from .cgroups import CgroupRoot
+from .layouts import LAYOUTS, Layout, containerd_argv
 from .mountns import MountNamespace
 
 CRI_NAMESPACE = "k8s.io"
-CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
 
 
 class ContainerRuntimeError(RuntimeError):
     pass
-
-
-def _toml_str(value: str) -> str:
-    return json.dumps(value)  # a TOML basic string is a JSON string for these paths
 
 
 class Containerd:
@@ -43,6 +40,7 @@ class Containerd:
         ns: MountNamespace,
         cgroups: CgroupRoot,
         sandbox: str,
+        layout: Layout = LAYOUTS["kubeadm"],
         device_ownership: bool = False,
     ) -> None:
         self.dir = Path(workdir) / "containerd"
@@ -50,87 +48,42 @@ class Containerd:
         self.ns = ns
         self.cgroups = cgroups
         self.sandbox = sandbox
-        self.socket = self.dir / "containerd.sock"
-        self.endpoint = f"unix://{self.socket}"
+        self.layout = layout
+        self.socket = layout.socket  # inside the namespace
+        self.endpoint = layout.endpoint
         self.log = self.dir / "containerd.log"
         # stock, as a distribution ships it: non-root workloads get their devices without
         # it (checks_nonroot.py); True adds the setting docs/scheduling.md gives per distribution
         self.device_ownership = device_ownership
         self._proc: subprocess.Popen | None = None
 
-    def config(self) -> str:
-        d = self.dir
-        ownership = (
-            "  # a device spec's node belongs to the container's user and group, not the host's\n"
-            "  device_ownership_from_security_context = true\n"
-            if self.device_ownership
-            else ""
-        )
-        runc = shutil.which("runc") or "/usr/sbin/runc"
-        s = _toml_str
-        return f"""version = 3
-root = {s(str(d / "root"))}
-state = {s(str(d / "state"))}
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.nri.v1.nri"]
-[grpc]
-  address = {s(str(self.socket))}
-[ttrpc]
-  address = {s(str(self.socket) + ".ttrpc")}
-[plugins."io.containerd.internal.v1.opt"]
-  path = {s(str(d / "opt"))}
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-  [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = {s(self.sandbox)}
-[plugins."io.containerd.cri.v1.runtime"]
-  # These machines lack CAP_SYS_RESOURCE: runc cannot set a negative oom_score_adj (the
-  # sandbox's -998, system-node-critical pods), and fails with only "can't get final child's
-  # PID from pipe: EOF". This clamps it to the runtime's own value instead.
-  restrict_oom_score_adj = true
-  # only the node's own /var/run/cdi (scratch /run in its mount namespace), never the
-  # machine's /etc/cdi: where the DRA plugin writes each prepared claim's spec
-  cdi_spec_dirs = ["/var/run/cdi"]
-{ownership}  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = {s(runc)}
-        Root = {s(str(d / "runc"))}
-        SystemdCgroup = false
-  [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = [{s(CNI_BIN_DIR)}]
-    conf_dir = {s(str(d / "cni"))}
-[plugins."io.containerd.grpc.v1.cri"]
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-"""
+    def files(self) -> dict[str, str]:
+        """containerd's configuration files by path inside the node (layouts.py)."""
+        return self.layout.files(self.sandbox, str(self.dir / "runc"), self.device_ownership)
 
-    def _write_files(self) -> Path:
-        for sub in ("root", "state", "runc", "opt", "cni"):
+    def _write_files(self) -> None:
+        for sub in ("runc",):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         # Loopback only: the Node turns Ready (the runtime reports its network ready), while
         # pods have no network of their own; every pod of the test uses hostNetwork. It must
         # be in place before containerd starts: containerd v2 does not pick up a late one.
         conf = {"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]}
-        (self.dir / "cni" / "99-loopback.conflist").write_text(json.dumps(conf))
-        cfg = self.dir / "config.toml"
-        cfg.write_text(self.config())
+        files = {f"{self.layout.cni_conf_dir}/99-loopback.conflist": json.dumps(conf)}
+        for path, text in {**files, **self.files()}.items():
+            self.ns.write(path, text)
         (self.dir / "crictl.yaml").write_text("")
-        return cfg
 
     def start(self, timeout: float = 30.0) -> Containerd:
-        cfg = self._write_files()
+        self._write_files()
         env = {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
-        argv = self.ns.argv([str(self.bin_dir / "containerd"), "--config", str(cfg)])
-        self._proc = spawn(argv, self.log, env=env)
+        argv = [str(self.bin_dir / "containerd"), *containerd_argv(self.layout)]
+        self._proc = spawn(self.ns.argv(argv), self.log, env=env)
         self.cgroups.adopt(self._proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise ContainerRuntimeError(f"containerd exited:\n{tail(self.log)}")
-            if self.socket.exists() and self.crictl_ok("info"):
+            if self.crictl_ok("info"):
                 return self
             time.sleep(0.2)
         raise ContainerRuntimeError(f"containerd not ready after {timeout}s:\n{tail(self.log)}")
@@ -138,8 +91,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # ---- clients
 
     def ctr(self, *args: str, timeout: float = 120.0) -> str:
-        argv = [str(self.bin_dir / "ctr"), "--address", str(self.socket), "-n", CRI_NAMESPACE]
-        return _run([*argv, *args], timeout)
+        argv = [str(self.bin_dir / "ctr"), "--address", self.socket, "-n", CRI_NAMESPACE]
+        return _run(self.ns.argv([*argv, *args]), timeout)
 
     def crictl(self, *args: str, timeout: float = 60.0) -> str:
         argv = [
@@ -153,7 +106,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "--timeout",
             f"{int(timeout)}s",
         ]
-        return _run([*argv, *args], timeout + 5)
+        return _run(self.ns.argv([*argv, *args]), timeout + 5)
 
     def crictl_json(self, command: str, *args: str) -> Any:
         return json.loads(self.crictl(command, "-o", "json", *args))
@@ -191,13 +144,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def power_cut(self) -> None:
         """After a power cut killed containerd and its shims: the dead process reaped and
-        the task state (runc's and the shims', under /run on a real host) gone. The root
-        (images, snapshots, the metadata of every sandbox and container) stays, so the next
-        containerd reports them exited, as after a reboot."""
+        runc's state gone (under /run on a real host; the node empties its /run, where most
+        layouts keep containerd's state too; MicroK8s keeps it on disk, and so does this). The
+        root (images, snapshots, the metadata of every sandbox and container) stays, so the
+        next containerd reports them exited, as after a reboot."""
         kill(self._proc, grace=0.0)
         self._proc = None
-        for sub in ("state", "runc"):
-            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        shutil.rmtree(self.dir / "runc", ignore_errors=True)
 
     def stop(self) -> None:
         """Stop every pod (so runc takes the containers down), then containerd."""
@@ -214,10 +167,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 
 def _run(argv: list[str], timeout: float) -> str:
+    """``argv`` is an nsenter line: the client is the first word after its ``--``."""
+    client = argv[argv.index("--") + 1 :] if "--" in argv else argv
+    name = f"{Path(client[0]).name} {' '.join(client[1:4])}"
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        raise ContainerRuntimeError(f"{Path(argv[0]).name} {' '.join(argv[1:4])}: timed out") from e
+        raise ContainerRuntimeError(f"{name}: timed out") from e
     if r.returncode != 0:
-        raise ContainerRuntimeError(f"{Path(argv[0]).name} {argv[-1]}: {r.stderr.strip()[-2000:]}")
+        raise ContainerRuntimeError(f"{name} … {argv[-1]}: {r.stderr.strip()[-2000:]}")
     return r.stdout

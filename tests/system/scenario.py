@@ -2,10 +2,13 @@
 chart with helm), offering devices through one API (device plugin or DRA), on one host tree;
 its checks run in order on the shared node (session.py) and give one result.
 
-A scenario is named ``WAY[+WAY...][@TREE]``: ``device-plugin`` (the default), ``helm``,
-``dra``, ``helm+dra``; ``@TREE`` is a fixture node name (tests/fixtures/nodes) or a host tree
-directory (default: the rpi4-coral sample). Every expectation of the checks comes from the tree
-(expect.py), so any tree with an accelerator the catalogue knows can be a scenario's.
+A scenario is named ``WAY[+WAY...][@TREE][%LAYOUT]``: ``device-plugin`` (the default),
+``helm``, ``dra``, ``helm+dra``; ``@TREE`` is a fixture node name (tests/fixtures/nodes) or a
+host tree directory (default: the rpi4-coral sample); ``%LAYOUT`` the distribution whose layout
+the node has (layouts.py; default kubeadm, or ``scripts/e2e --layout``), edgefd installed with
+that distribution's profile (Helm ``distribution=LAYOUT``, kustomize ``k8s/overlays/LAYOUT``).
+Every expectation of the checks comes from the tree (expect.py), so any tree with an
+accelerator the catalogue knows can be a scenario's.
 
 The check lists: ``CHECKS`` (device plugin, checks_pod/devices/lifecycle) and
 ``checks_dra.CHECKS``; each entry is (key, check, the keys it needs to have passed). A new check
@@ -40,8 +43,9 @@ from . import (
 )
 from .context import Run
 from .expect import plugin_offer, producer_labels
-from .install import HelmInstall, chart_values
+from .install import HelmInstall, chart_values, kustomization
 from .kube import Api, Kubectl, NodeSampler, wait_for
+from .layouts import LAYOUTS
 from .session import NAMESPACE
 
 log = logging.getLogger("e2e")
@@ -83,10 +87,10 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
 ONCE_PER_WAY = frozenset(
     {"7_rolling_update", "8_delete", "9_figures", "6k_keeper", "6n_nonroot_cdi", "1b_no_warnings"}
 )
-# applied with kustomize over the running install: 6k's opt-out (the chart has the same
-# component as the value deviceKeeper.enabled=false, rendered identically: tests/k8s/test_helm.py)
-# and 6n's CDI specs
-NOT_WITH_HELM = frozenset({"6k_keeper", "6n_nonroot_cdi"})
+# checks that the chart's install cannot run: 6n applies its CDI overlay with kustomize over
+# the running install (6k turns device-keeper off and on with the chart's value
+# deviceKeeper.enabled when the chart installed edgefd)
+NOT_WITH_HELM = frozenset({"6n_nonroot_cdi"})
 # what the node does with each device API, whoever installed edgefd: a node reboot
 ONCE_PER_API = frozenset({"7r_node_reboot"})
 
@@ -97,14 +101,23 @@ class Scenario:
     helm: bool = False
     dra: bool = False
     tree: str | None = None  # a fixture node name or a directory; None: the default sample
+    layout: str = "kubeadm"  # the node's distribution (layouts.py)
 
     @classmethod
-    def parse(cls, spec: str) -> Scenario:
-        ways, _, tree = spec.partition("@")
+    def parse(cls, spec: str, layout: str = "kubeadm") -> Scenario:
+        """``layout``: the run's, for a spec that names none."""
+        rest, pct, named = spec.rpartition("%") if "%" in spec else (spec, "", "")
+        ways, _, tree = rest.partition("@")
         words = set(ways.split("+")) if ways else {"device-plugin"}
-        if not words <= set(WAYS) or (not tree and "@" in spec):
-            raise ValueError(f"{spec!r}: not WAY[+WAY][@TREE] with WAY one of {', '.join(WAYS)}")
-        return cls(spec, helm="helm" in words, dra="dra" in words, tree=tree or None)
+        if not words <= set(WAYS) or (not tree and "@" in rest) or (pct and not named):
+            raise ValueError(
+                f"{spec!r}: not WAY[+WAY][@TREE][%LAYOUT] with WAY one of {', '.join(WAYS)}"
+            )
+        layout = named or layout
+        if layout not in LAYOUTS:
+            raise ValueError(f"{spec!r}: no layout {layout!r} (one of {', '.join(LAYOUTS)})")
+        name = spec if named or layout == "kubeadm" else f"{spec}%{layout}"
+        return cls(name, "helm" in words, "dra" in words, tree or None, layout)
 
     @property
     def api(self) -> str:
@@ -115,8 +128,14 @@ class Scenario:
         """How it is installed and offers devices: scenarios of one way have the same pod."""
         return self.helm, self.dra
 
-    def overlay(self) -> Path:
-        return checks_dra.OVERLAY if self.dra else OVERLAY
+    def overlay(self, work: Path | None = None) -> Path:
+        """The e2e overlay of its API; on another layout than kubeadm, that overlay plus the
+        distribution's component (a kustomization written under ``work``)."""
+        base = checks_dra.OVERLAY if self.dra else OVERLAY
+        if self.layout == "kubeadm" or work is None:
+            return base
+        component = REPO_ROOT / "k8s" / "overlays" / self.layout
+        return kustomization(work / f"overlay-{base.name}-{self.layout}", base, [component])
 
     def checks(
         self, first_of_way: bool = True, first_of_api: bool = True
@@ -158,11 +177,13 @@ def run_scenario(
     run: Run | None = None
     try:
         tree = session.load_tree(sc.tree)
-        ds = rendered_daemonset(session.kubectl, sc.overlay())
+        overlay = sc.overlay(session.work)
+        ds = rendered_daemonset(session.kubectl, overlay)
         port, sys_inside, image = overlay_settings(ds)
         helm = None
         if sc.helm:  # the same settings as chart values; its DaemonSet is what runs
-            helm = HelmInstall(session.bin, session.kubectl, chart_values(port, sys_inside, sc.api))
+            values = chart_values(port, sys_inside, sc.api, sc.layout)
+            helm = HelmInstall(session.bin, session.kubectl, values)
             ds = helm.daemonset()
         node = session.node
         api = Api(session.cp)
@@ -172,7 +193,9 @@ def run_scenario(
             api=api,
             kubectl=session.kubectl,
             sampler=NodeSampler(api, node.spec.name).start(),
-            overlay=sc.overlay(),
+            overlay=overlay,
+            dra=sc.dra,
+            helm=helm,
             daemonset=ds,
             image=image,
             expected=producer_labels(tree),
@@ -184,6 +207,7 @@ def run_scenario(
             run.figures["image_archive_bytes"] = archive.stat().st_size
         result["node"] = node.spec.name
         result["tree"] = sc.tree or "rpi4-coral"
+        result["layout"] = sc.layout
         # device-keeper's mounts (it is in the default install, issue 34 item 3)
         checks_keeper.prepare_node(run)
         run.t_apply = time.monotonic()
@@ -191,7 +215,7 @@ def run_scenario(
             helm.install()
         else:
             namespace_ready(api)
-            session.kubectl("apply", "--server-side", "-k", str(sc.overlay()))
+            session.kubectl("apply", "--server-side", "-k", str(overlay))
         run_checks(run, sc.checks(first_of_way, measure_idle), result)
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

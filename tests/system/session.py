@@ -26,19 +26,24 @@ from tests.fixturegen import build_host
 from .hosttree import copy_host_tree, device_nodes
 from .install import RELEASE, HelmInstall
 from .kube import Api, Kubectl, KubeError, control_plane, start_control_plane, wait_for
+from .layouts import LAYOUTS, Layout
 from .node import Node, NodeSpec
 
 log = logging.getLogger("e2e.session")
 DEFAULT_NODE = "rpi4-coral"
 NAMESPACE = "edgefd"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-# What edgefd leaves on a node, inside its mount namespace (the DaemonSet's hostPaths).
-NODE_STATE = (
-    "cd /var/lib/kubelet/device-plugins && find . -mindepth 1 -maxdepth 1"
-    " ! -name kubelet.sock ! -name kubelet_internal_checkpoint -exec rm -rf {} +;"
-    " rm -rf /var/lib/kubelet/plugins/edgefd.io /var/lib/kubelet/plugins_registry/edgefd*"
-    " /run/cdi/edgefd.io-*"
-)
+
+
+def node_state(layout: Layout) -> str:
+    """What edgefd leaves on a node, inside its mount namespace (the DaemonSet's hostPaths),
+    as a shell line that removes it."""
+    root = layout.kubelet_root
+    return (
+        f"cd {layout.device_plugin_dir} && find . -mindepth 1 -maxdepth 1"
+        " ! -name kubelet.sock ! -name kubelet_internal_checkpoint -exec rm -rf {} +;"
+        f" rm -rf {root}/plugins/edgefd.io {root}/plugins_registry/edgefd* /run/cdi/edgefd.io-*"
+    )
 
 
 def node_name_of(tree: Path) -> str:
@@ -49,9 +54,10 @@ def node_name_of(tree: Path) -> str:
 class Session:
     """One control plane and one node on ``work``; the host tree is ``work/host``."""
 
-    def __init__(self, work: Path, bin_dir: Path) -> None:
+    def __init__(self, work: Path, bin_dir: Path, layout: Layout = LAYOUTS["kubeadm"]) -> None:
         self.work = work
         self.bin = bin_dir
+        self.layout = layout
         self.port = 0  # the API server's (the overlay names it)
         self.tree_inside = ""  # where the pod's hostPath finds the tree in the node
         self.host = work / "host"
@@ -76,6 +82,7 @@ class Session:
             images=images,
             cgroup_root=cgroup,
             cache=cache,
+            layout=self.layout,
         )
         self.node = node = Node(spec, self.cp)
         self.keeper = Keeper(lambda: start_control_plane(self.cp), self.cp.stop)
@@ -131,7 +138,10 @@ class Session:
             ("uninstall", lambda: self._uninstall(api)),
             ("workloads", lambda: self.delete_workloads(api)),
             ("slices", lambda: self._delete_slices(api, name)),
-            ("node files", lambda: self.node and self.node.ns.run(["sh", "-c", NODE_STATE])),
+            (
+                "node files",
+                lambda: self.node and self.node.ns.run(["sh", "-c", node_state(self.layout)]),
+            ),
             ("node metadata", lambda: self._restore_metadata(api, name)),
         ]
         for what, step in steps:

@@ -29,6 +29,7 @@ from .e2e import OVERLAY, overlay_settings
 from .expect import plugin_offer, producer_labels
 from .hosttree import copy_host_tree, device_nodes, mknod_commands, usb_ids, usb_node
 from .images import PAUSE_REF, write_oci_archive
+from .install import kustomization
 from .kube import Sample
 from .runtime import Containerd
 from .scenario import Scenario
@@ -125,29 +126,36 @@ def test_pause_archive_is_an_oci_layout(tmp_path: Path) -> None:
 
 def test_containerd_config_is_valid_toml(tmp_path: Path) -> None:
     c = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF)  # type: ignore[arg-type]
-    cfg = tomllib.loads(c.config())
+    (text,) = c.files().values()  # kubeadm's: one file
+    cfg = tomllib.loads(text)
     runtime = cfg["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["cdi_spec_dirs"] == ["/var/run/cdi"]  # never the machine's /etc/cdi
     assert cfg["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == PAUSE_REF
-    # nothing under the machine's own directories
+    # nothing but under the node's scratch /var/lib and /run (mountns.py), or its own dir
     paths = [cfg["root"], cfg["state"], cfg["grpc"]["address"]]
-    paths.append(cfg["plugins"]["io.containerd.internal.v1.opt"]["path"])
-    assert all(p.startswith(str(tmp_path)) for p in paths)
+    assert all(p.startswith(("/var/lib/", "/run/")) for p in paths)
+    runc = runtime["containerd"]["runtimes"]["runc"]["options"]["Root"]
+    assert runc.startswith(str(tmp_path))
 
 
 def test_the_node_runs_a_stock_containerd_unless_told(tmp_path: Path) -> None:
     """Non-root checks 6n and 7b must pass without the runtime setting a distribution lacks."""
     key = "device_ownership_from_security_context"
     stock = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF)  # type: ignore[arg-type]
-    assert key not in tomllib.loads(stock.config())["plugins"]["io.containerd.cri.v1.runtime"]
+    [text] = stock.files().values()
+    assert key not in tomllib.loads(text)["plugins"]["io.containerd.cri.v1.runtime"]
     set_ = Containerd(tmp_path, tmp_path, None, None, PAUSE_REF, device_ownership=True)  # type: ignore[arg-type]
-    assert tomllib.loads(set_.config())["plugins"]["io.containerd.cri.v1.runtime"][key] is True
+    [text] = set_.files().values()
+    assert tomllib.loads(text)["plugins"]["io.containerd.cri.v1.runtime"][key] is True
 
 
-def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs() -> None:
-    """Check 6n's overlay: the e2e overlay plus --cdi-spec-dir and the directory, nothing else."""
+def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs(tmp_path: Path) -> None:
+    """Check 6n's component: the e2e overlay plus --cdi-spec-dir and the directory, nothing
+    else."""
     over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
-    cdi = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(CDI_OVERLAY)}
+    with_cdi = kustomization(tmp_path / "cdi", OVERLAY, [CDI_OVERLAY])
+    cdi = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(with_cdi)}
     key = ("DaemonSet", "edgefd-devplugin")
     o, c = (x.pop(key)["spec"]["template"]["spec"] for x in (over, cdi))
     assert over == cdi
@@ -382,13 +390,14 @@ def test_cri_log_text_joins_partial_lines() -> None:
     )
 
 
-def test_the_keeper_check_runs_once_per_kustomize_way() -> None:
+def test_the_keeper_check_runs_once_per_way() -> None:
     def keys(spec: str, first: bool = True) -> set[str]:
         return {k for k, _, _ in Scenario.parse(spec).checks(first)}
 
     assert "6k_keeper" in keys("device-plugin") and "6k_keeper" in keys("dra")
     assert "6k_keeper" not in keys("device-plugin@rpi4-two-corals", first=False)
-    assert "6k_keeper" not in keys("helm") | keys("helm+dra")
+    # the default install has the keeper, whoever installed it: the chart's too
+    assert "6k_keeper" in keys("helm") & keys("helm+dra") & keys("helm%k3s")
 
 
 def test_the_keeper_check_knows_the_node_a_re_enumeration_brings(tmp_path: Path) -> None:
