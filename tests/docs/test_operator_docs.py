@@ -281,3 +281,23 @@ def test_every_flag_the_operator_pages_show_is_the_tools_own() -> None:
             if flag.startswith("--") and not re.search(rf"(^|[\s,]){re.escape(flag)}\b", text):
                 unknown.append(f"{run[0]} {flag}")
     assert unknown == []
+
+
+POINTER = re.compile(r"(the README|docs/[\w-]+\.md), '([^']+)'")
+
+
+def test_the_tools_point_at_sections_that_exist() -> None:
+    """A tool's message that sends its reader to a page's section ("see docs/devices.md, 'When
+    a device goes away'") names a page and a heading that exist, wherever the section moved."""
+    pointers = [
+        (path, page, heading)
+        for path in sorted((ROOT / "tools").rglob("*.py"))
+        for page, heading in POINTER.findall(path.read_text())
+    ]
+    assert pointers  # devplugin's --evict-after refusal at least
+    bad = []
+    for path, page, heading in pointers:
+        dest = README if page == "the README" else ROOT / page
+        if not dest.is_file() or slug(heading) not in anchors(dest):
+            bad.append(f"{path.relative_to(ROOT)}: {page}, '{heading}'")
+    assert bad == []
