@@ -130,7 +130,7 @@ def test_each_kernel_refusal_has_its_documented_exit_code(
     """issue 30 (9): the verifier's EACCES read as a missing capability (4, "needs
     CAP_SYS_ADMIN"), a cgroup removed under the grant as a refused write (4: ENOENT from
     BPF_PROG_QUERY, ENODEV from a v1 file) instead of 3, and so on; each errno as the
-    README's table says."""
+    table in docs/failure-modes.md says."""
     from edgefd.core.errors import EdgefdError
     from edgefd.device_keeper import cgroupv2
 

@@ -148,7 +148,7 @@ def main(
     if evict_after is not None and not dra:
         raise UsageError(
             "--evict-after needs --api dra or both: the device-plugin API cannot evict "
-            "(see the README, 'When a device goes away')"
+            "(see docs/devices.md, 'When a device goes away')"
         )
     if dra and dry_run and api_mode == "both" and output == "json":
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")

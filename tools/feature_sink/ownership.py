@@ -18,7 +18,7 @@ Annotation `edgefd.io/owned-labels`, compact JSON with sorted keys::
 - `v`: format version; an unknown version is treated like a malformed annotation.
 
 The annotation can be edited by anyone who may patch the Node, so it is a claim, not a fact
-(decide what a claim is worth in `decode` and `vet`, README "Ownership trust"):
+(decide what a claim is worth in `decode` and `vet`, the README beside it, "Ownership trust"):
 - A claim the sink cannot read as a whole (not JSON, nested too deep, a member twice, an
   unknown version or member, wrong shapes, over 256 KiB) is *untrusted*: the sink writes
   nothing at all to that object until a person removes or fixes the annotation.
