@@ -136,19 +136,25 @@ def _machine_v3(layout: Layout, sandbox: str, runc_root: str, ownership: bool) -
 """
 
 
-def _kubeadm(layout: Layout, sandbox: str, runc_root: str, ownership: bool) -> dict[str, str]:
-    # kubeadm writes no containerd config; /etc/containerd/config.toml is the operator's. The
-    # CDI directories: only the node's own /var/run/cdi (scratch /run), never the machine's
-    # /etc/cdi, which this layout does not make private.
-    head = f"""version = 3
+def _v3_head(layout: Layout, extra: str = "") -> str:
+    """A version 3 file's own paths (root, state, socket), `extra` tables, and the stream
+    server on any loopback port (a fixed one would collide between runs here)."""
+    return f"""version = 3
 root = {_s(layout.root)}
 state = {_s(layout.state)}
 [grpc]
   address = {_s(layout.socket)}
-[plugins."io.containerd.grpc.v1.cri"]
+{extra}[plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 """
+
+
+def _kubeadm(layout: Layout, sandbox: str, runc_root: str, ownership: bool) -> dict[str, str]:
+    # kubeadm writes no containerd config; /etc/containerd/config.toml is the operator's. The
+    # CDI directories: only the node's own /var/run/cdi (scratch /run), never the machine's
+    # /etc/cdi, which this layout does not make private.
+    head = _v3_head(layout)
     body = _machine_v3(layout, sandbox, runc_root, ownership)
     body = body.replace(
         "restrict_oom_score_adj = true",
@@ -161,17 +167,8 @@ def _k3s(layout: Layout, sandbox: str, runc_root: str, ownership: bool) -> dict[
     # k3s's v3 template (with --nonroot-devices: device_ownership_from_security_context = true)
     # and its opt directory; stream server on 127.0.0.1:10010 as k3s has it would collide
     # between runs here, so port 0 (any)
-    head = f"""version = 3
-root = {_s(layout.root)}
-state = {_s(layout.state)}
-[grpc]
-  address = {_s(layout.socket)}
-[plugins."io.containerd.internal.v1.opt"]
-  path = {_s(layout.root)}
-[plugins."io.containerd.grpc.v1.cri"]
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-"""
+    opt = f'[plugins."io.containerd.internal.v1.opt"]\n  path = {_s(layout.root)}\n'
+    head = _v3_head(layout, opt)
     return {layout.config: head + _machine_v3(layout, sandbox, runc_root, ownership)}
 
 

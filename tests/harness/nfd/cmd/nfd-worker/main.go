@@ -134,15 +134,7 @@ func main() {
 	klog.InitFlags(kfs)
 	if daemon { // upstream's worker, its own client and log, until it is killed
 		_ = kfs.Set("v", *verbosity)
-		w, err := worker.NewNfdWorker(worker.WithArgs(args))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
-			os.Exit(1)
-		}
-		if err := w.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "run:", err)
-			os.Exit(1)
-		}
+		runWorker(worker.WithArgs(args))
 		return
 	}
 
@@ -157,15 +149,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	w, err := worker.NewNfdWorker(worker.WithArgs(args), worker.WithKubernetesClient(cli))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
-		os.Exit(1)
-	}
-	if err := w.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "run:", err)
-		os.Exit(1)
-	}
+	runWorker(worker.WithArgs(args), worker.WithKubernetesClient(cli))
 	if parseErr != nil || labels == nil {
 		fmt.Fprintln(os.Stderr, "no labels captured:", parseErr)
 		os.Exit(1)
@@ -178,6 +162,19 @@ func main() {
 	}
 	if err := os.WriteFile(*out, b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// runWorker runs upstream's worker with opts until it returns; any error ends the process.
+func runWorker(opts ...worker.NfdWorkerOption) {
+	w, err := worker.NewNfdWorker(opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		os.Exit(1)
+	}
+	if err := w.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
 		os.Exit(1)
 	}
 }
