@@ -182,10 +182,12 @@ def test_flag_check_refuses_an_unknown_flag(
 
 @pytest.mark.parametrize("c", manifest_containers(), ids=lambda c: c["name"])
 def test_help_runs_as_a_module(c: dict[str, Any]) -> None:
-    """`python -m edgefd.<tool> --help` (what the image's console scripts wrap) works."""
+    """`python -m edgefd.<tool> [subcommand] --help` (what the image's console scripts wrap)
+    works and names every flag the container passes (device-keeper's are its `serve`'s)."""
     module = console_scripts()[c["command"][0]].partition(":")[0].rpartition(".")[0]
+    sub = [a for a in c["command"][1:2] if not a.startswith("-")]
     proc = subprocess.run(
-        [sys.executable, "-m", module, "--help"],
+        [sys.executable, "-m", module, *sub, "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,
