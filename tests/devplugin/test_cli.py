@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from edgefd.core.notices import read_notices
 from edgefd.devplugin.v1beta1.resource import socket_name
 from edgefd.inventory.resources import MAX_RESOURCES
 from tests.devplugin.command import ROOT, run_plugin
@@ -82,13 +83,17 @@ def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_ch
 ) -> None:
     """Issue 32 items 1 and 8: a bad reload was one ERROR line (/readyz unchanged, no metric)
     and a good one said `edgefd.io/coral-usb: changed`; now /readyz (still 200) names the
-    failure, the metrics count it, and the next reload says `replicas 1 → 2`."""
+    failure, the metrics count it, the notice (a Warning Event, through feature-sink) is
+    left and taken back, and the next reload says `replicas 1 → 2`."""
     k = FakeKubelet(plugin_dir)
     cfg = tmp_path / "resources.yaml"
     cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
     port = free_port()
+    notices = tmp_path / "notices"
+    notices.mkdir()
+    (notices / "devplugin.notice").write_text("{}")  # the run before's: a start clears it
     args = ["--host-root", str(host), "--plugin-dir", str(plugin_dir), "--config", str(cfg)]
-    proc = run_plugin([*args, "--listen", f"127.0.0.1:{port}"])
+    proc = run_plugin([*args, "--listen", f"127.0.0.1:{port}", "--notice-dir", str(notices)])
 
     def get(path: str) -> tuple[int, str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
@@ -102,10 +107,15 @@ def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_ch
         assert code == 200 and "1 resource(s) registered" in body, body
         assert f"configuration reload failed: {cfg}" in body and "in use is kept" in body
         assert "edgefd_config_reload_failures_total 1.0" in get("/metrics")[1]
+        # for feature-sink to post as a Warning Event (devplugin holds no token to)
+        (notice,) = wait_until(lambda: read_notices(notices)[0], timeout=5)
+        assert notice.tool == "devplugin" and notice.reason == "ConfigReloadFailed"
+        assert f"configuration reload failed: {cfg}" in notice.message
         cfg.write_text(
             "resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, replicas: 2}\n"
         )  # the file watch reloads it, as a ConfigMap edit
         wait_until(lambda: "reload failed" not in get("/readyz")[1], timeout=10)
+        assert read_notices(notices) == ((), ())
         wait_until(lambda: len(k.last(CORAL) or []) == 2, timeout=10)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)

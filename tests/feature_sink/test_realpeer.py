@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 
+from edgefd.core.notices import CONFIG_RELOAD_FAILED, NoticeBoard
 from edgefd.feature_sink.ownership import ANNOTATION
 from tests.feature_sink.peer import (
     ROOT,
@@ -80,6 +81,37 @@ def test_rejected_labels_refused_reported_once_as_event(cluster, sinks, fdir):
     assert all(e.type == "Warning" and (e.count or 1) == 1 for e in evs)
     assert s.metric("edgefd_sink_rejected_labels") == 2
     assert "refused" in s.tail()
+
+
+def test_another_tools_notice_is_a_warning_event_once_and_again_after_it_clears(
+    cluster, sinks, fdir, tmp_path
+):
+    """Issue 32 item 1: a tool with no right to post Events (devplugin, device-keeper, the
+    scanners) leaves its failed reload as a notice in the pod's shared directory; the sink
+    posts it on its Node once (not at every resync), and a recurrence after it cleared again."""
+    node = cluster.new_node()
+    notices = tmp_path / "notices"
+    notices.mkdir()
+    (fdir / "usb-scan").write_text("feature.node.kubernetes.io/usb-fe_1a6e_089a.present=true\n")
+    s = sinks(node, fdir, "--notice-dir", str(notices))
+    s.wait_synced(1, timeout=30)
+    board = NoticeBoard(notices, "devplugin")
+    board.post(CONFIG_RELOAD_FAILED, "configuration reload failed: c.yaml:2:3: bad; kept")
+
+    def reload_events():
+        return [e for e in cluster.events(node) if e.reason == CONFIG_RELOAD_FAILED] or None
+
+    (ev,) = wait_for(reload_events, what="the notice's Event")  # the directory is watched
+    assert ev.type == "Warning" and ev.source.component == "feature-sink"
+    assert ev.message == "devplugin: configuration reload failed: c.yaml:2:3: bad; kept"
+    synced = s.metric("edgefd_sink_syncs_total", result="success")
+    s.wait_synced(int(synced) + 2, timeout=30)  # resyncs post nothing more
+    assert len(reload_events()) == 1 and (reload_events()[0].count or 1) == 1
+    board.clear()  # a reload that succeeded
+    s.wait_synced(int(synced) + 3, timeout=30)
+    board.post(CONFIG_RELOAD_FAILED, "configuration reload failed: c.yaml:5:1: worse; kept")
+    wait_for(lambda: len(reload_events() or []) == 2, what="the recurrence's Event")
+    assert "refused" not in s.tail()
 
 
 def test_conflicting_unowned_label_is_left_alone_and_survives_edits(cluster, sinks, fdir):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from edgefd.feature_sink.desired import read_directory
+from edgefd.core.notices import CONFIG_RELOAD_FAILED, NoticeBoard
+from edgefd.feature_sink.desired import read_directory, with_notices
 from edgefd.feature_sink.metrics import SinkMetrics
 from edgefd.feature_sink.ownership import Conflict
 from edgefd.feature_sink.report import Reporter, conflict_problems, desired_problems
@@ -20,6 +21,28 @@ from tests.feature_sink.peer import event_messages, run_once, write
 from tests.feature_sink.states import F, desired_of
 
 SECRET = "s3cr3t"
+
+
+def test_another_tools_notice_is_a_problem_in_its_words_and_a_bad_one_a_file_problem(
+    tmp_path: Path,
+):
+    """A notice (edgefd.core.notices) becomes a Problem with its reason, the tool named, keyed
+    by its words (a new failure is a new Event; the same one at every resync is not)."""
+    notices = tmp_path / "notices"
+    notices.mkdir()
+    NoticeBoard(notices, "usb-scan").post(CONFIG_RELOAD_FAILED, "reload failed: c.yaml:1:2: x")
+    (notices / "evil.notice").write_text(SECRET)
+    (tmp_path / "features.d").mkdir()
+    desired = with_notices(read_directory(tmp_path / "features.d"), notices)
+    problems = desired_problems(desired)
+    reasons = sorted((p.reason, p.message) for p in problems)
+    assert reasons == [
+        (CONFIG_RELOAD_FAILED, "usb-scan: reload failed: c.yaml:1:2: x"),
+        ("FeatureFileProblem", "notice evil.notice: not a JSON object; ignored"),
+    ]
+    again = desired_problems(with_notices(read_directory(tmp_path / "features.d"), notices))
+    assert {p.key for p in again} == {p.key for p in problems}
+    assert not any(SECRET in p.message or SECRET in p.detail for p in problems)
 
 
 def test_skipped_and_garbage_files_are_reported_not_silent(tmp_path: Path, caplog):

@@ -1,11 +1,14 @@
 """A failed reload shows where an operator looks (issue 32 item 1): /readyz keeps answering
-ready but names the reason, the two series count failures and date the last success, a
-Warning Event is asked for where the tool can post one, and a success clears it all."""
+ready but names the reason, the two series count failures and date the last success, the
+tool's notice is left for feature-sink to post as a Warning Event, and a success clears it all."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from edgefd.core.notices import Notice, NoticeBoard, read_notices
 from edgefd.runtime.metrics import Metrics
 from edgefd.runtime.reloads import EVENT_REASON, FAILURES, LAST_SUCCESS, ReloadStatus
 
@@ -26,19 +29,43 @@ def test_a_failed_reload_is_ready_with_its_reason_counted_and_dated() -> None:
     assert m.value(FAILURES) == 1  # a counter: alerts use increase()
 
 
-def test_a_failed_reload_asks_for_a_warning_event_and_survives_a_refused_one(
-    caplog: pytest.LogCaptureFixture,
+def test_a_failed_reload_is_the_tools_notice_until_a_reload_succeeds(tmp_path: Path) -> None:
+    board = NoticeBoard(tmp_path, "devplugin")
+    board.post(EVENT_REASON, "left by the run before")
+    status = ReloadStatus(None, board)  # a fresh start loaded the file: nothing to tell
+    assert read_notices(tmp_path) == ((), ())
+    status.failed("c.yaml:4:4: did not find expected '-' indicator")
+    notices, warnings = read_notices(tmp_path)
+    assert warnings == ()
+    assert notices == (
+        Notice(
+            "devplugin",
+            EVENT_REASON,
+            "configuration reload failed: c.yaml:4:4: did not find expected '-' indicator; "
+            "kept the one in use",
+        ),
+    )
+    status.succeeded()
+    assert read_notices(tmp_path) == ((), ())
+
+
+def test_a_notice_that_cannot_be_written_is_said_and_the_reload_still_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    posted: list[tuple[str, str]] = []
-    ReloadStatus(None, warn=lambda reason, msg: posted.append((reason, msg))).failed("bad")
-    assert posted == [(EVENT_REASON, "configuration reload failed: bad; kept the one in use")]
+    m = Metrics()
+    (tmp_path / "not-a-dir").write_text("")
+    status = ReloadStatus(m, NoticeBoard(tmp_path / "not-a-dir", "usb-scan"))
+    status.failed("bad")  # never raises: the log, /readyz and the metric still say it
+    assert status.failure == "bad" and m.value(FAILURES) == 1
+    assert "could not write the notice" in caplog.text
 
-    def refused(reason: str, msg: str) -> None:
-        raise RuntimeError("403 Forbidden")
 
-    status = ReloadStatus(None, warn=refused)
-    status.failed("bad")  # never raises: the log and /readyz still say it
-    assert status.failure == "bad" and "could not post the ConfigReloadFailed event" in caplog.text
+def test_an_unreadable_file_clears_its_notice_once_readable_again(tmp_path: Path) -> None:
+    status = ReloadStatus(None, NoticeBoard(tmp_path, "device-keeper"))
+    status.unreadable("/c/resources.yaml: a FIFO, not a regular file")
+    assert [n.tool for n in read_notices(tmp_path)[0]] == ["device-keeper"]
+    status.unreadable("")
+    assert read_notices(tmp_path) == ((), ())
 
 
 def test_an_unreadable_file_degrades_until_readable_again_but_not_over_a_bad_config() -> None:

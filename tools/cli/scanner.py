@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from . import Duration, command, common_options, guarded, listen_option, watch_options
+from . import (
+    Duration,
+    command,
+    common_options,
+    guarded,
+    listen_option,
+    notice_dir_option,
+    watch_options,
+)
 
 
 def create_features_dir_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,6 +93,7 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "interpreter, one watcher, one scan of each bus per change. Repeatable.",
         ),
         listen_option(""),
+        notice_dir_option,
     ]
     for o in reversed(opts):
         f = o(f)

@@ -27,6 +27,7 @@ from edgefd.cli import (
     guarded,
     host_root_option,
     listen_option,
+    notice_dir_option,
     output_option,
     verbose_option,
     watch_options,
@@ -207,6 +208,7 @@ def grant_cmd(
 )
 @watch_options
 @listen_option(DEFAULT_LISTEN)
+@notice_dir_option
 @dry_run_option
 @output_option
 @verbose_option
@@ -223,6 +225,7 @@ def serve_cmd(
     poll_interval: float,
     rescan_interval: float,
     listen: Listen,
+    notice_dir: str | None,
     dry_run: bool,
     output: str,
     verbose: int,
@@ -291,10 +294,15 @@ def serve_cmd(
     if events is None:
         config = load_config(config_path)
         shown["config"] = config.source
+        from edgefd.core.notices import board_for
         from edgefd.inventory.confdiff import config_changes
 
         reload = Reload(
-            lambda: load_config(config_path), config_path, current=config, changes=config_changes
+            lambda: load_config(config_path),
+            config_path,
+            current=config,
+            changes=config_changes,
+            notices=board_for(notice_dir, TOOL),
         )
     shown["listen"] = "off" if listen is None else f"{listen[0]}:{listen[1]}"
 

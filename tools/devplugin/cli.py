@@ -20,6 +20,7 @@ from edgefd.cli import (
     host_node_name,
     host_root_option,
     listen_option,
+    notice_dir_option,
     output_option,
     verbose_option,
     watch_options,
@@ -102,6 +103,7 @@ log = logging.getLogger(TOOL)
 )
 @api_options("DRA: ")
 @listen_option(":8082")
+@notice_dir_option
 @watch_options
 @host_root_option
 @dry_run_option
@@ -122,6 +124,7 @@ def main(
     kubeconfig: str | None,
     api_timeout: float,
     listen: Listen,
+    notice_dir: str | None,
     rescan_interval: float,
     poll_interval: float,
     host_root: str,
@@ -172,6 +175,7 @@ def main(
     if dry_run:
         return _dry_run(config, opts, output, node_name, evict_after)
 
+    from edgefd.core.notices import board_for
     from edgefd.core.version import startup_line
     from edgefd.inventory.confdiff import config_changes
     from edgefd.runtime.metrics import Metrics
@@ -196,7 +200,11 @@ def main(
         listen=listen,
         metrics=metrics,
         reload=Reload(
-            lambda: load_config(config_path), config_path, current=config, changes=config_changes
+            lambda: load_config(config_path),
+            config_path,
+            current=config,
+            changes=config_changes,
+            notices=board_for(notice_dir, TOOL),
         ),
     )
 

@@ -186,6 +186,14 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 )
 @listen_option(":8081")
 @click.option(
+    "--notice-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Directory where the pod's other edgefd tools leave their notices (a failed "
+    "configuration reload: they hold no right to post Events); each is posted once as a "
+    "Warning Event on the Node, and again if it comes back after clearing.",
+)
+@click.option(
     "--ready-max-age",
     type=Duration(minimum=1.0, maximum=7 * 86400.0),
     default=None,
@@ -251,6 +259,7 @@ def main(
     settle: float,
     api_timeout: float,
     listen: Listen,
+    notice_dir: Path | None,
     ready_max_age: float | None,
     poll_interval: float,
     no_inotify: bool,
@@ -326,6 +335,7 @@ def main(
         api_burst=api_burst,
         context=context,
         host_features_dir=host,
+        notice_dir=notice_dir,
     )
     if prune:  # reads no features: everything the annotation names goes
         from . import prune as pruning

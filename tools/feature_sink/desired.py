@@ -18,6 +18,7 @@ from pathlib import Path
 from edgefd.core.errors import EdgefdError
 from edgefd.core.featuresd import ParsedFile, merge, parse_bytes, read_feature_files, shown
 from edgefd.core.labels import NamespacePolicy, Rejected, check_label, qualify
+from edgefd.core.notices import Notice, read_notices
 
 from .namespaces import SINK_POLICY
 
@@ -69,6 +70,7 @@ class Desired:
     authoritative: bool = True
     settling: frozenset[str] = frozenset()
     recheck_at: datetime | None = None
+    notices: tuple[Notice, ...] = ()  # the pod's other tools' (edgefd.core.notices): Events
 
     @property
     def labels(self) -> dict[str, str]:
@@ -205,3 +207,12 @@ def read_stream(
     applying it must not start their removal clocks.
     """
     return build_desired([parse_bytes(data, STDIN_PRODUCER, now)], policy, authoritative=False)
+
+
+def with_notices(desired: Desired, directory: Path) -> Desired:
+    """`desired` with the notices the pod's other tools left in `directory` (each becomes a
+    Warning Event on the Node); a file that is not one is a warning of its own."""
+    notices, warnings = read_notices(directory)
+    if not notices and not warnings:
+        return desired
+    return replace(desired, notices=notices, warnings=desired.warnings + warnings)

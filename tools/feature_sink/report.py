@@ -41,6 +41,11 @@ class Problem:
 
 def desired_problems(desired: Desired) -> list[Problem]:
     out = [Problem("FeatureFileProblem", w, f"file|{w}") for w in desired.warnings]
+    # another tool's degraded state, checked when read (edgefd.core.notices): its own words
+    out.extend(
+        Problem(n.reason, f"{n.tool}: {n.message}", f"notice|{n.tool}|{n.reason}|{n.message}")
+        for n in desired.notices
+    )
     out.extend(
         Problem("LabelRejected", str(r), f"rejected|{r.source}|{r.reason}", r.detail())
         for r in desired.rejected

@@ -26,7 +26,7 @@ from edgefd.core.output import emit_json
 from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 from .budget import DEFAULT_BUDGET
-from .desired import Desired, read_directory, read_stream
+from .desired import Desired, read_directory, read_stream, with_notices
 from .metrics import SinkMetrics
 from .namespaces import SINK_NAMESPACES
 from .report import Reporter, desired_problems
@@ -65,6 +65,7 @@ class Settings:
     api_burst: int = DEFAULT_BURST
     context: str | None = None  # of the kubeconfig
     host_features_dir: Path | None = None  # the host's own features.d, read too
+    notice_dir: Path | None = None  # the pod's other tools' notices: posted as Events
 
     @property
     def rules(self) -> Rules:
@@ -78,6 +79,8 @@ class Settings:
         out["features"] = self.features_dir if self.features_dir is not None else "stdin"
         if self.host_features_dir is not None:
             out["host-features"] = self.host_features_dir
+        if self.notice_dir is not None:
+            out["notices"] = self.notice_dir
         if self.kubeconfig:
             out["kubeconfig"] = self.kubeconfig
         if self.context:
@@ -108,7 +111,16 @@ class Settings:
 
 def desired_source(settings: Settings) -> ReadDesired:
     """How each sync learns what the node should carry: re-read the directory every time (a
-    missed notification is then harmless), or the one stream read from stdin now."""
+    missed notification is then harmless), or the one stream read from stdin now; with the
+    notices of the pod's other tools read anew each time too."""
+    read = _features_source(settings)
+    notice_dir = settings.notice_dir
+    if notice_dir is None:
+        return read
+    return lambda: with_notices(read(), notice_dir)
+
+
+def _features_source(settings: Settings) -> ReadDesired:
     if settings.features_dir is None:
         if sys.stdin is None:  # fd 0 was closed before the interpreter started
             raise BadInput("--features -: stdin is closed; pipe the features stream in")
@@ -300,9 +312,12 @@ def serve(settings: Settings) -> int:
         parts: list[Any] = []
         watcher = None
         if settings.features_dir is not None:
+            watched = [settings.features_dir]
+            if settings.notice_dir is not None:
+                watched.append(settings.notice_dir)
             watcher = Watcher(
                 loop.changed,
-                [settings.features_dir],
+                watched,
                 poll_interval=settings.poll_interval,
                 debounce=settings.debounce,
                 max_delay=settings.max_latency,

@@ -7,10 +7,12 @@ nothing change and had no signal why. The state stays degraded until a reload su
 pod stays ready (it serves, with the old configuration: not-ready would take working devices
 away), and /readyz names the reason beside the components' own details.
 
-The Event is posted through the `warn` a tool's Reload passes. None passes one today: the
-tools that reload hold no right to Events (devplugin has no token in device-plugin mode, and
-its DRA token is kept apart from feature-sink's, the one identity that may post Events;
-device-keeper and the scanners have none), so /readyz and the metrics are their signal.
+The Event: the tools that reload hold no right to Events (devplugin has no token in
+device-plugin mode, device-keeper and the scanners have none; feature-sink is the identity
+that may post them), so a failed reload is written as the tool's notice
+(edgefd.core.notices) into the directory its pod shares with feature-sink (`--notice-dir`),
+which posts it as a Warning Event on the Node. The notice is removed by the next reload that
+succeeds, and at start (the configuration just loaded is the file's).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from edgefd.core.log import get_logger
 
@@ -26,21 +28,30 @@ log = get_logger(__name__)
 
 FAILURES = "edgefd_config_reload_failures_total"
 LAST_SUCCESS = "edgefd_config_last_reload_success_timestamp_seconds"
-EVENT_REASON = "ConfigReloadFailed"
+EVENT_REASON = "ConfigReloadFailed"  # edgefd.core.notices.CONFIG_RELOAD_FAILED
 
-# (reason, message): post a Warning Event on this node; raises on failure (said, not fatal)
-Warn = Callable[[str, str], None]
+
+class Notices(Protocol):
+    """Where a degraded state is told beyond this process (edgefd.core.notices.NoticeBoard):
+    best effort, never raising."""
+
+    def post(self, reason: str, message: str) -> None: ...
+    def clear(self) -> None: ...
 
 
 class ReloadStatus:
     """The outcome of the last reload: `failed(why)`, `succeeded()`, and `ready()` for /readyz.
     `metrics` (an edgefd.runtime.metrics.Metrics, or None when the tool serves none) gets the
-    two series; the configuration loaded at start counts as the first success."""
+    two series; the configuration loaded at start counts as the first success (and clears a
+    notice an earlier run of the tool left)."""
 
     def __init__(
-        self, metrics: Any = None, warn: Warn | None = None, clock: Callable[[], float] = time.time
+        self,
+        metrics: Any = None,
+        notices: Notices | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self._warn = warn
+        self._notices = notices
         self._clock = clock
         self._lock = threading.Lock()
         self._failure = ""  # why the configuration in use is not the file's; "" when it is
@@ -56,6 +67,8 @@ class ReloadStatus:
                 "When the configuration in use was loaded (Unix time; start-up counts).",
             )
             self._last_success.set(clock())
+        if notices is not None:
+            notices.clear()
 
     @property
     def failure(self) -> str:
@@ -63,22 +76,23 @@ class ReloadStatus:
             return self._failure
 
     def failed(self, why: str) -> None:
-        """A reload failed: counted, kept for /readyz, and posted as an Event if the tool can."""
+        """A reload failed: counted, kept for /readyz, and told as a notice (an Event)."""
         with self._lock:
             self._failure = why
         if self._failures is not None:
             self._failures.inc()
-        if self._warn is not None:
-            try:
-                self._warn(EVENT_REASON, f"configuration reload failed: {why}; kept the one in use")
-            except Exception as e:  # an Event is best effort: the log and /readyz still say it
-                log.warning("could not post the %s event: %s", EVENT_REASON, e)
+        if self._notices is not None:
+            self._notices.post(
+                EVENT_REASON, f"configuration reload failed: {why}; kept the one in use"
+            )
 
     def succeeded(self) -> None:
         with self._lock:
             self._failure = self._unreadable = ""
         if self._last_success is not None:
             self._last_success.set(self._clock())
+        if self._notices is not None:
+            self._notices.clear()
 
     def unreadable(self, why: str) -> None:
         """From the file watch: the file cannot be read (a FIFO, a directory, too large:
@@ -90,9 +104,12 @@ class ReloadStatus:
                 self._unreadable = why
             return
         with self._lock:
-            if self._failure == self._unreadable:  # not a bad configuration read since
+            cleared = self._failure == self._unreadable  # not a bad configuration read since
+            if cleared:
                 self._failure = ""
             self._unreadable = ""
+        if cleared and self._notices is not None:
+            self._notices.clear()
 
     def ready(self) -> tuple[bool, str]:
         """Always ready (the configuration in use still serves); the reason when degraded."""

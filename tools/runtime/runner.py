@@ -37,7 +37,7 @@ from edgefd.core.service import Listen
 
 if TYPE_CHECKING:  # prometheus_client only in a process that serves metrics
     from .metrics import Check
-    from .reloads import ReloadStatus, Warn
+    from .reloads import Notices, ReloadStatus
 
 log = get_logger(__name__)
 
@@ -89,8 +89,9 @@ class Reload:
     """How a tool's configuration is reloaded: `load()` reads it anew (raising EdgefdError on
     a bad one), `path` is the file to watch for changes (None: SIGHUP only). With `current`
     (the configuration loaded at start) and `changes(old, new)` (lines such as
-    `edgefd.io/coral-usb: replicas 1 → 2`), a reload says what it changed; with `warn`, a
-    failed one is also a Warning Event on the Node (reloads.ReloadStatus)."""
+    `edgefd.io/coral-usb: replicas 1 → 2`), a reload says what it changed; with `notices`
+    (edgefd.core.notices.NoticeBoard), a failed one is also told as the tool's notice, which
+    feature-sink posts as a Warning Event on the Node (reloads.ReloadStatus)."""
 
     def __init__(
         self,
@@ -99,13 +100,13 @@ class Reload:
         *,
         current: Any = None,
         changes: Callable[[Any, Any], list[str]] | None = None,
-        warn: Warn | None = None,
+        notices: Notices | None = None,
     ) -> None:
         self.load = load
         self.path = Path(path) if path is not None else None
         self.current = current
         self.changes = changes
-        self.warn = warn
+        self.notices = notices
 
 
 def _checks(components: Sequence[object], name: str) -> list[Check]:
@@ -153,7 +154,7 @@ def run(
         started: list[Component] = []
         config_watch = None
         server = None
-        status = ReloadStatus(metrics, reload.warn) if reload is not None else None
+        status = ReloadStatus(metrics, reload.notices) if reload is not None else None
         try:
             with signals.starting():
                 if reload is not None and reload.path is not None:

@@ -75,6 +75,7 @@ class Watching(Record):
     hold: float
     settings: WatchSettings
     listen: Listen = None
+    notice_dir: str | None = None  # where a failed reload is told (edgefd.core.notices)
 
 
 def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: Any) -> int:
@@ -97,7 +98,7 @@ def run_from_options(spec: BusSpec[Any], capability_buses: Sequence[Any], **o: A
         settings = WatchSettings(
             poll_interval=o["poll_interval"], rescan_interval=o["rescan_interval"]
         )
-        watching = Watching(o["hold"], settings, o["listen"])
+        watching = Watching(o["hold"], settings, o["listen"], o["notice_dir"])
     return run_producer(spec, capability_buses, o["host_root"], labelling, outputs, watching)
 
 
@@ -234,7 +235,13 @@ def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
     reload = None
     if labelling.config_path is not None:
         specs, publishers = scanning.specs, scanning.publishers
-        reload = Reload(lambda: configured(specs, labelling, publishers), labelling.config_path)
+        from edgefd.core.notices import board_for
+
+        reload = Reload(
+            lambda: configured(specs, labelling, publishers),
+            labelling.config_path,
+            notices=board_for(watching.notice_dir, specs[0].producer),
+        )
     return run(
         build,
         startup_line=startup_line("watch", shown),
