@@ -157,7 +157,8 @@ def test_burst_of_1000_changes_bounded_writes(cluster, sinks, fdir):
     for i in range(1000):
         write(fdir, f"p{i % 20}", {f"{F}/n{i % 20}": str(i)})
     write(fdir, "usb-scan", {f"{F}/n": "end"})
-    wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "end", 10)
+    # (a bound of its own: on a loaded machine 1000 file writes and their syncs take seconds)
+    wait_for(lambda: cluster.labels(node).get(f"{F}/n") == "end", 30)
     # the sink is busy from the first change until the last one is applied: on a loaded
     # machine it applies the burst after the files were written, so the window ends there
     busy = time.monotonic() - t0
