@@ -408,7 +408,7 @@ def check_figures(run: Run) -> dict[str, Any]:
     want = (
         "ds_create_to_labels_s",
         "ds_create_to_slice_s",
-        *(("memory_mib",) if run.measure_idle else ()),
+        *(("memory_mib", "memory_peak_mib") if run.measure_idle else ()),
         "image_archive_bytes",
     )
     missing = [k for k in want if not run.figures.get(k)]

@@ -120,13 +120,14 @@ def check_delete(run: Run) -> dict[str, Any]:
 
 
 def check_figures(run: Run) -> dict[str, Any]:
-    """9. The figures: DaemonSet create -> labels, -> allocatable; memory after 30 s idle (in
-    the first scenario of each device API: the same pod after that); image size. A check only
+    """9. The figures: DaemonSet create -> labels, -> allocatable; every container's memory
+    after 30 s idle and its peak during the checks, with their sums (in the first scenario of
+    each device API: the same pod after that); image size. A check only
     in that each must have been measured."""
     want = (
         "ds_create_to_labels_s",
         "ds_create_to_allocatable_s",
-        *(("memory_mib",) if run.measure_idle else ()),
+        *(("memory_mib", "memory_peak_mib") if run.measure_idle else ()),
         "image_archive_bytes",
     )
     missing = [k for k in want if not run.figures.get(k)]

@@ -9,6 +9,7 @@ manifest, which is only what was asked for.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -218,18 +219,53 @@ def check_allocatable(run: Run) -> dict[str, Any]:
 
 
 def container_memory(run: Run) -> dict[str, float]:
-    """Working-set MiB of each running container of edgefd's pod (the kubelet's figure, as
-    the runtime reports it from the container's memory cgroup)."""
-    pod = run.edgefd_pod()
+    """Working-set MiB of each running container of edgefd's pods, whichever DaemonSet holds
+    it (the kubelet's figure, as the runtime reports it from the container's memory cgroup),
+    and their sum as `total`: what the node gives edgefd (issue 33)."""
+    ids = {}
+    for pod in run.all_edgefd_pods():
+        ids.update({c["id"]: name for name, c in run.containers_of(pod).items()})
     stats = run.node.runtime.crictl_json("stats")
-    ids = {c["id"]: name for name, c in run.containers_of(pod).items()}
-    out = {}
+    out: dict[str, float] = {}
     for s in stats.get("stats", []):
         name = ids.get(s["attributes"]["id"])
         if name and "memory" in s:  # exited init containers have no stats
             ws = int(s["memory"]["workingSetBytes"]["value"])
             out[name] = round(ws / 2**20, 1)
+    if out:
+        out["total"] = round(sum(out.values()), 1)
     return out
+
+
+class MemoryPeaks:
+    """The largest working set of each container (and of their sum) seen while the checks
+    run: re-plugs, reloads, workloads, DRA claims. Sampled every `interval` seconds by a
+    thread of its own; a sample that fails (a container restarting) is skipped."""
+
+    def __init__(self, run: Run, interval: float = 3.0) -> None:
+        self._run = run
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peaks: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._sample, name="memory-peaks", daemon=True)
+
+    def start(self) -> MemoryPeaks:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        return dict(sorted(self.peaks.items()))
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                now = container_memory(self._run)
+            except Exception:  # a pod between two states: the next sample
+                continue
+            for name, mib in now.items():
+                self.peaks[name] = max(mib, self.peaks.get(name, 0.0))
 
 
 def edgefd_warnings(events: list[dict[str, Any]], pod_uids: str | set[str], node: str) -> list[str]:

@@ -237,9 +237,14 @@ def run_checks(
     run: Run, checks: list[tuple[str, Check, tuple[str, ...]]], result: dict[str, Any]
 ) -> None:
     t0 = time.monotonic()
+    peaks = None
     for key, check, needs in checks:
         if key == "4_workload" and run.measure_idle:  # all before only read: memory at rest
             measure_idle(run, result)
+            peaks = checks_pod.MemoryPeaks(run).start()
+        if key == "9_figures" and peaks is not None:  # the checks' peak (lifecycle ends it)
+            run.figures["memory_peak_mib"] = peaks.stop()
+            peaks = None
         failed = [n for n in needs if not result["checks"].get(n, {}).get("ok")]
         t = time.monotonic()
         if failed:
@@ -254,6 +259,8 @@ def run_checks(
         result["checks"][key] = res
         verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
         log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+    if peaks is not None:
+        run.figures["memory_peak_mib"] = peaks.stop()
     result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
 
 
