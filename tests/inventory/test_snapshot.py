@@ -45,6 +45,9 @@ def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(host: Path) -
     assert again is not None
     [change] = again.diff.changes
     assert change.moved and change.fields == ("nodes",)
+    # the same word as when the absence was seen (what a loaded node's scan sees of a re-plug)
+    assert change.event == "re-enumerated"
+    assert change.describe().startswith("coral-usb-2-1: re-enumerated at port 2-1; node ")
     assert inv.refresh().diff.changes == ()  # type: ignore[union-attr]
 
 

@@ -41,9 +41,9 @@ class Change(Record):
         b, a = self.before, self.after
         if b is None or a is None:
             return self.kind
-        if a.present and (
-            b.state != a.state or (not b.present and bool(b.nodes) and b.nodes != a.nodes)
-        ):
+        # another node: across an absence, or within one scan (gone and back between two
+        # scans, as a loaded node sees a quick re-plug): the same event either way
+        if a.present and (b.state != a.state or (bool(b.nodes) and b.nodes != a.nodes)):
             return "re-enumerated"
         if b.present != a.present:
             return "back" if a.present else "gone"

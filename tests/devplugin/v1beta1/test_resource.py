@@ -128,10 +128,11 @@ def test_kubelet_restart_during_a_registration_attempt(
         t0 = time.monotonic()
         kubelet.restart()
         wait_until(lambda: not armed.is_set())
-        wait_until(lambda: kubelet.count(CORAL) == 2, timeout=3)
+        wait_until(lambda: kubelet.count(CORAL) == 2, timeout=5)
         with kubelet.lock:
             t_reg = kubelet.registrations[-1][0]
-        assert t_reg - t0 < 1.5
+        # the bug cost the kubelet's 10 s dial; a loaded CI machine took 1.55 s without it
+        assert t_reg - t0 < 3.5
         wait_until(lambda: p.v1.resources[CORAL].registered.is_set())
         wait_until(lambda: kubelet.last(CORAL))
         time.sleep(0.5)
