@@ -98,6 +98,9 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         text=True,
         timeout=3600,  # a cold machine builds the harness groups and the image first
     )
+    kept = REPO_ROOT / ".cache" / "e2e" / "results.jsonl"  # every scenario's line, for the record
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("".join(f"{ln}\n" for ln in r.stdout.splitlines() if ln.startswith("{")))
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert lines, f"scripts/e2e printed no result (exit {r.returncode}):\n{r.stderr[-4000:]}"
     results = [line for line in lines if "scenario" in line]
