@@ -193,8 +193,9 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict"):
-        for f in (OVERLAYS / name).iterdir():
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict",
+                 "split-identity"):  # fmt: skip
+        for f in (p for p in (OVERLAYS / name).rglob("*") if p.is_file()):
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
                 assert test_only not in text, f"{f}: {test_only}"
