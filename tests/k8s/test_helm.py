@@ -469,6 +469,11 @@ def test_the_chart_says_what_it_renders() -> None:
     assert "DaemonSet edgefd/edgefd: one pod with the labels and the devices" in notes()
     split = notes(*s("splitByIdentity=true"))
     assert "edgefd/edgefd (labels) and DaemonSet edgefd/edgefd-devplugin" in split
+    # the one-pod trade-off, said where it applies (DRA), with the way out
+    assert "identity:" not in notes() and "identity:" not in notes(
+        *s("devicePlugin.api=dra", "splitByIdentity=true")
+    )
+    assert "splitByIdentity=true" in notes(*s("devicePlugin.api=dra"))
     both = notes(*s("devicePlugin.api=both"))
     assert "kubectl get resourceslices" in both and "ALLOCATABLE" in both
 
