@@ -111,8 +111,8 @@ def idle_rss(argv: list[str], port: int, env: dict[str, str], idle: float) -> tu
 
 
 def long_running(tmp: Path, root: Path, idle: float) -> list[tuple[str, list[str], int, dict]]:
-    """Each container's process, as its manifest starts it (k8s/pod-template.yaml,
-    devplugin.yaml), on the sample node."""
+    """Each container's process, as its manifest starts it (k8s/pod-template.yaml), on the
+    sample node."""
     sa = tmp / "serviceaccount"
     sa.mkdir()
     (sa / "token").write_text("benchmark")

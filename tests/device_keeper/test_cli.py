@@ -329,8 +329,8 @@ def test_serve_listens_on_its_own_port_as_the_manifests_say():
     shown = " ".join(_run("serve", "--help").stdout.split())  # click wraps the option help
     assert DEFAULT_LISTEN == ":8084" and "default: :8084]" in shown
     for manifest in (
-        "k8s/devplugin.yaml",
-        "charts/edgefd/templates/devplugin.yaml",
+        "k8s/pod-template.yaml",
+        "charts/edgefd/templates/_devplugin.tpl",
     ):
         assert "containerPort: 8084" in (repo / manifest).read_text(), manifest
 

@@ -18,6 +18,7 @@ from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
     K8S,
     PROFILES,
+    SPLIT_DS,
     TOKEN_PATH,
     all_containers,
     container,
@@ -147,11 +148,14 @@ def keeper_ds() -> dict[str, Any]:
 
 def test_on_by_default_in_devplugins_pod_only() -> None:
     """Issue 34 item 3: a Coral's first open (libedgetpu loads its firmware, the device
-    re-enumerates) works in the default install; the keeper is in devplugin's DaemonSet, the
-    labels pod has none of it."""
+    re-enumerates) works in the default install; the keeper runs next to devplugin, in the
+    one pod (with split-identity in devplugin's, and the labels pod has none of it)."""
     names = [c["name"] for _, c in all_containers(pod_spec(daemonset(None, DEVPLUGIN_DS)))]
+    assert names == ["dt-labeller", "bus-scan", "feature-sink", "devplugin", KEEPER]
+    split = render([K8S], [OVERLAYS / "split-identity"])
+    names = [c["name"] for _, c in all_containers(pod_spec(daemonset(split, SPLIT_DS)))]
     assert names == ["devplugin", KEEPER]
-    assert KEEPER not in [c["name"] for _, c in all_containers(pod_spec(daemonset(None)))]
+    assert KEEPER not in [c["name"] for _, c in all_containers(pod_spec(daemonset(split)))]
 
 
 def test_no_device_keeper_removes_exactly_it(keeper_ds: dict[str, Any]) -> None:
@@ -160,9 +164,12 @@ def test_no_device_keeper_removes_exactly_it(keeper_ds: dict[str, Any]) -> None:
     off = render([K8S], [OVERLAYS / "no-device-keeper"])
     ds = daemonset(off, DEVPLUGIN_DS)
     assert ds["metadata"]["annotations"].pop("edgefd.io/device-keeper") == "off"
-    assert ds == without_keeper(keeper_ds)
+    want = without_keeper(keeper_ds)
+    assert want["metadata"]["annotations"].pop("edgefd.io/device-keeper") == "on"
+    assert ds == want
     assert {v["name"] for v in pod_spec(ds)["volumes"]} == {
-        "host-sys", "host-dev", "device-plugins", "devplugin-config"
+        "host-sys", "host-dev", "device-plugins", "devplugin-config", "features-d",
+        "feature-sink-token",
     }  # fmt: skip
     others = [d for d in off if d is not daemonset(off, DEVPLUGIN_DS)]
     assert others == [d for d in render([K8S], []) if d["metadata"]["name"] != DEVPLUGIN_DS

@@ -2,8 +2,9 @@
 
 1. Every object passes a strict server-side dry run, then is applied; the DeviceClasses'
    CEL compiles (the API server compiles it on create) and the policy type-checks cleanly.
-2. With a pod-bound token of devplugin's ServiceAccount (pod on node A), the ResourceSlice
-   policy lets it create, update and delete node A's slice of driver edgefd.io, and refuses:
+2. With a pod-bound token of devplugin's own ServiceAccount (split-identity's; pod on node A),
+   the ResourceSlice policy lets it create, update and delete node A's slice of driver
+   edgefd.io, and refuses:
    node B's slice (create, update, delete), another driver, another pool, and a token that
    names no node. RBAC grants only the verbs the DRA mode uses.
 3. The real `devplugin --api dra`, with that token, publishes node A's slice through all of it,
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from edgefd.devplugin.dra.kubeapi import DraApi
 from edgefd.kube.client import connect
@@ -61,8 +63,17 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
     admin_client = kube_apiserver.admin_api()
     dyn = DynamicClient(admin_client)
     base = load_manifests()
-    needed = [find(base, "Namespace"), find(base, "ServiceAccount", DEVPLUGIN_SA)]
+    # devplugin's own account, as k8s/overlays/split-identity makes it and binds DRA's rights
+    # to it (the one pod binds them to its own, edgefd-feature-sink: then the sink's tests on
+    # this shared API server would hold them too)
+    split = Path(__file__).resolve().parents[2] / "k8s" / "overlays" / "split-identity"
+    account = yaml.safe_load((split / "serviceaccount.yaml").read_text())
+    assert account["metadata"]["name"] == DEVPLUGIN_SA
+    needed = [find(base, "Namespace"), account]
     docs = dra_docs()
+    for doc in docs:
+        for subject in doc.get("subjects", []):
+            subject["name"] = DEVPLUGIN_SA
     report: dict[str, list] = {"dry_run": [], "applied": []}
 
     def apply(doc: dict[str, Any], dry_run: bool) -> None:

@@ -33,6 +33,7 @@ from tests.k8s.test_manifests import (
     MARK_GRANT,
     NAMESPACE,
     SERVICE_ACCOUNT,
+    SPLIT_DS,
     TOKEN_PATH,
     container,
     daemonset,
@@ -153,7 +154,7 @@ def test_one_device_class_per_device_plugin_resource() -> None:
 
 
 def _granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    granted = granted_to(docs, DEVPLUGIN_SA)
+    granted = granted_to(docs, SERVICE_ACCOUNT)
     assert all(ns is None for ns, *_ in granted)
     return {(g, r, v) for _, g, r, v in granted - {MARK_GRANT}}
 
@@ -161,8 +162,8 @@ def _granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_rbac_is_what_the_dra_mode_calls() -> None:
     """Every verb the DRA code uses (kubeapi.py), and nothing else: no patch, no
     deletecollection, claims read-only and one at a time."""
-    assert MARK_GRANT in granted_to(dra_docs(), DEVPLUGIN_SA)
-    assert granted_to(dra_docs(), SERVICE_ACCOUNT) == set(), "nothing of DRA's for the sink"
+    # the pod's account (split-identity binds devplugin's own: test_split_identity.py)
+    assert MARK_GRANT in granted_to(dra_docs(), SERVICE_ACCOUNT)
     granted = _granted(dra_docs())
     slices = {("resource.k8s.io", "resourceslices", v) for v in ("get", "list", "watch")}
     slices |= {("resource.k8s.io", "resourceslices", v) for v in ("create", "update", "delete")}
@@ -254,11 +255,13 @@ def test_only_the_devplugin_container_changes(
 ) -> None:
     ds, ds0 = daemonset(rendered, DEVPLUGIN_DS), daemonset(rendered_base, DEVPLUGIN_DS)
     spec, spec0 = pod_spec(ds), pod_spec(ds0)
-    assert [c["name"] for c in spec["containers"]] == ["devplugin", "device-keeper"]
-    assert container(spec, "device-keeper") == container(spec0, "device-keeper")
+    names = ["feature-sink", "devplugin", "device-keeper"]
+    assert sorted(c["name"] for c in spec["containers"]) == sorted(names)
+    for other in ("feature-sink", "device-keeper"):
+        assert container(spec, other) == container(spec0, other)
     rest = {k: v for k, v in spec.items() if k not in ("containers", "volumes")}
     assert rest == {k: v for k, v in spec0.items() if k not in ("containers", "volumes")}
-    assert rest["serviceAccountName"] == DEVPLUGIN_SA
+    assert rest["serviceAccountName"] == SERVICE_ACCOUNT
     c, c0 = _devplugin(rendered), _devplugin(rendered_base)
     assert {k: v for k, v in c.items() if k not in ("env", "volumeMounts")} == {
         k: v for k, v in c0.items() if k not in ("env", "volumeMounts")
@@ -309,7 +312,6 @@ def test_the_pod_keeps_least_privilege(rendered: list[dict[str, Any]], monkeypat
     for path in DRA_HOSTPATHS:
         allowed[path] = ({"devplugin"}, False)
     monkeypatch.setattr(base, "HOSTPATHS_ALLOWED", allowed)
-    assert base.privilege_violations(daemonset(rendered)) == []
     ds = daemonset(rendered, DEVPLUGIN_DS)
     violations = base.pod_violations(ds)
     created = [
@@ -347,11 +349,35 @@ def _token_users(ds: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return users
 
 
-def test_devplugin_and_feature_sink_tokens_are_two_identities(rendered: list[dict[str, Any]]):
-    """Issue 22, item 12: the sink's token cannot write ResourceSlices and devplugin's cannot
-    patch labels. Each DaemonSet's pod mounts a token of its own ServiceAccount only, and each
-    ServiceAccount holds only its own rights (plus the mark, so every policy applies)."""
-    labels, plugin = daemonset(rendered), daemonset(rendered, DEVPLUGIN_DS)
+def test_one_pod_one_account_a_token_where_the_api_is_called(rendered: list[dict[str, Any]]):
+    """Issue 34 item 3: in one pod, feature-sink and devplugin mount a token each (of the
+    pod's ServiceAccount), no other container any; the account holds the sink's rights and
+    DRA's: the trade-off k8s/pod-template.yaml writes down (split-identity: the test below)."""
+    spec = pod_spec(daemonset(rendered))
+    users = _token_users(daemonset(rendered))
+    assert set(users) == {"feature-sink", "devplugin"}
+    assert users["feature-sink"]["name"] != users["devplugin"]["name"]
+    assert users["devplugin"] == dict(users["feature-sink"], name=users["devplugin"]["name"])
+    assert spec["serviceAccountName"] == SERVICE_ACCOUNT
+    rights = {r for _, _, r, _ in granted_to(rendered, SERVICE_ACCOUNT)}
+    assert {"resourceslices", "nodes", "events"} <= rights
+    assert [d["metadata"]["name"] for d in rendered if d["kind"] == "ServiceAccount"] == [
+        SERVICE_ACCOUNT
+    ]
+
+
+def test_devplugin_and_feature_sink_tokens_are_two_identities() -> None:
+    """Issue 22, item 12, with k8s/overlays/split-identity (either order): the sink's token
+    cannot write ResourceSlices and devplugin's cannot patch labels. Each DaemonSet's pod
+    mounts a token of its own ServiceAccount only, and each ServiceAccount holds only its own
+    rights (plus the mark, so every policy applies)."""
+    split = COMPONENT.parent / "split-identity"
+    for order in ([COMPONENT, split], [split, COMPONENT]):
+        two_identities(render([ROOT / "k8s"], order))
+
+
+def two_identities(rendered: list[dict[str, Any]]) -> None:
+    labels, plugin = daemonset(rendered), daemonset(rendered, SPLIT_DS)
     assert set(_token_users(labels)) == {"feature-sink"}
     assert set(_token_users(plugin)) == {"devplugin"}
     assert pod_spec(labels)["serviceAccountName"] == SERVICE_ACCOUNT
@@ -402,8 +428,8 @@ def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Pa
 def test_namespace_and_service_account_are_the_base_s() -> None:
     for d in dra_docs():
         assert d["metadata"].get("namespace") in (None, NAMESPACE)
-        for s in d.get("subjects", []):
-            assert (s["name"], s["namespace"]) == (DEVPLUGIN_SA, NAMESPACE)
+        for s in d.get("subjects", []):  # the pod's (split-identity: devplugin's own)
+            assert (s["name"], s["namespace"]) == (SERVICE_ACCOUNT, NAMESPACE)
 
 
 def test_the_e2e_dra_overlay_gives_devplugin_the_sinks_api_address() -> None:

@@ -174,6 +174,23 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         ["--api-versions", PODMONITOR_API, *s("labels.enabled=false")],
         None,
     ),
+    # two DaemonSets split by identity (issue 34 item 3)
+    "split": (s("splitByIdentity=true"), ("split-identity",)),
+    "split+dra": (s("splitByIdentity=true", "devicePlugin.api=dra"), ("split-identity", "dra")),
+    "split+dra+hostnetwork+nodefeature": (
+        s(
+            "splitByIdentity=true",
+            "devicePlugin.api=dra",
+            "hostNetwork=true",
+            "labels.mode=nodefeature",
+        ),
+        ("dra", "hostnetwork", "split-identity", "nodefeature"),
+    ),
+    "split+k0s+no-device-keeper": (
+        s("splitByIdentity=true", "distribution=k0s", "deviceKeeper.enabled=false"),
+        ("k0s", "split-identity", "no-device-keeper"),
+    ),
+    "split+dra+both": (s("splitByIdentity=true", "devicePlugin.api=both"), None),
 }
 
 # Helm's conventional labels: they say which release and chart version made an object
@@ -339,6 +356,9 @@ def test_render_is_valid_and_least_privilege(name: str) -> None:
     # one ServiceAccount per DaemonSet: no token of one pod is the other's identity
     accounts = [pod_spec(ds)["serviceAccountName"] for ds in daemonsets(docs)]
     assert len(set(accounts)) == len(accounts)
+    # one pod by default; two, split by identity, when asked (or one of them without labels)
+    want = 2 if "split" in name and "no-devplugin" not in name else 1
+    assert len(daemonsets(docs)) == want
 
 
 def test_values_reach_the_objects() -> None:
@@ -346,8 +366,10 @@ def test_values_reach_the_objects() -> None:
     images = {c["image"] for c in every_container(docs)}
     assert images == {f"registry.example.com/edgefd@sha256:{'ab' * 32}"}
     assert {c["imagePullPolicy"] for c in every_container(docs)} == {"Always"}
-    assert len(daemonsets(docs)) == 2
-    for ds in daemonsets(docs):
+    assert len(daemonsets(docs)) == 1
+    split = template(*value_set("tuned"), *s("splitByIdentity=true"))
+    assert len(daemonsets(split)) == 2
+    for ds in daemonsets(docs) + daemonsets(split):
         spec = pod_spec(ds)
         assert "priorityClassName" not in spec
         want = [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}]
@@ -437,12 +459,21 @@ def test_notes_say_what_the_uninstall_does(args: list[str], says: str) -> None:
     assert says in text and text.count("helm uninstall") == 1 + ("--cascade" in text), text
 
 
-def test_the_chart_says_two_daemonsets() -> None:
-    """Issue 32 item 10: it said "one DaemonSet"; it renders two (labels, devices)."""
+def test_the_chart_says_what_it_renders() -> None:
+    """Issue 32 item 10 said "one DaemonSet" where it rendered two; issue 34 item 3 made the
+    default one pod, with two split by identity as an option: each text says so."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert len(daemonsets(template())) == 2 and "two DaemonSets" in chart["description"]
+    assert len(daemonsets(template())) == 1 and "one DaemonSet pod" in chart["description"]
     for f in ("Chart.yaml", "README.md", "values.yaml", "templates/NOTES.txt"):
-        assert "one DaemonSet" not in (CHART / f).read_text(), f
+        assert "two DaemonSets" not in (CHART / f).read_text(), f
+    assert "DaemonSet edgefd/edgefd: one pod with the labels and the devices" in notes()
+    split = notes(*s("splitByIdentity=true"))
+    assert "edgefd/edgefd (labels) and DaemonSet edgefd/edgefd-devplugin" in split
+    # the one-pod trade-off, said where it applies (DRA), with the way out
+    assert "identity:" not in notes() and "identity:" not in notes(
+        *s("devicePlugin.api=dra", "splitByIdentity=true")
+    )
+    assert "splitByIdentity=true" in notes(*s("devicePlugin.api=dra"))
     both = notes(*s("devicePlugin.api=both"))
     assert "kubectl get resourceslices" in both and "ALLOCATABLE" in both
 

@@ -12,6 +12,7 @@ with a pod-bound token: the real sink publishes its NodeFeature and can no longe
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -26,12 +27,14 @@ import yaml
 from tests.k8s.test_dra_manifests import render
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
-    DEVPLUGIN_SA,
     K8S,
+    LABELS_DS,
+    MARK_DEVPLUGIN,
     NAMESPACE,
     POLICIES,
     PROFILES,
     SERVICE_ACCOUNT,
+    SPLIT_DS,
     all_containers,
     container,
     daemonset,
@@ -49,8 +52,9 @@ from tests.peers.processes import harness_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = K8S / "overlays"
-# The documented combinations; the components touch different flags and select devplugin's
-# DaemonSet by name, so any order gives the same objects (test_order_does_not_matter).
+# The documented combinations; the components touch different flags and select the DaemonSet
+# holding devplugin by its marks, so any order gives the same objects
+# (test_order_does_not_matter).
 COMBINATIONS = [
     ("nodefeature",),
     ("no-devplugin",),
@@ -76,13 +80,20 @@ COMBINATIONS = [
     ("dra-evict", "no-device-keeper", "dra"),
     ("hostnetwork", "no-device-keeper"),
     ("nodefeature", "hostnetwork", "no-devplugin", "host-features"),
+    # two DaemonSets split by identity (issue 34 item 3), before and after the others
+    ("split-identity",),
+    ("dra", "split-identity"),
+    ("split-identity", "dra", "dra-evict"),
+    ("hostnetwork", "host-features", "split-identity", "nodefeature"),
+    ("split-identity", "no-device-keeper", "hostnetwork"),
+    ("no-device-keeper", "dra", "split-identity"),
 ]
 # The distribution components (issue 34 item 1) are a dimension of their own: each one alone
 # and with each other component in both orders (with dra-evict, which needs dra, as dra's
 # third), not the whole product; tests/k8s/test_profiles.py checks their paths and the chart.
 DISTRIBUTIONS = ("k3s", "microk8s", "k0s")
 OTHERS = ("nodefeature", "no-devplugin", "hostnetwork", "dra", "host-features",
-          "no-device-keeper")  # fmt: skip
+          "no-device-keeper", "split-identity")  # fmt: skip
 DIST_COMBINATIONS = [
     *((d,) for d in DISTRIBUTIONS),
     *((d, o) for d in DISTRIBUTIONS for o in OTHERS),
@@ -125,7 +136,6 @@ def sorted_env(d: dict[str, Any]) -> dict[str, Any]:
     a merge by name puts what it adds where the order of the components says, and none of
     these orders means anything (no variable refers to another; the init containers' order
     does mean something and is kept)."""
-    import copy
 
     out = copy.deepcopy(d)
     if out["kind"] == "DaemonSet":
@@ -183,8 +193,9 @@ def test_every_overlay_is_a_component() -> None:
 
 
 def test_shipped_components_hold_no_test_settings() -> None:
-    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict"):
-        for f in (OVERLAYS / name).iterdir():
+    for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict",
+                 "split-identity"):  # fmt: skip
+        for f in (p for p in (OVERLAYS / name).rglob("*") if p.is_file()):
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
                 assert test_only not in text, f"{f}: {test_only}"
@@ -214,16 +225,26 @@ def test_nodefeature(base: list[dict[str, Any]]) -> None:
     assert ("ClusterRole", None, "edgefd-feature-sink") in o
 
 
+# what only devplugin and device-keeper mount (host-sys is the producers' too)
+PLUGIN_VOLUMES = {"host-dev", "device-plugins", "devplugin-config", "host-proc", "host-cgroup",
+                  "pod-resources", "cri-socket", "keeper-state"}  # fmt: skip
+
+
 def test_no_devplugin(base: list[dict[str, Any]]) -> None:
+    """devplugin and device-keeper go from the pod, with their volumes, ConfigMap and marks."""
     b, o = keyed(base), keyed(combo(("no-devplugin",)))
-    assert set(b) - set(o) == {
-        ("ConfigMap", NAMESPACE, "edgefd-devplugin"),
-        ("DaemonSet", NAMESPACE, DEVPLUGIN_DS),
-        ("ServiceAccount", NAMESPACE, DEVPLUGIN_SA),
-    }
+    assert set(b) - set(o) == {("ConfigMap", NAMESPACE, "edgefd-devplugin")}
     assert set(o) <= set(b)
-    for key in o:
-        assert o[key] == b[key], key
+    key = ("DaemonSet", NAMESPACE, LABELS_DS)
+    for k in o:
+        if k != key:
+            assert o[k] == b[k], k
+    want = copy.deepcopy(b[key])
+    del want["metadata"]["annotations"]
+    spec = pod_spec(want)
+    spec["containers"] = [c for c in spec["containers"] if c["name"] == "feature-sink"]
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in PLUGIN_VOLUMES]
+    assert o[key] == want
     # nothing left mounts the device-plugins directory or /dev
     text = yaml.safe_dump_all(list(o.values()))
     assert "/var/lib/kubelet/device-plugins" not in text and "path: /dev\n" not in text
@@ -236,13 +257,12 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
         if key[0] != "DaemonSet":
             assert o[key] == b[key], key
     probes = listeners = 0
-    for name in ("edgefd", DEVPLUGIN_DS):
+    for name in (LABELS_DS,):
         ds_b, ds_o = b[("DaemonSet", NAMESPACE, name)], o[("DaemonSet", NAMESPACE, name)]
         spec = pod_spec(ds_o)
         assert spec.pop("hostNetwork") is True, name
-        if name == "edgefd":
-            # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
-            assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
+        # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
+        assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
         for c in [*spec.get("initContainers", []), *spec["containers"]]:
             for e in c.get("env", []):
                 if e["name"] == "EDGEFD_LISTEN":
@@ -353,15 +373,26 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         assert set(violations) == allowed, violations
     spec = pod_spec(daemonset(docs))
     assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
-    assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
+    # one pod, or two split by identity; each container in one of them, none added by a patch
+    plugin = [] if "no-devplugin" in components else ["devplugin", "device-keeper"]
+    if "no-device-keeper" in components:
+        plugin = plugin[:1]
+    want = {LABELS_DS: sorted(["feature-sink", *plugin])}
+    if "split-identity" in components:
+        want = {LABELS_DS: ["feature-sink"], SPLIT_DS: sorted(plugin)}
+    held = {ds["metadata"]["name"]: sorted(c["name"] for c in pod_spec(ds)["containers"])
+            for ds in daemonsets(docs)}  # fmt: skip
+    assert held == want
     assert all("image" in c for ds in daemonsets(docs) for _, c in all_containers(pod_spec(ds)))
     if "nodefeature" in components:
         assert setting(container(spec, "feature-sink"), "--mode") == "nodefeature"
     for ds in daemonsets(docs):
         for c in [*pod_spec(ds).get("initContainers", []), *pod_spec(ds)["containers"]]:
             assert unknown_settings(c) == [], c["name"]
-    plugin = [ds for ds in daemonsets(docs) if ds["metadata"]["name"] == DEVPLUGIN_DS]
-    assert bool(plugin) is ("no-devplugin" not in components)
+    # the marks: on the DaemonSet holding devplugin, and only there
+    marked = [ds["metadata"]["name"] for ds in daemonsets(docs)
+              if MARK_DEVPLUGIN in ds["metadata"].get("annotations", {})]  # fmt: skip
+    assert marked == ([] if not plugin else [SPLIT_DS if SPLIT_DS in held else LABELS_DS])
 
 
 @pytest.mark.parametrize(
@@ -376,6 +407,9 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("k0s", "dra", "no-device-keeper"),
         ("microk8s", "dra", "hostnetwork"),
         ("k3s", "no-device-keeper", "nodefeature"),
+        ("split-identity", "dra", "hostnetwork", "no-device-keeper"),
+        ("k0s", "split-identity", "dra-evict", "dra"),
+        ("split-identity", "host-features", "nodefeature"),
     ],
     ids=lambda c: "+".join(c),
 )
@@ -391,9 +425,9 @@ def test_order_does_not_matter(components: tuple[str, ...]) -> None:
 @pytest.mark.parametrize(
     ("component", "file", "name"),
     [
-        ("hostnetwork", "devplugin.yaml", "devplugin"),
+        ("hostnetwork", "pod-template.yaml", "devplugin"),
         ("hostnetwork", "pod-template.yaml", "feature-sink"),
-        ("dra", "devplugin.yaml", "devplugin"),
+        ("dra", "pod-template.yaml", "devplugin"),
         ("nodefeature", "pod-template.yaml", "feature-sink"),
     ],
 )

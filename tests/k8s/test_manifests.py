@@ -25,12 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 
 NAMESPACE = "edgefd"
-# one DaemonSet, and one ServiceAccount, per identity: the labels pod (feature-sink's token)
-# and the device plugin's pod (a token of its own in DRA mode only)
+# One DaemonSet, one pod, one ServiceAccount (issue 34 item 3): feature-sink's token, and
+# devplugin's in DRA mode only. k8s/overlays/split-identity splits it by identity: devplugin
+# and device-keeper in DaemonSet edgefd-devplugin, as ServiceAccount edgefd-devplugin.
 LABELS_DS = "edgefd"
-DEVPLUGIN_DS = "edgefd-devplugin"
+DEVPLUGIN_DS = LABELS_DS  # the DaemonSet holding devplugin and device-keeper, by default
+SPLIT_DS = "edgefd-devplugin"  # ... and with split-identity
 SERVICE_ACCOUNT = "edgefd-feature-sink"
-DEVPLUGIN_SA = "edgefd-devplugin"
+DEVPLUGIN_SA = "edgefd-devplugin"  # split-identity's
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # edgefd's mark (k8s/rbac.yaml): what the admission policies find edgefd's accounts by
 MARK = {"apiGroups": ["admission.edgefd.io"], "resources": ["restrictions"], "verbs": ["subject"]}
@@ -59,7 +61,7 @@ PROFILES = {
 # every distribution's: the kubelet does not derive it from --root-dir
 # (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 DevicePluginPath)
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
-# container -> the DaemonSet that runs it
+# container -> the DaemonSet that runs it (with split-identity: devplugin's are SPLIT_DS)
 DAEMONSET_OF = {
     "dt-labeller": LABELS_DS,
     "bus-scan": LABELS_DS,
@@ -67,6 +69,17 @@ DAEMONSET_OF = {
     "devplugin": DEVPLUGIN_DS,
     "device-keeper": DEVPLUGIN_DS,
 }
+MARK_DEVPLUGIN = "edgefd.io/devplugin"
+
+
+def holding(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The one DaemonSet that runs this container (edgefd, or split-identity's)."""
+    (ds,) = [
+        d for d in daemonsets(docs) if name in [c["name"] for _, c in all_containers(pod_spec(d))]
+    ]
+    return ds
+
+
 # Containers allowed to run as uid 0, and why (see the comments in k8s/pod-template.yaml).
 ROOT_ALLOWED = {
     "dt-labeller": "reads /sys/firmware/fdt (0400 root): as its owner, with no capabilities",
@@ -312,17 +325,23 @@ def effective_security(spec: dict[str, Any], c: dict[str, Any]) -> dict[str, Any
 
 
 def test_container_set() -> None:
-    assert {ds["metadata"]["name"] for ds in daemonsets()} == {LABELS_DS, DEVPLUGIN_DS}
+    """One DaemonSet, one pod (issue 34 item 3): the producers as init containers (bus-scan
+    a native sidecar), the sink, the plugin and the keeper as containers."""
+    assert [ds["metadata"]["name"] for ds in daemonsets()] == [LABELS_DS]
     spec = pod_spec(daemonset())
     assert [c["name"] for c in spec["initContainers"]] == list(INIT_CONTAINERS)
-    assert [c["name"] for c in spec["containers"]] == ["feature-sink"]
-    plugin = pod_spec(daemonset(name=DEVPLUGIN_DS))
-    assert "initContainers" not in plugin
     # device-keeper is in the base (issue 34 item 3): k8s/overlays/no-device-keeper removes it
-    assert [c["name"] for c in plugin["containers"]] == ["devplugin", "device-keeper"]
-    for ds in daemonsets():
-        for _, c in all_containers(pod_spec(ds)):
-            assert DAEMONSET_OF[c["name"]] == ds["metadata"]["name"]
+    assert [c["name"] for c in spec["containers"]] == ["feature-sink", "devplugin", "device-keeper"]
+    for _, c in all_containers(spec):
+        assert DAEMONSET_OF[c["name"]] == LABELS_DS
+    # the marks the components select the DaemonSet holding devplugin by
+    assert daemonset()["metadata"]["annotations"] == {
+        MARK_DEVPLUGIN: "true",
+        "edgefd.io/devplugin-account": SERVICE_ACCOUNT,
+        "edgefd.io/distribution": "kubeadm",
+        "edgefd.io/device-api": "device-plugin",
+        "edgefd.io/device-keeper": "on",
+    }
 
 
 def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
@@ -424,9 +443,8 @@ def pod_violations(ds: dict[str, Any]) -> list[str]:
     return keeper_violations(ds) + privilege_violations(without_keeper(ds))
 
 
-@pytest.mark.parametrize("name", [LABELS_DS, DEVPLUGIN_DS])
-def test_pod_has_least_privilege(name: str) -> None:
-    assert pod_violations(daemonset(name=name)) == []
+def test_pod_has_least_privilege() -> None:
+    assert pod_violations(daemonset()) == []
 
 
 def test_feature_sink_is_non_root() -> None:
@@ -566,6 +584,8 @@ def test_features_dir_is_shared_through_an_emptydir() -> None:
 
 
 def test_only_feature_sink_gets_an_api_token() -> None:
+    """In device-plugin mode only the sink calls the API: devplugin's peer is the kubelet,
+    the keeper's the kubelet and the runtime (DRA mode: tests/k8s/test_dra_manifests.py)."""
     spec = pod_spec(daemonset())
     assert spec["automountServiceAccountToken"] is False
     assert spec["serviceAccountName"] == SERVICE_ACCOUNT
@@ -598,16 +618,14 @@ def test_only_feature_sink_gets_an_api_token() -> None:
     assert {"ca.crt", "namespace"} <= paths
 
 
-def test_devplugin_has_an_identity_of_its_own_and_no_token() -> None:
-    """A pod has one ServiceAccount: devplugin's DaemonSet has its own, so a token it gets in
-    DRA mode (k8s/overlays/dra) is never the sink's; here, as a device plugin (its peer is
-    the kubelet), it gets none."""
-    spec = pod_spec(daemonset(name=DEVPLUGIN_DS))
-    assert spec["serviceAccountName"] == DEVPLUGIN_SA != SERVICE_ACCOUNT
-    assert spec["automountServiceAccountToken"] is False
-    assert not [v for v in spec["volumes"] if "projected" in v or "secret" in v]
-    sa = find(load_manifests(), "ServiceAccount", DEVPLUGIN_SA)
-    assert sa.get("automountServiceAccountToken") is False
+def test_the_pod_has_one_identity() -> None:
+    """One pod, one ServiceAccount: devplugin's own account (and DaemonSet) come only with
+    k8s/overlays/split-identity (tests/k8s/test_split_identity.py)."""
+    docs = load_manifests()
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"] == [
+        SERVICE_ACCOUNT
+    ]
+    assert pod_spec(daemonset(docs))["serviceAccountName"] == SERVICE_ACCOUNT
 
 
 def test_feature_sink_knows_its_node() -> None:
@@ -663,8 +681,7 @@ def test_every_container_has_requests_and_limits() -> None:
         assert "memory" in res.get("limits", {}), c["name"]
 
 
-@pytest.mark.parametrize("name", [LABELS_DS, DEVPLUGIN_DS])
-def test_runs_on_every_node_and_rolls_gently(name: str) -> None:
+def test_runs_on_every_node_and_rolls_gently(name: str = LABELS_DS) -> None:
     ds = daemonset(name=name)
     spec = pod_spec(ds)
     assert {"operator": "Exists"} in spec["tolerations"], "tolerate every taint"
@@ -674,7 +691,7 @@ def test_runs_on_every_node_and_rolls_gently(name: str) -> None:
     assert strategy["rollingUpdate"]["maxUnavailable"]
     selector = ds["spec"]["selector"]["matchLabels"]
     assert selector.items() <= ds["spec"]["template"]["metadata"]["labels"].items()
-    # neither DaemonSet's selector picks the other's pods
+    # no DaemonSet's selector picks another's pods (split-identity's two)
     for other in daemonsets():
         if other["metadata"]["name"] != name:
             assert not selector.items() <= other["spec"]["template"]["metadata"]["labels"].items()
@@ -760,10 +777,13 @@ def test_rbac_grants_exactly_what_feature_sink_needs() -> None:
 
 
 def test_devplugin_has_no_rights_as_a_device_plugin() -> None:
-    """Its rights come with the dra component (test_dra_manifests.py), bound to its own
-    ServiceAccount; nothing of the sink's is bound to it, nor the other way round."""
+    """DRA's rights come with the dra component (test_dra_manifests.py); the base binds none,
+    and has no account of devplugin's own (split-identity adds it, test_split_identity.py)."""
     docs = load_manifests()
     assert granted_to(docs, DEVPLUGIN_SA) == set()
+    assert not [d for d in docs if d["kind"] == "ServiceAccount" and
+                d["metadata"]["name"] == DEVPLUGIN_SA]  # fmt: skip
+    assert "resource.k8s.io" not in yaml.safe_dump_all(docs)
 
 
 # -- ValidatingAdmissionPolicy -------------------------------------------------------------------

@@ -119,6 +119,11 @@ WITH = {
     "no-device-keeper": (s("deviceKeeper.enabled=false"), ("no-device-keeper",)),
     "hostnetwork": (s("hostNetwork=true"), ("hostnetwork",)),
     "no-devplugin": (s("devicePlugin.enabled=false"), ("no-devplugin",)),
+    "split-identity": (s("splitByIdentity=true"), ("split-identity",)),
+    "split-identity+dra": (
+        s("splitByIdentity=true", "devicePlugin.api=dra"),
+        ("split-identity", "dra"),
+    ),
 }
 
 

@@ -48,7 +48,8 @@ def kustomization(where: Path) -> Path:
         "namespace": RELOCATED,
         "namePrefix": PREFIX,
         "resources": [os.path.relpath(K8S, where)],
-        "components": [os.path.relpath(OVERLAYS / "dra", where)],
+        # with split-identity: both accounts relocated, each held to its own rights
+        "components": [os.path.relpath(OVERLAYS / c, where) for c in ("dra", "split-identity")],
     }
     (where / "kustomization.yaml").write_text(yaml.safe_dump(doc))
     return where

@@ -56,7 +56,7 @@ from .checks_health import (
     wait_claim_ready,
     wait_pod_health,
 )
-from .context import NAMESPACE, Run, metric, plugin_metrics
+from .context import NAMESPACE, SPLIT_DS, Run, metric, plugin_metrics
 from .expect import Device
 from .kube import KubeError, wait_for
 
@@ -384,8 +384,10 @@ def check_evict(run: Run) -> dict[str, Any]:
 
 def check_delete(run: Run) -> dict[str, Any]:
     """8. Deleting the DaemonSets (no claim prepared): the slice and the sockets go."""
-    for ds in ("edgefd", "edgefd-devplugin"):  # devplugin runs in a DaemonSet of its own
-        run.api.request("DELETE", f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{ds}")
+    for ds in ("edgefd", SPLIT_DS):  # split-identity's too, when it is there
+        path = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{ds}"
+        if ds == "edgefd" or run.api.get_or_none(path) is not None:
+            run.api.request("DELETE", path)
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/part-of=edgefd"
     wait_for("edgefd pods gone", lambda: not run.api.get(pods)["items"], timeout=90, interval=0.2)
     problems = []

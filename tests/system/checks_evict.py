@@ -10,12 +10,11 @@ import time
 from typing import Any
 
 from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
-from .context import NAMESPACE, Run, metric, plugin_metrics
+from .context import Run, devplugin_daemonset, devplugin_pods, metric, plugin_metrics
 from .kube import wait_for
 
 EVICT_AFTER_S = 2.0
 HOLD_S = 3.0  # the inventory's re-enumeration hold (edgefd.inventory.inventory.DEFAULT_HOLD)
-DS = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/edgefd-devplugin"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -28,23 +27,25 @@ def _registrations() -> float:
 
 
 def with_evict_after(run: Run) -> float:
-    """Roll devplugin's DaemonSet with `--evict-after`; seconds until it registered again."""
-    ds = run.api.get(DS)
+    """Roll the DaemonSet running devplugin with `--evict-after`; seconds until it registered
+    again."""
+    path = devplugin_daemonset(run.api)
+    ds = run.api.get(path)
     c = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "devplugin")
     c["command"] = [a for a in c["command"] if not a.startswith("--evict-after")]
     c["command"].append(f"--evict-after={EVICT_AFTER_S:g}s")
     t0 = time.monotonic()
-    run.api.request("PUT", DS, ds)
+    run.api.request("PUT", path, ds)
+
+    def command(pod: dict[str, Any]) -> list[str]:
+        return next(c for c in pod["spec"]["containers"] if c["name"] == "devplugin")["command"]
 
     def rolled() -> bool:
-        pods = run.api.get(
-            f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
-        )["items"]
+        pods = devplugin_pods(run.api)
         flagged = [
             p
             for p in pods
-            if any("--evict-after" in a for a in p["spec"]["containers"][0]["command"])
-            and not p["metadata"].get("deletionTimestamp")
+            if any("--evict-after" in a for a in command(p))
             and any(
                 cond["type"] == "Ready" and cond["status"] == "True"
                 for cond in p.get("status", {}).get("conditions") or ()

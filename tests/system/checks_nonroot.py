@@ -25,7 +25,7 @@ from typing import Any
 from tests.peers.processes import REPO_ROOT
 
 from .checks_devices import ALLOWED_OPEN, TRY_OPEN, workload
-from .context import Run
+from .context import Run, devplugin_pods
 from .expect import Device
 from .hosttree import PLUGDEV_GID
 from .install import kustomization
@@ -118,10 +118,9 @@ def set_cdi(run: Run, on: bool) -> None:
     if on:
         overlay = kustomization(run.node.dir / f"{run.overlay.name}-cdi", overlay, [CDI_OVERLAY])
     run.kubectl("apply", "--server-side", "-k", str(overlay))
-    path = "/api/v1/namespaces/edgefd/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
 
     def shaped() -> bool:
-        pods = [p for p in run.api.get(path)["items"] if not p["metadata"].get("deletionTimestamp")]
+        pods = devplugin_pods(run.api)
         if len(pods) != 1:
             return False
         [c] = [c for c in pods[0]["spec"]["containers"] if c["name"] == "devplugin"]

@@ -17,12 +17,15 @@ from typing import Any
 from tests.helpers import untimed
 from tests.peers.pki import decode_jwt
 
-from .context import NAMESPACE, OWNERSHIP, Run
+from .context import NAMESPACE, OWNERSHIP, SPLIT_DS, Run
 from .kube import Api, KubeError, wait_for
 
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 OTHER_NODE = "e2e-other-node"
-DAEMONSETS = ("edgefd", "edgefd-devplugin")
+DAEMONSETS = ("edgefd", SPLIT_DS)  # the one pod's, and split-identity's second
+# capability -> its bit in /proc/<pid>/status (linux/capability.h): device-keeper's (the one
+# container that adds any, k8s/pod-template.yaml)
+CAP_BITS = {"CHOWN": 0, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "MKNOD": 27}
 
 
 def _manifest_containers(run: Run) -> dict[str, dict[str, Any]]:
@@ -65,20 +68,24 @@ def _runtime_view(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _privilege_problems(name: str, want: dict[str, Any], view: dict[str, Any]) -> list[str]:
+    """The container runs as its securityContext says: its uid, and no capability but those
+    it adds (device-keeper's four; none for the rest)."""
     problems = []
+    added = sorted((want.get("capabilities") or {}).get("add") or [])
+    mask = sum(1 << CAP_BITS[c] for c in added)
     if view["uid"] != want["runAsUser"]:
         problems.append(f"{name}: runs as uid {view['uid']}, manifest says {want['runAsUser']}")
-    if view["capabilities"]:
-        problems.append(f"{name}: capabilities {view['capabilities']}")
+    if view["capabilities"] != sorted(f"CAP_{c}" for c in added):
+        problems.append(f"{name}: capabilities {view['capabilities']}, manifest adds {added}")
     if not (view["root_read_only"] and view["no_new_privs"] and view["seccomp"]):
         problems.append(f"{name}: read-only root / no_new_privs / seccomp not all applied")
     kernel = view.get("kernel")
     if kernel:
-        if kernel["uid"] != want["runAsUser"] or int(kernel["cap_eff"], 16) != 0:
+        if kernel["uid"] != want["runAsUser"] or int(kernel["cap_eff"], 16) != mask:
             problems.append(
                 f"{name}: the kernel says uid {kernel['uid']}, CapEff {kernel['cap_eff']}"
             )
-        if int(kernel["cap_bnd"], 16) or not kernel["no_new_privs"]:
+        if int(kernel["cap_bnd"], 16) != mask or not kernel["no_new_privs"]:
             problems.append(f"{name}: bounding set or no_new_privs not as asked")
         if kernel["seccomp_mode"] != 2 or not kernel["root_read_only"]:
             problems.append(f"{name}: seccomp or read-only root missing in the kernel")
@@ -219,8 +226,8 @@ def check_allocatable(run: Run) -> dict[str, Any]:
 
 
 def container_memory(run: Run) -> dict[str, float]:
-    """Working-set MiB of each running container of edgefd's pods, whichever DaemonSet holds
-    it (the kubelet's figure, as the runtime reports it from the container's memory cgroup),
+    """Working-set MiB of each running container of edgefd's pod (both pods' with
+    split-identity; the kubelet's figure, as the runtime reports it from the container's memory cgroup),
     and their sum as `total`: what the node gives edgefd (issue 33)."""
     ids = {}
     for pod in run.all_edgefd_pods():
@@ -301,12 +308,13 @@ def _daemonsets_ready(run: Run) -> bool:
 
 
 def check_no_warning_events(run: Run) -> dict[str, Any]:
-    """A healthy start of both DaemonSets, `edgefd` and `edgefd-devplugin`, posts no Warning
+    """A healthy start of edgefd's pod (both DaemonSets' with split-identity) posts no Warning
     Event (issue 25 item 5): no probe failed (the kubelet records every failure), nothing
     crashed or failed to mount, and the sink reported no problem on the Node. Run it once
     check 1 saw the pod Ready; the kubelet sends Events in batches, so it looks again a few
     seconds later before it concludes."""
-    wait_for("both DaemonSets ready", lambda: _daemonsets_ready(run), timeout=120, interval=0.2)
+    wait_for("edgefd's DaemonSets ready", lambda: _daemonsets_ready(run), timeout=120,
+             interval=0.2)  # fmt: skip
     time.sleep(5)
     pods = run.all_edgefd_pods()
     events = []

@@ -18,9 +18,28 @@ from .node import Node
 
 NAMESPACE = "edgefd"
 DS_SELECTOR = "app.kubernetes.io/name=edgefd"
-PART_OF = "app.kubernetes.io/part-of=edgefd"  # both DaemonSets' pods
+PART_OF = "app.kubernetes.io/part-of=edgefd"  # every pod of edgefd's (split-identity: two)
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={PART_OF}"
+SPLIT_DS = "edgefd-devplugin"  # devplugin's DaemonSet with k8s/overlays/split-identity
 PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin listener
 OWNERSHIP = "edgefd.io/owned-labels"
+
+
+def holds(pod: dict[str, Any], container: str) -> bool:
+    return container in {c["name"] for c in pod["spec"].get("containers", [])}
+
+
+def devplugin_pods(api: Api) -> list[dict[str, Any]]:
+    """edgefd's current pods that run devplugin: the one pod, or split-identity's second."""
+    pods = [p for p in api.get(PODS)["items"] if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in pods if holds(p, "devplugin")]
+
+
+def devplugin_daemonset(api: Api) -> str:
+    """The API path of the DaemonSet that runs devplugin (edgefd, or split-identity's)."""
+    base = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets"
+    split = f"{base}/{SPLIT_DS}"
+    return split if api.get_or_none(split) is not None else f"{base}/edgefd"
 
 
 def cri_log_text(raw: str) -> str:
@@ -83,9 +102,9 @@ class Run:
         return pods[0]
 
     def all_edgefd_pods(self) -> list[dict[str, Any]]:
-        """The current pods of both DaemonSets, `edgefd` and `edgefd-devplugin`."""
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={PART_OF}"
-        pods = self.api.get(path)["items"]
+        """The current pods of edgefd's DaemonSets (`edgefd`; with split-identity also
+        `edgefd-devplugin`)."""
+        pods = self.api.get(PODS)["items"]
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
     def container_log(self, container: str) -> str:

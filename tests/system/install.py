@@ -25,10 +25,15 @@ RELEASE = "edgefd"
 
 
 def chart_values(
-    api_port: int, host_sys: str, api: str = "device-plugin", layout: str = "kubeadm"
+    api_port: int,
+    host_sys: str,
+    api: str = "device-plugin",
+    layout: str = "kubeadm",
+    split: bool = False,
 ) -> list[str]:
     """The node's settings; on another layout than kubeadm (the chart's default), the
-    distribution's profile, as an operator on that distribution installs it."""
+    distribution's profile, as an operator on that distribution installs it; ``split``: two
+    DaemonSets split by identity (splitByIdentity)."""
     values = [
         "--set", "hostNetwork=true",
         "--set", "apiServer.host=127.0.0.1",
@@ -36,6 +41,7 @@ def chart_values(
         "--set", f"hostSys={host_sys}",
         "--set", f"devicePlugin.api={api}",
     ]  # fmt: skip
+    values += ["--set", "splitByIdentity=true"] if split else []
     return values + (["--set", f"distribution={layout}"] if layout != "kubeadm" else [])
 
 

@@ -15,16 +15,13 @@ from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from .context import Run
+from .context import Run, devplugin_pods
 from .install import CHART, RELEASE, kustomization
 from .kube import wait_for
 
 KEEPER = "device-keeper"
 KEEPER_METRICS = "http://127.0.0.1:8084/metrics"  # the keeper's listener (hostNetwork)
 NO_KEEPER = REPO_ROOT / "k8s" / "overlays" / "no-device-keeper"
-DEVPLUGIN_PODS = (
-    "/api/v1/namespaces/edgefd/pods?labelSelector=app.kubernetes.io/name%3Dedgefd-devplugin"
-)
 
 
 def keeper_metric(name: str) -> float:
@@ -59,7 +56,8 @@ def identity(run: Run, pod: str) -> tuple[str, str, int]:
 def set_keeper(run: Run, on: bool) -> None:
     """The install with its keeper (the default) or with the one-value opt-out, as the
     install was made (the chart's value; the overlay plus k8s/overlays/no-device-keeper);
-    wait for devplugin's pod of that shape to run, and with the keeper for its metrics."""
+    wait for the pod running devplugin, of that shape, to run, and with the keeper for its
+    metrics."""
     if run.helm is not None:
         off = [] if on else ["--set", "deviceKeeper.enabled=false"]
         run.helm("upgrade", RELEASE, str(CHART), "--namespace=default", *run.helm.values, *off)
@@ -71,11 +69,7 @@ def set_keeper(run: Run, on: bool) -> None:
         run.kubectl("apply", "--server-side", "-k", str(overlay))
 
     def shaped() -> bool:
-        pods = [
-            p
-            for p in run.api.get(DEVPLUGIN_PODS)["items"]
-            if not p["metadata"].get("deletionTimestamp")
-        ]
+        pods = devplugin_pods(run.api)
         if len(pods) != 1:
             return False
         names = {c["name"] for c in pods[0]["spec"]["containers"]}

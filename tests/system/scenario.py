@@ -3,8 +3,10 @@ chart with helm), offering devices through one API (device plugin or DRA), on on
 its checks run in order on the shared node (session.py) and give one result.
 
 A scenario is named ``WAY[+WAY...][@TREE][%LAYOUT]``: ``device-plugin`` (the default),
-``helm``, ``dra``, ``helm+dra``; ``@TREE`` is a fixture node name (tests/fixtures/nodes) or a
-host tree directory (default: the rpi4-coral sample); ``%LAYOUT`` the distribution whose layout
+``helm``, ``dra``, ``helm+dra``, with ``+split`` the two-DaemonSet arrangement split by identity
+(k8s/overlays/split-identity, the chart's splitByIdentity; e.g. ``dra+split``); ``@TREE`` is a
+fixture node name (tests/fixtures/nodes) or a host tree directory (default: the rpi4-coral
+sample); ``%LAYOUT`` the distribution whose layout
 the node has (layouts.py; default kubeadm, or ``scripts/e2e --layout``), edgefd installed with
 that distribution's profile (Helm ``distribution=LAYOUT``, kustomize ``k8s/overlays/LAYOUT``).
 Every expectation of the checks comes from the tree (expect.py), so any tree with an
@@ -51,7 +53,7 @@ from .session import NAMESPACE
 log = logging.getLogger("e2e")
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay"
 IDLE_S = 30.0
-WAYS = ("device-plugin", "helm", "dra")
+WAYS = ("device-plugin", "helm", "dra", "split")
 
 Check = Callable[[Run], dict[str, Any]]
 CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
@@ -102,6 +104,7 @@ class Scenario:
     dra: bool = False
     tree: str | None = None  # a fixture node name or a directory; None: the default sample
     layout: str = "kubeadm"  # the node's distribution (layouts.py)
+    split: bool = False  # devplugin and device-keeper in a DaemonSet of their own
 
     @classmethod
     def parse(cls, spec: str, layout: str = "kubeadm") -> Scenario:
@@ -117,25 +120,29 @@ class Scenario:
         if layout not in LAYOUTS:
             raise ValueError(f"{spec!r}: no layout {layout!r} (one of {', '.join(LAYOUTS)})")
         name = spec if named or layout == "kubeadm" else f"{spec}%{layout}"
-        return cls(name, "helm" in words, "dra" in words, tree or None, layout)
+        return cls(name, "helm" in words, "dra" in words, tree or None, layout, "split" in words)
 
     @property
     def api(self) -> str:
         return "dra" if self.dra else "device-plugin"
 
     @property
-    def way(self) -> tuple[bool, bool]:
-        """How it is installed and offers devices: scenarios of one way have the same pod."""
-        return self.helm, self.dra
+    def way(self) -> tuple[bool, bool, bool]:
+        """How it is installed and offers devices: scenarios of one way have the same pods."""
+        return self.helm, self.dra, self.split
 
     def overlay(self, work: Path | None = None) -> Path:
-        """The e2e overlay of its API; on another layout than kubeadm, that overlay plus the
-        distribution's component (a kustomization written under ``work``)."""
+        """The e2e overlay of its API; split, or on another layout than kubeadm, that overlay
+        plus split-identity and the distribution's component (a kustomization written under
+        ``work``)."""
         base = checks_dra.OVERLAY if self.dra else OVERLAY
-        if self.layout == "kubeadm" or work is None:
+        names = (["split-identity"] if self.split else []) + (
+            [self.layout] if self.layout != "kubeadm" else []
+        )
+        if not names or work is None:
             return base
-        component = REPO_ROOT / "k8s" / "overlays" / self.layout
-        return kustomization(work / f"overlay-{base.name}-{self.layout}", base, [component])
+        components = [REPO_ROOT / "k8s" / "overlays" / n for n in names]
+        return kustomization(work / "-".join(["overlay", base.name, *names]), base, components)
 
     def checks(
         self, first_of_way: bool = True, first_of_api: bool = True
@@ -182,7 +189,7 @@ def run_scenario(
         port, sys_inside, image = overlay_settings(ds)
         helm = None
         if sc.helm:  # the same settings as chart values; its DaemonSet is what runs
-            values = chart_values(port, sys_inside, sc.api, sc.layout)
+            values = chart_values(port, sys_inside, sc.api, sc.layout, sc.split)
             helm = HelmInstall(session.bin, session.kubectl, values)
             ds = helm.daemonset()
         node = session.node

@@ -5,8 +5,9 @@ real device nodes in dev/; an x86 host with a PCIe Coral and nothing on USB. The
 node brought up once (tests/system/session.py), laid out as kubeadm lays a node out; then the
 node is laid out as each other distribution does (tests/system/layouts.py), a node each, and
 edgefd installed there with that distribution's profile, one way each, both device APIs across
-them: k3s with the chart (device plugin), MicroK8s with kustomize in DRA mode, k0s with
-kustomize (device plugin). Each check of each is a test outcome.
+them: k3s with the chart (device plugin), MicroK8s with kustomize in DRA mode, split by
+identity into two DaemonSets, k0s with kustomize (device plugin). Each check of each is a test
+outcome.
 
 It runs wherever the machine can run a node: as root, with cgroup v1 hierarchies (the node's
 pods live in them); scripts/e2e installs the Debian packages it needs. Otherwise it skips,
@@ -50,7 +51,8 @@ SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "x86-coral-pcie": ("device-plugin@x86-coral-pcie", TREE),
     # a node of its own each (every check: a fresh node), after the kubeadm node's
     "k3s-helm": ("helm%k3s", [k for k in ALL if k not in NOT_WITH_HELM]),
-    "microk8s-dra": ("dra%microk8s", [k for k, _, _ in checks_dra.CHECKS]),
+    # DRA with the two DaemonSets split by identity (k8s/overlays/split-identity)
+    "microk8s-dra-split": ("dra+split%microk8s", [k for k, _, _ in checks_dra.CHECKS]),
     "k0s-device-plugin": ("device-plugin%k0s", ALL),
 }
 CASES = [(label, check) for label, (_, checks) in SCENARIOS.items() for check in checks]

@@ -206,3 +206,30 @@ def test_the_runtime_root_and_state_are_on_scratch_binds(layout: str) -> None:
     assert lay.root.startswith(binds) and lay.state.startswith(binds)
     assert lay.kubelet_root.startswith(binds)
     assert all(d.startswith(tuple(f"{w}/" for w in lay.writable)) for d in lay.scratch)
+
+
+def test_a_split_scenario_installs_split_identity(tmp_path: Path) -> None:
+    """``+split`` (issue 34 item 3): the overlay plus k8s/overlays/split-identity (before the
+    layout's component), or the chart's splitByIdentity; two DaemonSets render, devplugin's
+    with the node's settings copied from the one pod."""
+    sc = Scenario.parse("dra+split%microk8s")
+    assert (sc.dra, sc.split, sc.layout, sc.helm) == (True, True, "microk8s", False)
+    assert sc.way != Scenario.parse("dra%microk8s").way
+    doc = yaml.safe_load((sc.overlay(tmp_path) / "kustomization.yaml").read_text())
+    names = [Path(p).name for p in (*doc["resources"], *doc["components"])]
+    assert names == ["overlay-dra", "split-identity", "microk8s"]
+    assert "splitByIdentity=true" in chart_values(1, "/sys", "dra", "kubeadm", split=True)
+    assert "splitByIdentity=true" not in chart_values(1, "/sys", "dra")
+    out = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(sc.overlay(tmp_path))],
+                         capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    docs = {
+        d["metadata"]["name"]: d for d in yaml.safe_load_all(out) if d and d["kind"] == "DaemonSet"
+    }
+    plugin = docs["edgefd-devplugin"]["spec"]["template"]["spec"]
+    (sys_,) = [v for v in plugin["volumes"] if v["name"] == "host-sys"]
+    assert sys_["hostPath"]["path"] == "/var/lib/edgefd-sample-node/sys"
+    (dp,) = [c for c in plugin["containers"] if c["name"] == "devplugin"]
+    assert {e["name"] for e in dp["env"]} >= {"KUBERNETES_SERVICE_HOST", "EDGEFD_API"}
+    assert [c["name"] for c in docs["edgefd"]["spec"]["template"]["spec"]["containers"]] == [
+        "feature-sink"
+    ]

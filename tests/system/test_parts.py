@@ -53,7 +53,7 @@ def test_overlay_changes_only_what_it_says() -> None:
     over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
     assert base.keys() == over.keys()
     daemonsets = [k for k in base if k[0] == "DaemonSet"]
-    assert sorted(n for _, n in daemonsets) == ["edgefd", "edgefd-devplugin"]
+    assert sorted(n for _, n in daemonsets) == ["edgefd"]  # one pod (issue 34 item 3)
     for key in base:
         if key not in daemonsets:
             assert base[key] == over[key], key
@@ -156,7 +156,7 @@ def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs(tmp_path: Path) 
     over = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(OVERLAY)}
     with_cdi = kustomization(tmp_path / "cdi", OVERLAY, [CDI_OVERLAY])
     cdi = {(d["kind"], d["metadata"]["name"]): d for d in _kustomize(with_cdi)}
-    key = ("DaemonSet", "edgefd-devplugin")
+    key = ("DaemonSet", "edgefd")  # the one pod holds devplugin
     o, c = (x.pop(key)["spec"]["template"]["spec"] for x in (over, cdi))
     assert over == cdi
     [dp] = [x for x in c["containers"] if x["name"] == "devplugin"]

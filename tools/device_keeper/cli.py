@@ -34,7 +34,7 @@ from edgefd.cli import (
 )
 
 TOOL = "device-keeper"
-# the port of its /healthz, /readyz and /metrics: its own, as in k8s/devplugin.yaml and
+# the port of its /healthz, /readyz and /metrics: its own, as in k8s/pod-template.yaml and
 # the chart (8081-8083 are feature-sink's, devplugin's and the scanners')
 DEFAULT_LISTEN = ":8084"
 log = logging.getLogger(TOOL)

@@ -11,7 +11,8 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
-{{/* The same for devplugin's DaemonSet and ServiceAccount (k8s/devplugin.yaml). */}}
+{{/* The same for devplugin's own DaemonSet and ServiceAccount (splitByIdentity:
+k8s/overlays/split-identity). */}}
 {{- define "edgefd.devpluginLabels" -}}
 app.kubernetes.io/name: edgefd-devplugin
 app.kubernetes.io/part-of: edgefd

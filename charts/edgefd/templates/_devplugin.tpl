@@ -1,0 +1,259 @@
+{{- /*
+devplugin's and device-keeper's containers and volumes (but host-sys, which the labelling
+containers share), for the one pod (pod-template.yaml) or devplugin's own DaemonSet with
+splitByIdentity (devplugin.yaml); k8s/pod-template.yaml says why each privilege and mount.
+devicePlugin.api=dra changes exactly what k8s/overlays/dra changes: the command line, the
+kubelet's plugin directories, the CDI directory and an API token (a volume of devplugin's
+own); api=both has the DRA pieces and the device-plugin directory; hostNetwork what
+k8s/overlays/hostnetwork does.
+*/ -}}
+
+{{- /* one pod (the default): devplugin and device-keeper run in DaemonSet edgefd */ -}}
+{{- define "edgefd.onePod" -}}
+{{- if and .Values.labels.enabled .Values.devicePlugin.enabled (not .Values.splitByIdentity) }}true{{ end }}
+{{- end }}
+
+{{- /* the ServiceAccount devplugin runs as: the pod's, or its own in a DaemonSet of its own */ -}}
+{{- define "edgefd.devpluginAccount" -}}
+{{- if include "edgefd.onePod" . }}edgefd-feature-sink{{ else }}edgefd-devplugin{{ end }}
+{{- end }}
+
+{{- /* the marks the kustomize components select the DaemonSet holding devplugin by
+(k8s/pod-template.yaml) */ -}}
+{{- define "edgefd.devpluginMarks" }}
+edgefd.io/devplugin: "true"
+edgefd.io/devplugin-account: {{ include "edgefd.devpluginAccount" . }}
+edgefd.io/distribution: {{ .Values.distribution }}
+edgefd.io/device-api: {{ if include "edgefd.dra" . }}dra{{ else }}device-plugin{{ end }}
+edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off"{{ end }}
+{{- end }}
+
+{{- define "edgefd.devpluginContainers" }}
+{{- $image := include "edgefd.image" . }}
+{{- $listen := include "edgefd.listenHost" . }}
+{{- $dra := include "edgefd.dra" . }}
+{{- $dp := include "edgefd.devicePluginApi" . }}
+{{- $kubeletDir := include "edgefd.kubeletDir" . }}
+{{- $criSocket := include "edgefd.criSocket" . }}
+{{- $devicePlugins := include "edgefd.devicePluginDir" . }}
+{{- $registry := include "edgefd.pluginsRegistryDir" . }}
+{{- $draPlugin := include "edgefd.draPluginDir" . }}
+{{- $podResources := include "edgefd.podResourcesDir" . }}
+        - name: devplugin
+          image: {{ $image }}
+          imagePullPolicy: {{ .Values.image.pullPolicy }}
+          command:
+            - devplugin
+            - --host-root=/host
+            - --config=/etc/edgefd/devplugin/resources.yaml
+          env:
+            - name: NODE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
+            - {name: EDGEFD_LISTEN, value: "{{ $listen }}:8082"}
+            {{- if $dra }}
+            - {name: EDGEFD_API, value: {{ .Values.devicePlugin.api }}}
+            - {name: EDGEFD_KUBELET_DIR, value: {{ $kubeletDir }}}
+            - {name: EDGEFD_CDI_DIR, value: /var/run/cdi}
+            {{- with .Values.devicePlugin.evictAfter }}
+            - {name: EDGEFD_EVICT_AFTER, value: {{ . | quote }}}
+            {{- end }}
+            {{- end }}
+            {{- if $dp }}
+            - {name: EDGEFD_PLUGIN_DIR, value: {{ $devicePlugins }}}
+            {{- end }}
+            {{- if $dra }}
+            {{- include "edgefd.apiServerEnv" . | nindent 12 }}
+            {{- end }}
+          ports:
+            - {name: plugin-http, containerPort: 8082, protocol: TCP}
+          securityContext:
+            privileged: false
+            runAsUser: 0
+            runAsGroup: 0
+            runAsNonRoot: false
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+            seccompProfile:
+              type: RuntimeDefault
+          resources:
+            {{- toYaml .Values.resources.devplugin | nindent 12 }}
+          startupProbe:
+            exec:
+              command: [/opt/edgefd/bin/python, -m, edgefd.probe, "8082", --within=20,
+                        --or-alive=/healthz]
+            periodSeconds: 1
+            timeoutSeconds: 30
+            failureThreshold: 5
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: plugin-http
+              {{- include "edgefd.probeHost" . | nindent 14 }}
+            periodSeconds: 20
+            timeoutSeconds: 3
+            failureThreshold: 3
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: plugin-http
+              {{- include "edgefd.probeHost" . | nindent 14 }}
+            periodSeconds: 10
+            timeoutSeconds: 3
+            failureThreshold: 3
+          volumeMounts:
+            {{- if $dra }}
+            # the kubelet's plugin registry and the driver's own directory, at the host paths
+            # (k8s/overlays/dra/devplugin-dra.yaml), and the DRA driver's API token
+            - {name: plugins-registry, mountPath: {{ $registry }}}
+            - {name: dra-plugin, mountPath: {{ $draPlugin }}}
+            - {name: cdi-specs, mountPath: /var/run/cdi}
+            - name: devplugin-token
+              mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+              readOnly: true
+            {{- end }}
+            {{- if $dp }}
+            - name: device-plugins
+              mountPath: {{ $devicePlugins }}
+            {{- end }}
+            - {name: host-sys, mountPath: /host/sys, readOnly: true}
+            - {name: host-dev, mountPath: /host/dev, readOnly: true}
+            - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
+        {{- if .Values.deviceKeeper.enabled }}
+        # k8s/pod-template.yaml says why each capability and mount
+        - name: device-keeper
+          image: {{ $image }}
+          imagePullPolicy: {{ .Values.image.pullPolicy }}
+          command:
+            - device-keeper
+            - serve
+            - --host-root=/host
+            - --config=/etc/edgefd/devplugin/resources.yaml
+            - --state-dir=/host/var/lib/edgefd/device-keeper
+          env:
+            - {name: EDGEFD_LISTEN, value: "{{ $listen }}:8084"}
+            - {name: EDGEFD_KUBELET_DIR, value: {{ $kubeletDir }}}
+            - {name: EDGEFD_CRI_SOCKET, value: {{ $criSocket }}}
+            - name: NODE_NAME  # the pool of the node's DRA devices
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
+          ports:
+            - {name: keeper-http, containerPort: 8084, protocol: TCP}
+          securityContext:
+            privileged: false
+            runAsUser: 0
+            runAsGroup: 0
+            runAsNonRoot: false
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+              add: ["SYS_ADMIN", "SYS_PTRACE", "MKNOD", "CHOWN"]
+            seccompProfile:
+              type: RuntimeDefault
+          resources:
+            {{- toYaml .Values.resources.deviceKeeper | nindent 12 }}
+          startupProbe:
+            exec:
+              command: [/opt/edgefd/bin/python, -m, edgefd.probe, "8084", --within=20,
+                        --or-alive=/healthz]
+            periodSeconds: 1
+            timeoutSeconds: 30
+            failureThreshold: 5
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: keeper-http
+              {{- include "edgefd.probeHost" . | nindent 14 }}
+            periodSeconds: 20
+            timeoutSeconds: 3
+            failureThreshold: 3
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: keeper-http
+              {{- include "edgefd.probeHost" . | nindent 14 }}
+            periodSeconds: 10
+            timeoutSeconds: 3
+            failureThreshold: 3
+          volumeMounts:
+            - {name: host-sys, mountPath: /host/sys, readOnly: true}
+            - {name: host-proc, mountPath: /host/proc, readOnly: true}
+            - {name: host-cgroup, mountPath: /host/sys/fs/cgroup}
+            - {name: pod-resources, mountPath: /host{{ $podResources }}, readOnly: true}
+            - {name: cri-socket, mountPath: /host{{ $criSocket }}}
+            # what it granted (granted.json): revoked after a restart too, not what a
+            # container's own /dev names
+            - {name: keeper-state, mountPath: /host/var/lib/edgefd/device-keeper}
+            # devplugin's own: the keeper follows the devices it serves, named as it names them
+            - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
+        {{- end }}
+{{- end }}
+
+{{- define "edgefd.devpluginVolumes" }}
+{{- $image := include "edgefd.image" . }}
+{{- $listen := include "edgefd.listenHost" . }}
+{{- $dra := include "edgefd.dra" . }}
+{{- $dp := include "edgefd.devicePluginApi" . }}
+{{- $kubeletDir := include "edgefd.kubeletDir" . }}
+{{- $criSocket := include "edgefd.criSocket" . }}
+{{- $devicePlugins := include "edgefd.devicePluginDir" . }}
+{{- $registry := include "edgefd.pluginsRegistryDir" . }}
+{{- $draPlugin := include "edgefd.draPluginDir" . }}
+{{- $podResources := include "edgefd.podResourcesDir" . }}
+        - name: host-dev
+          hostPath:
+            path: /dev
+            type: Directory
+        {{- if $dra }}
+        - name: plugins-registry
+          hostPath:
+            path: {{ $registry }}
+            type: Directory
+        - name: dra-plugin
+          hostPath:
+            path: {{ $draPlugin }}
+            type: DirectoryOrCreate
+        - name: cdi-specs
+          hostPath:
+            path: /var/run/cdi
+            type: DirectoryOrCreate
+        - name: devplugin-token
+          {{- include "edgefd.tokenVolume" . | nindent 10 }}
+        {{- end }}
+        {{- if $dp }}
+        - name: device-plugins
+          hostPath:
+            path: {{ $devicePlugins }}
+            type: Directory
+        {{- end }}
+        - name: devplugin-config
+          configMap:
+            name: edgefd-devplugin
+        {{- if .Values.deviceKeeper.enabled }}
+        - name: host-proc
+          hostPath:
+            path: /proc
+            type: Directory
+        - name: host-cgroup
+          hostPath:
+            path: /sys/fs/cgroup
+            type: Directory
+        - name: pod-resources
+          hostPath:
+            path: {{ $podResources }}
+            type: Directory
+        - name: cri-socket
+          hostPath:
+            path: {{ $criSocket }}
+            type: Socket
+        - name: keeper-state
+          hostPath:
+            path: /var/lib/edgefd/device-keeper
+            type: DirectoryOrCreate
+        {{- end }}
+{{- end }}
