@@ -227,8 +227,8 @@ def check_allocatable(run: Run) -> dict[str, Any]:
 
 def container_memory(run: Run) -> dict[str, float]:
     """Working-set MiB of each running container of edgefd's pod (both pods' with
-    split-identity; the kubelet's figure, as the runtime reports it from the container's memory cgroup),
-    and their sum as `total`: what the node gives edgefd (issue 33)."""
+    split-identity; the kubelet's figure, as the runtime reports it from the container's
+    memory cgroup), and their sum as `total`: what the node gives edgefd (issue 33)."""
     ids = {}
     for pod in run.all_edgefd_pods():
         ids.update({c["id"]: name for name, c in run.containers_of(pod).items()})

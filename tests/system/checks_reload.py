@@ -2,7 +2,10 @@
 4). The real API server stores the change, the real kubelet swaps the mounted volume's `..data`
 (within its sync period: 5 s on this node), devplugin reloads it: the resource now shared
 (`replicas: 2`) doubles in the Node's allocatable, the container is the same one, not
-restarted. The configuration is then put back, the same way.
+restarted. Then a malformed one (issue 32 item 1): devplugin keeps the configuration in use
+and leaves its notice in the pod's shared directory, and feature-sink, the pod's one identity
+that may post Events, posts it as a `ConfigReloadFailed` Warning Event on the Node. The
+configuration is then put back, the same way.
 """
 
 from __future__ import annotations
@@ -54,14 +57,37 @@ def check_config_reload(run: Run) -> dict[str, Any]:
     try:
         wait_for(f"{resource}: {2 * count}", lambda: allocatable(2 * count), timeout=60)
         took = time.monotonic() - t0
+        _set(run, "resources: [oops\n")
+        event, failed_s = wait_for(
+            "a ConfigReloadFailed Event", lambda: _reload_failed(run), timeout=60, interval=0.5
+        )
+        if not event["message"].startswith("devplugin: configuration reload failed: "):
+            problems.append(f"the Event does not say devplugin's failure: {event['message']!r}")
+        if not allocatable(2 * count):
+            problems.append("a malformed configuration changed the resources in use")
     finally:
         _set(run, original)
     wait_for(f"{resource}: {count} again", lambda: allocatable(count), timeout=60)
     back = time.monotonic() - t0 - took
+    # the Events this check caused (devplugin's, and device-keeper's: it reads the same
+    # ConfigMap) go, so that a later scenario's check 1b on this Node does not count them
+    for e in _reload_events(run):
+        run.api.request("DELETE", f"/api/v1/namespaces/default/events/{e['metadata']['name']}")
     if _devplugin(run) != before:
         problems.append(f"devplugin restarted: {before} -> {_devplugin(run)}")
     line = "configuration reloaded: "
     if run.container_log("devplugin").count(line) < 2:
         problems.append(f"devplugin's log lacks two {line!r} lines")
     return {"ok": not problems, "problems": problems, "resource": resource,
-            "edit_to_allocatable_s": round(took, 1), "back_s": round(back, 1)}  # fmt: skip
+            "edit_to_allocatable_s": round(took, 1), "back_s": round(back, 1),
+            "malformed_to_event_s": round(failed_s, 1)}  # fmt: skip
+
+
+def _reload_events(run: Run) -> list[dict[str, Any]]:
+    path = f"/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={run.node_name}"
+    return [e for e in run.api.get(path)["items"] if e.get("reason") == "ConfigReloadFailed"]
+
+
+def _reload_failed(run: Run) -> dict[str, Any] | None:
+    """devplugin's ConfigReloadFailed Event on this Node (posted by feature-sink), if any."""
+    return next((e for e in _reload_events(run) if e["message"].startswith("devplugin:")), None)
