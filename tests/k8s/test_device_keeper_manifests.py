@@ -169,7 +169,7 @@ def test_no_device_keeper_removes_exactly_it(keeper_ds: dict[str, Any]) -> None:
     assert ds == want
     assert {v["name"] for v in pod_spec(ds)["volumes"]} == {
         "host-sys", "host-dev", "device-plugins", "devplugin-config", "features-d",
-        "feature-sink-token",
+        "feature-sink-token", "notices",
     }  # fmt: skip
     others = [d for d in off if d is not daemonset(off, DEVPLUGIN_DS)]
     assert others == [d for d in render([K8S], []) if d["metadata"]["name"] != DEVPLUGIN_DS

@@ -412,6 +412,9 @@ def test_the_component_command_runs(rendered: list[dict[str, Any]], tmp_path: Pa
             a = f"--host-root={host}"
         elif a.startswith("--config="):
             a = f"--config={config}"
+        elif a.startswith("--notice-dir="):  # the pod's emptyDir
+            (tmp_path / "notices").mkdir()
+            a = f"--notice-dir={tmp_path / 'notices'}"
         args.append(a)
     out = subprocess.run(
         [sys.executable, "-m", "edgefd.devplugin", *args, "--dry-run", "--node-name=n1"],

@@ -46,6 +46,7 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
             - devplugin
             - --host-root=/host
             - --config=/etc/edgefd/devplugin/resources.yaml
+            - --notice-dir=/run/edgefd/notices
           env:
             - name: NODE_NAME
               valueFrom:
@@ -122,6 +123,7 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
             - {name: host-sys, mountPath: /host/sys, readOnly: true}
             - {name: host-dev, mountPath: /host/dev, readOnly: true}
             - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
+            - {name: notices, mountPath: /run/edgefd/notices}
         {{- if .Values.deviceKeeper.enabled }}
         # k8s/pod-template.yaml says why each capability and mount
         - name: device-keeper
@@ -133,6 +135,7 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
             - --host-root=/host
             - --config=/etc/edgefd/devplugin/resources.yaml
             - --state-dir=/host/var/lib/edgefd/device-keeper
+            - --notice-dir=/run/edgefd/notices
           env:
             - {name: EDGEFD_LISTEN, value: "{{ $listen }}:8084"}
             - {name: EDGEFD_KUBELET_DIR, value: {{ $kubeletDir }}}
@@ -191,6 +194,7 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
             - {name: keeper-state, mountPath: /host/var/lib/edgefd/device-keeper}
             # devplugin's own: the keeper follows the devices it serves, named as it names them
             - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
+            - {name: notices, mountPath: /run/edgefd/notices}
         {{- end }}
 {{- end }}
 
