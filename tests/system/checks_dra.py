@@ -57,7 +57,7 @@ from .checks_health import (
     wait_pod_health,
 )
 from .context import NAMESPACE, Run, metric, plugin_metrics
-from .expect import Device
+from .expect import Device, unplugged_reason
 from .kube import KubeError, wait_for
 
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-dra"
@@ -296,6 +296,8 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     t_taint = time.monotonic() - t0
     down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # from our DRAResourceHealth
     gone = wait_claim_ready(run, claim, "False")
+    host = run.node.spec.host_tree
+    stays = run.facts["unplugged_reason"] = unplugged_reason(host, run.node_name, device)
     new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
@@ -303,10 +305,11 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     up = wait_pod_health(run, w["pod"], "Healthy", t1)
     back = wait_claim_ready(run, claim, "True")
     # the message says where: "unplugged from port 2-1", "re-enumerating at port 2-1" (a Coral
-    # in its boot state, within the hold), "gone from PCI address ..."
-    problems = health_problems(down, "Unhealthy", device.location)
+    # in its boot state, within the hold), "gone from PCI address ..."; or, for a device that
+    # stays without its node (a platform NPU whose driver went), why, as the tools say it
+    problems = health_problems(down, "Unhealthy", stays or device.location)
     problems += health_problems(up, "Healthy")
-    problems += claim_problems(gone, back, device.location)
+    problems += claim_problems(gone, back, device.location, "unusable" if stays else "absent")
     for what, t in (("unplug", t_taint), ("plug", t_back)):
         if t > HOTPLUG_S:
             problems.append(f"{what} reached the slice after {t:.2f}s")
