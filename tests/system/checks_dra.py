@@ -17,6 +17,9 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    allocatedResourcesStatus and the claim's status.devices Ready condition follow (Unhealthy
    with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
    container gets the device's node.
+6t. A device that says its temperature (a Coral PCIe) runs hot and cools down: the slice's
+   taint `edgefd.io/unhealthy=overheating` comes and goes, the pod's status and the claim's
+   follow (checks_thermal.py; not applicable on a tree without such a device).
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 7b. A non-root claim workload (uid 65532, no supplementalGroups) opens its device read-write
    (checks_nonroot.py).
@@ -425,6 +428,13 @@ def _check_extended_resource(run: Run) -> dict[str, Any]:
     return check_extended_resource(run)
 
 
+def _check_overheating(run: Run) -> dict[str, Any]:
+    """6t. checks_thermal.py (both APIs; it builds on this module's slices and claims)."""
+    from .checks_thermal import check_overheating
+
+    return check_overheating(run)
+
+
 def _check_node_reboot(run: Run) -> dict[str, Any]:
     """7r. checks_reboot.py (both APIs)."""
     from .checks_reboot import check_node_reboot
@@ -442,6 +452,7 @@ CHECKS = [
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
+    ("6t_overheating", _check_overheating, ("4_workload",)),
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_nonroot", check_nonroot, ("7_unprepare",)),

@@ -1,6 +1,8 @@
 """The e2e's parts for trees beyond USB and PCI Coral hosts, without a node: a platform NPU's
 expectations and re-plug (rk3588-npu), and what the checks expect of a device "unplugged" from
-a tree as the tools list it (gone, or staying unusable without its node)."""
+a tree as the tools list it (gone, or staying unusable without its node); a Coral PCIe's
+temperature (x86-coral-pcie) where check 6t finds and writes it, read back by the device
+plugin's own dry run."""
 
 from __future__ import annotations
 
@@ -9,10 +11,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fixturegen import build_host
 
+from . import checks_dra
+from .checks_thermal import OVER_C, set_reading, thermal_device
 from .expect import plugin_offer, producer_labels, unplugged_reason
 from .hosttree import SampleHost, device_nodes
+from .scenario import CHECKS, Scenario
 
 
 class NoNamespace:
@@ -95,3 +102,33 @@ def run_dry(tree: Path) -> dict[str, Any]:
         check=True,
     )
     return json.loads(r.stdout)
+
+
+def test_the_coral_pcies_temperature_is_where_the_device_plugin_reads_it(tmp_path: Path) -> None:
+    tree = build_host("x86-coral-pcie", tmp_path / "x86")
+    hot = thermal_device(plugin_offer(tree, "n"), tree)
+    assert hot is not None and hot.device.resource == "edgefd.io/coral-pcie"
+    assert hot.path == tree / "sys/class/apex/apex_0/temp" and hot.limit_c == 84.8
+    assert hot.original.strip() == "45300"
+    set_reading(hot.path, hot.limit_c + OVER_C)
+    (apex,) = plugin_offer_json(tree)
+    assert apex["health"] == "Unhealthy" and "above the limit 84.8" in apex["reason"]
+    set_reading(hot.path, hot.limit_c - 5 - OVER_C)
+    (apex,) = plugin_offer_json(tree)
+    assert (apex["health"], apex["reason"]) == ("Healthy", "")
+    assert not list(hot.path.parent.glob(".*.e2e"))  # written by a rename, nothing left
+
+
+@pytest.mark.parametrize("node", ["rk3588-npu", "rpi4-coral", "x86-coral-m2"])
+def test_trees_without_a_temperature_have_no_check_6t(tmp_path: Path, node: str) -> None:
+    """x86-coral-m2's apex_0 says no temperature: the check has nothing to heat."""
+    tree = build_host(node, tmp_path / node)
+    assert thermal_device(plugin_offer(tree, "n"), tree) is None
+
+
+def test_check_6t_runs_in_both_apis_after_the_workload() -> None:
+    for keys in ([k for k, _, _ in CHECKS], [k for k, _, _ in checks_dra.CHECKS]):
+        assert keys.index("4_workload") < keys.index("6t_overheating") < keys.index("6k_keeper")
+    for spec in ("device-plugin@x86-coral-pcie", "dra@x86-coral-pcie", "helm+dra@rk3588-npu"):
+        sc = Scenario.parse(spec)
+        assert "6t_overheating" in [k for k, _, _ in sc.checks(first_of_way=False)]
