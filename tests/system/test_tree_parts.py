@@ -2,7 +2,7 @@
 expectations and re-plug (rk3588-npu), and what the checks expect of a device "unplugged" from
 a tree as the tools list it (gone, or staying unusable without its node); a Coral PCIe's
 temperature (x86-coral-pcie) where check 6t finds and writes it, read back by the device
-plugin's own dry run."""
+plugin's own dry run; CI's scenario list covering every check on a tree where it applies."""
 
 from __future__ import annotations
 
@@ -132,3 +132,20 @@ def test_check_6t_runs_in_both_apis_after_the_workload() -> None:
     for spec in ("device-plugin@x86-coral-pcie", "dra@x86-coral-pcie", "helm+dra@rk3588-npu"):
         sc = Scenario.parse(spec)
         assert "6t_overheating" in [k for k, _, _ in sc.checks(first_of_way=False)]
+
+
+def test_cis_scenarios_cover_every_check_on_a_tree_it_applies_to() -> None:
+    """Each check of each API is reported by a scenario of CI's list; 6t by one whose tree has
+    a device that says its temperature, the platform bus by a scenario of its own."""
+    from .test_e2e import SCENARIOS
+
+    reported: dict[str, set[str]] = {}
+    for spec, checks in SCENARIOS.values():
+        sc = Scenario.parse(spec)
+        for k in checks:
+            reported.setdefault(f"{sc.api} {k}", set()).add(sc.tree or "rpi4-coral")
+    for api, checks in (("device-plugin", CHECKS), ("dra", checks_dra.CHECKS)):
+        missing = [k for k, _, _ in checks if f"{api} {k}" not in reported]
+        assert not missing, f"{api}: no scenario reports {missing}"
+    assert "x86-coral-pcie" in reported["device-plugin 6t_overheating"]
+    assert "rk3588-npu" in reported["dra 6_hotplug"]
