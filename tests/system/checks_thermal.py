@@ -47,6 +47,8 @@ RESCAN_S = WatchSettings().rescan_interval  # devplugin's, as the manifests leav
 SCAN_SLACK_S = 5.0  # a rescan's own time on a loaded 2-core machine, and the sampling
 OVER_C = 2.0  # how far above the limit the hot reading is, and below the hysteresis the cool
 TAINT = {"key": "edgefd.io/unhealthy", "value": "overheating", "effect": "NoSchedule"}
+# what the figures time, by API (run.dra): the plugin's health, or the slice's taint
+BAD, GOOD = {False: "unhealthy", True: "tainted"}, {False: "healthy", True: "untainted"}
 
 
 @dataclass(frozen=True)
@@ -139,21 +141,21 @@ class _Dra:
         claim = run.facts.get("claim") or {}
         self.pod = claim.get("pod") if claim.get("name") == device.dra_name else None
 
-    def _taints(self) -> list[dict[str, Any]] | None:
+    def taints(self) -> list[dict[str, Any]] | None:
         d = checks_dra.node_devices(self.run).get(self.device.dra_name)
         return None if d is None else d.get("taints") or []
 
     def unhealthy(self) -> bool:
-        return any({k: t.get(k) for k in TAINT} == TAINT for t in self._taints() or ())
+        return any({k: t.get(k) for k in TAINT} == TAINT for t in self.taints() or ())
 
     def healthy(self) -> bool:
-        return self._taints() == []
+        return self.taints() == []
 
     def claim(self) -> dict[str, Any] | None:
         return checks_dra._claim_of(self.run, self.pod) if self.pod else None
 
 
-def _running_as_before(run: Run, pod: str, before: dict[str, Any]) -> list[str]:
+def _running_as_before(run: Run, pod: str, before: tuple[Any, Any]) -> list[str]:
     st = run.api.get(f"/api/v1/namespaces/default/pods/{pod}")
     p = (st.get("status", {}).get("containerStatuses") or [{}])[0]
     if st["metadata"].get("deletionTimestamp") or "running" not in p.get("state", {}):
@@ -174,7 +176,7 @@ def check_overheating(run: Run) -> dict[str, Any]:
     device = hot.device
     view: _DevicePlugin | _Dra = _Dra(run, device) if run.dra else _DevicePlugin(run, device)
     pod = view.pod
-    before: dict[str, Any] = {}
+    before: tuple[Any, Any] = (None, None)
     if pod:
         p = run.api.get(f"/api/v1/namespaces/default/pods/{pod}")["status"]["containerStatuses"][0]
         before = (p.get("containerID"), p.get("restartCount"))
@@ -191,7 +193,9 @@ def check_overheating(run: Run) -> dict[str, Any]:
         t0 = set_reading(hot.path, limit + OVER_C)
         wait_for("device Unhealthy (hot)", view.unhealthy, timeout=within + RESCAN_S, interval=0.1)
         t_bad = time.monotonic()
-        figures[f"{pre}hot_to_unhealthy_s"] = round(t_bad - t0, 2)
+        figures[f"{pre}hot_to_{BAD[run.dra]}_s"] = round(t_bad - t0, 2)
+        if isinstance(view, _Dra):
+            shown["taints_hot"] = view.taints()
         if isinstance(view, _DevicePlugin):
             figures["hot_to_allocatable_drop_s"] = round(view.node_shows(True, t0), 2)
         if pod:
@@ -220,7 +224,7 @@ def check_overheating(run: Run) -> dict[str, Any]:
         t2 = set_reading(hot.path, cool)
         wait_for("device Healthy (cool)", view.healthy, timeout=within + RESCAN_S, interval=0.1)
         t_good = time.monotonic()
-        figures[f"{pre}cool_to_healthy_s"] = round(t_good - t2, 2)
+        figures[f"{pre}cool_to_{GOOD[run.dra]}_s"] = round(t_good - t2, 2)
         if isinstance(view, _DevicePlugin):
             figures["cool_to_allocatable_back_s"] = round(view.node_shows(False, t2), 2)
         if pod:
@@ -230,7 +234,7 @@ def check_overheating(run: Run) -> dict[str, Any]:
             problems += _running_as_before(run, pod, before)
         if claim:
             wait_claim_ready(run, claim, "True")
-        for what in ("hot_to_unhealthy_s", "cool_to_healthy_s"):
+        for what in (f"hot_to_{BAD[run.dra]}_s", f"cool_to_{GOOD[run.dra]}_s"):
             if figures[pre + what] > within:
                 problems.append(f"{what} {figures[pre + what]}s, over a rescan ({within:g}s)")
     finally:
