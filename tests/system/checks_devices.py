@@ -22,7 +22,7 @@ from typing import Any
 from .checks_health import health_problems, wait_pod_health
 from .checks_pod import check_device_change_logged
 from .context import Run, metric, plugin_metrics
-from .expect import Device
+from .expect import Device, unplugged_reason
 from .hosttree import DevNode
 from .kube import wait_for
 from .mountns import MountNamespaceError
@@ -360,6 +360,9 @@ def check_replug(run: Run) -> dict[str, Any]:
     wait_for("device Unhealthy", lambda: health("Unhealthy", 1), timeout=10, interval=0.05)
     t_unhealthy = time.monotonic() - t0
     pod_down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # KEP-4680, from ListAndWatch
+    # what check 6b finds logged: that it went, or why it is unusable while it stays
+    host = run.node.spec.host_tree
+    run.facts["unplugged_reason"] = unplugged_reason(host, run.node_name, device)
     new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device Healthy", lambda: health("Healthy", total), timeout=10, interval=0.05)

@@ -17,6 +17,9 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    allocatedResourcesStatus and the claim's status.devices Ready condition follow (Unhealthy
    with "unplugged from ...", then Healthy); the claim's CDI spec follows and the restarted
    container gets the device's node.
+6t. A device that says its temperature (a Coral PCIe) runs hot and cools down: the slice's
+   taint `edgefd.io/unhealthy=overheating` comes and goes, the pod's status and the claim's
+   follow (checks_thermal.py; not applicable on a tree without such a device).
 7. Deleting the pod unprepares the claim: its CDI spec is removed.
 7b. A non-root claim workload (uid 65532, no supplementalGroups) opens its device read-write
    (checks_nonroot.py).
@@ -57,7 +60,7 @@ from .checks_health import (
     wait_pod_health,
 )
 from .context import NAMESPACE, SPLIT_DS, Run, metric, plugin_metrics
-from .expect import Device
+from .expect import Device, unplugged_reason
 from .kube import KubeError, wait_for
 
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-dra"
@@ -296,6 +299,8 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     t_taint = time.monotonic() - t0
     down = wait_pod_health(run, w["pod"], "Unhealthy", t0)  # from our DRAResourceHealth
     gone = wait_claim_ready(run, claim, "False")
+    host = run.node.spec.host_tree
+    stays = run.facts["unplugged_reason"] = unplugged_reason(host, run.node_name, device)
     new = run.node.host.plug(device.bus, device.location)
     t1 = time.monotonic()
     wait_for("device untainted", lambda: _taints(run, name) == [], timeout=10, interval=0.02)
@@ -303,10 +308,11 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     up = wait_pod_health(run, w["pod"], "Healthy", t1)
     back = wait_claim_ready(run, claim, "True")
     # the message says where: "unplugged from port 2-1", "re-enumerating at port 2-1" (a Coral
-    # in its boot state, within the hold), "gone from PCI address ..."
-    problems = health_problems(down, "Unhealthy", device.location)
+    # in its boot state, within the hold), "gone from PCI address ..."; or, for a device that
+    # stays without its node (a platform NPU whose driver went), why, as the tools say it
+    problems = health_problems(down, "Unhealthy", stays or device.location)
     problems += health_problems(up, "Healthy")
-    problems += claim_problems(gone, back, device.location)
+    problems += claim_problems(gone, back, device.location, "unusable" if stays else "absent")
     for what, t in (("unplug", t_taint), ("plug", t_back)):
         if t > HOTPLUG_S:
             problems.append(f"{what} reached the slice after {t:.2f}s")
@@ -424,6 +430,13 @@ def _check_extended_resource(run: Run) -> dict[str, Any]:
     return check_extended_resource(run)
 
 
+def _check_overheating(run: Run) -> dict[str, Any]:
+    """6t. checks_thermal.py (both APIs; it builds on this module's slices and claims)."""
+    from .checks_thermal import check_overheating
+
+    return check_overheating(run)
+
+
 def _check_node_reboot(run: Run) -> dict[str, Any]:
     """7r. checks_reboot.py (both APIs)."""
     from .checks_reboot import check_node_reboot
@@ -441,6 +454,7 @@ CHECKS = [
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
+    ("6t_overheating", _check_overheating, ("4_workload",)),
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_nonroot", check_nonroot, ("7_unprepare",)),

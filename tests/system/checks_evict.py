@@ -2,6 +2,8 @@
 Deployment's pod holding the first device class's device is evicted once the device has been
 unplugged for the hold plus 2 s (the kube-controller-manager's device-taint-eviction-controller
 acting on the slice's NoExecute taint), its replacement waits, and runs once the device is back.
+A device that stays when "unplugged", unusable without its node (a platform NPU whose driver
+went: the tools still list it), is tainted NoSchedule only: its pod is not evicted.
 Runs after checks_dra's 7 (the claim pods are gone, so the devices are free)."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
 from .context import Run, devplugin_daemonset, devplugin_pods, metric, plugin_metrics
+from .expect import unplugged_reason
 from .kube import wait_for
 
 EVICT_AFTER_S = 2.0
@@ -100,6 +103,7 @@ def check_evict(run: Run) -> dict[str, Any]:
     app = "evictee"
     run.api.request("POST", DEPLOYMENTS, deployment(app, run.image, template))
     problems: list[str] = []
+    stays = ""
     try:
         first, _ = wait_for("the Deployment's pod running", lambda: _running(run, app), 120, 0.2)
         name = first["metadata"]["name"]
@@ -116,9 +120,12 @@ def check_evict(run: Run) -> dict[str, Any]:
             p = run.api.get_or_none(f"{PODS}/{name}")
             return p is None or bool(p["metadata"].get("deletionTimestamp"))
 
+        want = HOLD_S + EVICT_AFTER_S
+        stays = unplugged_reason(run.node.spec.host_tree, run.node_name, target)
+        if stays:  # present without its node (a platform NPU's driver gone): never evicted
+            return _not_evicted(run, rolled, target.dra_name, evicted, t0 + want + 2.0, stays)
         wait_for("the pod evicted", evicted, timeout=HOLD_S + EVICT_AFTER_S + 30, interval=0.05)
         t_evict = time.monotonic() - t0
-        want = HOLD_S + EVICT_AFTER_S
         if not want - 1.0 <= t_evict <= want + 3.0:
             problems.append(f"evicted {t_evict:.2f}s after the unplug, want about {want:g}s")
         others = [d for d in run.offer.of_class(device.device_class) if d is not target]
@@ -131,6 +138,8 @@ def check_evict(run: Run) -> dict[str, Any]:
         wait_for("the replacement running", lambda: _running(run, app, not_named=name), 120, 0.1)
         t_back = time.monotonic() - t1
     finally:
+        if stays:  # back for the checks after this one
+            run.node.host.plug(target.bus, target.location)
         # foreground: the ReplicaSet cannot make another pod meanwhile; then every claim
         # unprepared, so that deleting the DaemonSet later may remove the slices
         run.api.request("DELETE", f"{DEPLOYMENTS}/{app}", {"propagationPolicy": "Foreground"})
@@ -148,6 +157,25 @@ def check_evict(run: Run) -> dict[str, Any]:
         "rollout_s": round(rolled, 2),
         **figures,
     }
+
+
+def _not_evicted(
+    run: Run, rolled: float, name: str, evicted: Any, until: float, reason: str
+) -> dict[str, Any]:
+    """A device that stays, unusable, is tainted NoSchedule only: its pod keeps running past
+    the hold plus --evict-after (and a margin)."""
+    problems = []
+    while time.monotonic() < until and not evicted():
+        time.sleep(0.2)
+    if evicted():
+        problems.append(f"the pod was evicted from a device that stayed ({reason})")
+    taints = [t for s in node_slices(run) for d in s["spec"].get("devices") or ()
+              if d["name"] == name for t in d.get("taints") or ()]  # fmt: skip
+    if [t.get("effect") for t in taints] != ["NoSchedule"]:
+        problems.append(f"{name}'s taints while it stays: {taints}, want one NoSchedule")
+    return {"ok": not problems, "problems": problems, "evict_after_s": EVICT_AFTER_S,
+            "rollout_s": round(rolled, 2), "device_stays": f"{name}: {reason}",
+            "taints": taints}  # fmt: skip
 
 
 def _claim_specs(run: Run) -> list[str]:

@@ -82,17 +82,20 @@ def health_problems(step: dict[str, Any], health: str, message: str = "") -> lis
     return problems
 
 
-def claim_problems(gone: list[dict[str, Any]], back: list[dict[str, Any]], where: str) -> list[str]:
-    """The claim's entry while the device is away and once it is back: the data says where it
-    is and in what state; Ready follows."""
+def claim_problems(
+    gone: list[dict[str, Any]], back: list[dict[str, Any]], where: str, away: str = "absent"
+) -> list[str]:
+    """The claim's entry while the device is away (``away``: "absent", or "unusable" for one
+    that stays without its node) and once it is back: the data says where it is and in what
+    state, and its device paths (but not while it has no node); Ready follows."""
     problems = []
-    for entries, state in ((gone, "absent"), (back, "present")):
+    for entries, state in ((gone, away), (back, "present")):
         for e in entries:
             data = e.get("data") or {}
             if data.get("state") != state:
                 problems.append(f"claim status data.state {data.get('state')!r}, want {state}")
-            if where not in (data.get("port"), data.get("pciAddress")):
+            if where not in (data.get("port"), data.get("pciAddress"), data.get("platformDevice")):
                 problems.append(f"claim status data does not say {where}: {data}")
-            if not data.get("devicePaths"):
+            if not data.get("devicePaths") and state != "unusable":
                 problems.append(f"claim status data has no device path: {data}")
     return problems

@@ -1,6 +1,6 @@
 """Checks 6c and 6n (device plugin), 7b (DRA): a workload running as a non-root user opens the
 device it was given, read-write, by both paths an application uses: the node the plugin hands
-out (`/dev/edgefd/<name>` for a USB device, the device's own node for PCI) and, for USB, the
+out (`/dev/edgefd/<name>` for a USB device, its own node for PCI and platform) and, for USB, the
 device's node under the read-only `/dev/bus/usb`, which is what libusb opens (issue 25 item 3).
 The node's containerd has a stock config (no `device_ownership_from_security_context`:
 runtime.py), as a distribution's is until someone edits it.
@@ -64,9 +64,10 @@ def nonroot(pod: dict[str, Any], groups: bool = True) -> dict[str, Any]:
 
 
 def paths_of(run: Run, device: Device, name: str) -> list[str]:
-    """The paths the container should open: the handed-out node and the /dev/bus/usb one (where
-    the device is now, after check 6's re-plug)."""
-    paths = [device.container_paths[0] if device.bus == "pci" else f"/dev/edgefd/{name}"]
+    """The paths the container should open: the handed-out node (a USB device's alias, a PCI
+    or platform device's own node) and the /dev/bus/usb one (where the device is now, after
+    check 6's re-plug)."""
+    paths = [f"/dev/edgefd/{name}" if device.bus == "usb" else device.container_paths[0]]
     if device.usb_bus_mount:
         paths.append(device.node_now(run.node.host.root).path)
     return paths

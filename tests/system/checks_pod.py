@@ -354,11 +354,14 @@ def check_startup_logs(run: Run) -> dict[str, Any]:
 
 def check_device_change_logged(run: Run, name: str) -> dict[str, Any]:
     """The re-plug of check 6 is in the default-level logs of the two containers that saw it:
-    bus-scan (its labels) and devplugin (its resource), each a line naming the device."""
+    bus-scan (its labels) and devplugin (its resource), each a line naming the device (that
+    it went, or why it cannot be used while it stays: check 6's ``unplugged_reason``)."""
     problems, found = [], {}
     # gone (and back later), or seen only back with another node: a scan that came after
     # the re-plug (a loaded node) sees the re-enumeration, not the absence
     words = ("re-enumerating at", "unplugged from", "gone from", "re-enumerated at")
+    if run.facts.get("unplugged_reason"):
+        words += (run.facts["unplugged_reason"],)
     for container in ("bus-scan", "devplugin"):
         lines = [ln for ln in run.container_log(container).splitlines() if f"device {name}" in ln]
         gone = [ln for ln in lines if any(w in ln for w in words)]

@@ -51,8 +51,8 @@ class Device:
 
     resource: str  # edgefd.io/coral-usb
     kubelet_ids: tuple[str, ...]  # one per replica; what the kubelet allocates
-    bus: str  # usb | pci
-    location: str  # the USB port path or PCI address: where a re-plug happens
+    bus: str  # usb | pci | platform
+    location: str  # the USB port path, PCI address or platform device: where a re-plug happens
     node: DevNode  # its device node on the host when the plugin offered it (see node_now)
     host_paths: tuple[str, ...]  # what the kubelet gives the runtime (the plugin's links)
     container_paths: tuple[str, ...]  # where a container that gets it sees it
@@ -60,6 +60,7 @@ class Device:
     usb_bus_mount: bool  # whether the container gets /dev/bus/usb (read-only)
     kind: str  # edgetpu, myriadx, ...: the capability label and the DRA DeviceClass
     dra_name: str  # its name in the node's ResourceSlice (devplugin --api dra)
+    model: str = ""  # its catalogue entry (coral-pcie, rockchip-npu, ...)
 
     @property
     def selector(self) -> dict[str, str]:
@@ -124,7 +125,7 @@ def plugin_offer(host_tree: Path, node_name: str) -> Offer:
     slice_devices = {}
     for d in dra["spec"].get("devices") or ():
         attrs = {k: next(iter(v.values())) for k, v in d["attributes"].items()}
-        place = attrs.get("port") or attrs.get("pciAddress")
+        place = attrs.get("port") or attrs.get("pciAddress") or attrs.get("platformDevice")
         slice_devices[(attrs["bus"], place)] = (d["name"], attrs["kind"])
     nodes = {n.path: n for n in device_nodes(host_tree)}
     resources: dict[str, list[Device]] = {}
@@ -159,4 +160,19 @@ def _device(
         usb_bus_mount=any(m["container_path"] == USB_BUS_DIR for m in alloc["mounts"]),
         kind=kind,
         dra_name=dra_name,
+        model=d.get("model") or "",
     )
+
+
+def unplugged_reason(host_tree: Path, node_name: str, device: Device) -> str:
+    """While ``device`` is unplugged from the tree: why the tools still list it, present but
+    unusable (a platform NPU whose driver went: its SoC block stays, without a node), or ""
+    when they do not list it (absent: a USB device, a PCI function). `devplugin --dry-run`
+    remembers nothing, so a device it lists is there."""
+    node = f"--node-name={node_name}"
+    out = json.loads(_dry_run(["devplugin", node, "--output=json"], host_tree))
+    for res in out["resources"]:
+        for d in res["devices"]:
+            if (d["bus"], d["location"]) == (device.bus, device.location):
+                return d["reason"] or d["health"]
+    return ""

@@ -137,17 +137,18 @@ class SampleHost:
             self.ns.run(["rm", "-f", *(n.path for n in nodes)])
 
     def unplug(self, bus: str, location: str) -> DevNode:
-        """Unplug the device at ``location`` (a USB port path or a PCI address)."""
-        return self.unplug_usb(location) if bus == "usb" else self.unplug_pci(location)
+        """Unplug the device at ``location`` (a USB port path, a PCI address or a platform
+        device's name)."""
+        return self.unplug_usb(location) if bus == "usb" else self.unplug_pci(location, bus)
 
     def plug(self, bus: str, location: str) -> DevNode:
         """Plug the device unplugged from ``location`` back in, as the kernel would bring it
         back: a USB device with the next free device number (a new node), a PCI function at
-        the same address with its driver's same node."""
+        the same address (a platform device under its name) with its driver's same node."""
         if bus == "usb":
             old = self._unplugged[location]["devnum"]
             return self.plug_usb(location, int(old) + 10)
-        return self.plug_pci(location)
+        return self.plug_pci(location, bus)
 
     def unplug_usb(self, port: str) -> DevNode:
         node = usb_node(self.root, port)
@@ -189,9 +190,12 @@ class SampleHost:
             self._unplugged[port]["vendor"], self._unplugged[port]["product"] = ids
         return self.plug_usb(port, devnum)
 
-    def unplug_pci(self, address: str) -> DevNode:
-        """Hot-remove a PCI function: its sysfs directory goes aside, its node away."""
-        link = self.root / "sys/bus/pci/devices" / address
+    def unplug_pci(self, address: str, bus: str = "pci") -> DevNode:
+        """Hot-remove a PCI function: its sysfs directory goes aside, its node away. A platform
+        device (``bus`` "platform", ``address`` its name) goes the same way, with its class
+        devices and their nodes (an unbind, or the unload of a driver that made the device,
+        as rk3588-npu's `rknn` is `rocket`'s own)."""
+        link = self.root / f"sys/bus/{bus}/devices" / address
         real = Path(os.path.realpath(link))
         (node,) = device_nodes(self.root, str(real.relative_to(self.root)))
         aside = self.root.parent / f"unplugged-{address}"
@@ -201,11 +205,12 @@ class SampleHost:
         self.remove_nodes([node])
         return node
 
-    def plug_pci(self, address: str) -> DevNode:
-        """The function back at its address after a rescan, with the same node."""
+    def plug_pci(self, address: str, bus: str = "pci") -> DevNode:
+        """The function back at its address after a rescan (a platform device under its name
+        once its driver is back), with the same node."""
         u = self._unplugged.pop(address)
         shutil.move(u["aside"], u["real"])
-        link = self.root / "sys/bus/pci/devices" / address
+        link = self.root / f"sys/bus/{bus}/devices" / address
         os.symlink(u["link"], link)
         (node,) = device_nodes(self.root, str(Path(u["real"]).relative_to(self.root)))
         self.ns.run(["sh", "-c", mknod_commands([node])])

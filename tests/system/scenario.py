@@ -42,6 +42,7 @@ from . import (
     checks_pod,
     checks_reboot,
     checks_reload,
+    checks_thermal,
 )
 from .context import Run
 from .expect import plugin_offer, producer_labels
@@ -66,6 +67,7 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("5_kubelet_restart", checks_devices.check_kubelet_restart, ("4_workload",)),
     ("6_replug", checks_devices.check_replug, ("4_workload",)),
     ("6b_replug_logged", checks_devices.check_replug_logged, ("6_replug",)),
+    ("6t_overheating", checks_thermal.check_overheating, ("4_workload",)),
     # the keeper before 6c: its holder is check 4's workload, which 6c deletes to make room
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
     ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),

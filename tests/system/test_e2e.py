@@ -1,13 +1,14 @@
 """scripts/e2e as a test: the whole system on a real node, in each way edgefd is installed and
-offers devices (device plugin with kustomize, the same with the Helm chart, DRA), and on host
-trees of other shapes: two Corals (one in its boot state), as a snapshot of a real host with
-real device nodes in dev/; an x86 host with a PCIe Coral and nothing on USB. These run on one
-node brought up once (tests/system/session.py), laid out as kubeadm lays a node out; then the
-node is laid out as each other distribution does (tests/system/layouts.py), a node each, and
-edgefd installed there with that distribution's profile, one way each, both device APIs across
-them: k3s with the chart (device plugin), MicroK8s with kustomize in DRA mode, split by
-identity into two DaemonSets, k0s with kustomize (device plugin). Each check of each is a test
-outcome.
+offers devices (device plugin with kustomize, DRA with kustomize, DRA with the Helm chart), and
+on host trees of other shapes: an RK3588 whose NPU is on the platform bus (the chart's DRA
+scenario); two Corals (one in its boot state), as a snapshot of a real host with real device
+nodes in dev/; an x86 host with a PCIe Coral and nothing on USB, whose Coral runs hot and cools
+down. These run on one node brought up once (tests/system/session.py), laid out as kubeadm lays
+a node out; then the node is laid out as each other distribution does
+(tests/system/layouts.py), a node each, and edgefd installed there with that distribution's
+profile, one way each, both device APIs across them: k3s with the chart (device plugin),
+MicroK8s with kustomize in DRA mode, split by identity into two DaemonSets, k0s with
+kustomize (device plugin). Each check of each is a test outcome.
 
 It runs wherever the machine can run a node: as root, with cgroup v1 hierarchies (the node's
 pods live in them); scripts/e2e installs the Debian packages it needs. Otherwise it skips,
@@ -43,16 +44,20 @@ ALL = [k for k, _, _ in CHECKS]
 # a way's later scenarios: the tree's checks (and the device plugin's API was seen already)
 TREE = [k for k in ALL if k not in ONCE_PER_WAY | ONCE_PER_API]
 # label -> (scenario spec, the checks it reports); {snapshot} is the snapshot tree's directory
+DRA = [k for k, _, _ in checks_dra.CHECKS]
 SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "device-plugin": ("device-plugin", ALL),
-    "helm": ("helm", [k for k in ALL if k not in NOT_WITH_HELM | ONCE_PER_API]),
-    "dra": ("dra", [k for k, _, _ in checks_dra.CHECKS]),
+    "dra": ("dra", DRA),
+    # the chart in DRA mode on an RK3588 (the platform bus: its NPU's slice, claim, re-plug);
+    # after kustomize's DRA scenario, which reboots the node for that API
+    "helm-dra-rk3588-npu": ("helm+dra@rk3588-npu", [k for k in DRA if k not in ONCE_PER_API]),
     SNAPSHOT: ("device-plugin@{snapshot}", TREE),
+    # a PCIe Coral and nothing on USB; it runs hot and cools down (check 6t)
     "x86-coral-pcie": ("device-plugin@x86-coral-pcie", TREE),
     # a node of its own each (every check: a fresh node), after the kubeadm node's
     "k3s-helm": ("helm%k3s", [k for k in ALL if k not in NOT_WITH_HELM]),
     # DRA with the two DaemonSets split by identity (k8s/overlays/split-identity)
-    "microk8s-dra-split": ("dra+split%microk8s", [k for k, _, _ in checks_dra.CHECKS]),
+    "microk8s-dra-split": ("dra+split%microk8s", DRA),
     "k0s-device-plugin": ("device-plugin%k0s", ALL),
 }
 CASES = [(label, check) for label, (_, checks) in SCENARIOS.items() for check in checks]
