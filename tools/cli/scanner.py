@@ -93,7 +93,7 @@ def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "interpreter, one watcher, one scan of each bus per change. Repeatable.",
         ),
         listen_option(""),
-        notice_dir_option,
+        notice_dir_option(),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -208,7 +208,7 @@ def grant_cmd(
 )
 @watch_options
 @listen_option(DEFAULT_LISTEN)
-@notice_dir_option
+@notice_dir_option()
 @dry_run_option
 @output_option
 @verbose_option

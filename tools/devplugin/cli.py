@@ -103,7 +103,7 @@ log = logging.getLogger(TOOL)
 )
 @api_options("DRA: ")
 @listen_option(":8082")
-@notice_dir_option
+@notice_dir_option()
 @watch_options
 @host_root_option
 @dry_run_option

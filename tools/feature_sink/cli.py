@@ -25,6 +25,7 @@ from edgefd.cli import (
     guarded,
     host_node_name,
     listen_option,
+    notice_dir_option,
     output_option,
     verbose_option,
 )
@@ -185,13 +186,10 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
     "once, but none is removed until it has been quiet this long.",
 )
 @listen_option(":8081")
-@click.option(
-    "--notice-dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Directory where the pod's other edgefd tools leave their notices (a failed "
+@notice_dir_option(
+    "Directory where the pod's other edgefd tools leave their notices (a failed "
     "configuration reload: they hold no right to post Events); each is posted once as a "
-    "Warning Event on the Node, and again if it comes back after clearing.",
+    "Warning Event on the Node, and again if it comes back after clearing."
 )
 @click.option(
     "--ready-max-age",
@@ -259,7 +257,7 @@ def main(
     settle: float,
     api_timeout: float,
     listen: Listen,
-    notice_dir: Path | None,
+    notice_dir: str | None,
     ready_max_age: float | None,
     poll_interval: float,
     no_inotify: bool,
@@ -335,7 +333,7 @@ def main(
         api_burst=api_burst,
         context=context,
         host_features_dir=host,
-        notice_dir=notice_dir,
+        notice_dir=Path(notice_dir) if notice_dir else None,
     )
     if prune:  # reads no features: everything the annotation names goes
         from . import prune as pruning
