@@ -25,6 +25,7 @@ from .envvars import give_env
 from .logs import defer_warning, fail
 from .logs import setup_logging as setup_logging
 from .logs import verbose_option as verbose_option
+from .notices import notice_dir_option as notice_dir_option
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)
@@ -172,25 +173,6 @@ def listen_option(default: str) -> Callable[[F], F]:
         type=ListenAddress(),
         help="Address for /healthz, /readyz and /metrics: HOST:PORT or :PORT; '' disables the "
         "server; port 0 picks a free port (logged at start-up).",
-    )
-
-
-NOTICE_WRITER_HELP = (
-    "Directory shared with feature-sink: a failed configuration reload is written there as "
-    "this tool's notice, which feature-sink posts as a Warning Event on the Node. Unset: "
-    "/readyz and the metrics only."
-)
-
-
-def notice_dir_option(help_text: str = NOTICE_WRITER_HELP) -> Callable[[F], F]:
-    """Where a long-running tool leaves its notice (a failed reload) for feature-sink to post
-    as a Warning Event, and where feature-sink reads them: edgefd.core.notices. Must exist (a
-    pod's shared emptyDir): a typo must not make a directory nobody reads."""
-    return click.option(
-        "--notice-dir",
-        type=click.Path(exists=True, file_okay=False, path_type=str),
-        default=None,
-        help=help_text,
     )
 
 
