@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import OutputError
+from .escape import printable
 from .log import get_logger
 from .publish import write_atomic
 from .regular import Refused, read_regular
@@ -122,12 +123,8 @@ def read_notices(directory: Path) -> tuple[tuple[Notice, ...], tuple[str, ...]]:
         except FileNotFoundError:
             continue  # cleared while listed
         except (Refused, ValueError) as e:
-            warnings.append(f"notice {_printable(name)}: {e}; ignored")
+            warnings.append(f"notice {printable(name)}: {e}; ignored")
     return tuple(notices), tuple(warnings)
-
-
-def _printable(name: str) -> str:
-    return name if name.isprintable() else name.encode("unicode_escape").decode()
 
 
 def board_for(directory: str | os.PathLike[str] | None, tool: str) -> NoticeBoard | None:

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from edgefd.core.log import get_logger
+from edgefd.core.notices import CONFIG_RELOAD_FAILED as EVENT_REASON
 
 log = get_logger(__name__)
 
 FAILURES = "edgefd_config_reload_failures_total"
 LAST_SUCCESS = "edgefd_config_last_reload_success_timestamp_seconds"
-EVENT_REASON = "ConfigReloadFailed"  # edgefd.core.notices.CONFIG_RELOAD_FAILED
 
 
 class Notices(Protocol):
