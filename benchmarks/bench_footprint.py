@@ -4,8 +4,9 @@ Issue 33's budget is the whole pod under 96 MiB on a 1-4 GB Raspberry Pi, and on
 within 1.3x of the floor of any click command. So that a regression shows, this prints, against
 the bare interpreter of the same venv measured in the same run:
 
-* one-shot tools (`--dry-run` on the bundled sample nodes): median wall time as a ratio of
-  `python -c "import click"`, and peak RSS;
+* one-shot tools (`--dry-run` on the bundled sample nodes): median wall time, and the median
+  of its ratios to `python -c "import click"` run just before it each time (measure.py's
+  paired_ratios), and peak RSS;
 * long-running tools, each as its container runs it (in-cluster API configuration, the sample
   node's /sys, no peer answering, so nothing but the tool itself is measured): import time of
   its CLI module, RSS once it serves /healthz and has idled, and the sum against the budget.
@@ -31,7 +32,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from measure import BARE, CLICK_FLOOR, compile_sources, rss_kib, time_process  # noqa: E402
+from measure import (  # noqa: E402
+    BARE,
+    CLICK_FLOOR,
+    compile_sources,
+    paired_ratios,
+    rss_kib,
+    time_process,
+)
 
 from tests.fixturegen import build_host  # noqa: E402
 
@@ -165,7 +173,8 @@ def main() -> int:
     print(f"python -c pass: {bare_ms:.1f} ms, {bare_rss:.1f} MiB; "
           f"python -c 'import click' (the floor): {floor_ms:.1f} ms, "
           f"{peak_rss_mib(CLICK_FLOOR):.1f} MiB")  # fmt: skip
-    print("\none-shot, --dry-run on the sample nodes (median of", args.runs, "runs; target 1.3x)")
+    print(f"\none-shot, --dry-run on the sample nodes (median of {args.runs} runs, each after "
+          "a run of the floor; target 1.3x)")  # fmt: skip
     print(f"  {'tool':32} {'ms':>7} {'x floor':>8} {'peak MiB':>9}")
     with tempfile.TemporaryDirectory(prefix="edgefd-footprint-") as t:
         tmp = Path(t)
@@ -177,9 +186,11 @@ def main() -> int:
             ("pci-scan", "pci_scan", x86),
         ):
             argv = [sys.executable, "-m", f"edgefd.{module}", "--host-root", str(root), "--dry-run"]
-            ms = statistics.median(time_process(argv, args.runs)) * 1e3
+            times, ratios = paired_ratios(argv, CLICK_FLOOR, args.runs)
+            ms = statistics.median(times) * 1e3
             rss = peak_rss_mib(argv)
-            print(f"  {tool + ' on ' + root.name:32} {ms:7.1f} {ms / floor_ms:7.2f}x {rss:9.1f}")
+            ratio = statistics.median(ratios)
+            print(f"  {tool + ' on ' + root.name:32} {ms:7.1f} {ratio:7.2f}x {rss:9.1f}")
 
         print(f"\nlong-running, idle {args.idle:g} s after /healthz (in-cluster, no peer)")
         print(f"  {'container':22} {'import ms':>9} {'x bare':>7} {'up s':>6} {'RSS MiB':>8}")

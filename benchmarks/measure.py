@@ -43,6 +43,20 @@ def time_process(argv: list[str], n: int) -> list[float]:
     return out
 
 
+def paired_ratios(argv: list[str], baseline: list[str], n: int) -> tuple[list[float], list[float]]:
+    """(`argv`'s times, its time over `baseline`'s run just before it) for `n` pairs, the two
+    run in turn: this machine's speed drifts by tens of percent within a minute, and a
+    ratio of two medians taken a minute apart measured the drift; a pair's two runs see the
+    same machine."""
+    times, ratios = [], []
+    for _ in range(n):
+        [base] = time_process(baseline, 1)
+        [t] = time_process(argv, 1)
+        times.append(t)
+        ratios.append(t / base)
+    return times, ratios
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile, q in [0, 1]."""
     s = sorted(values)

@@ -13,14 +13,13 @@ the node as it expects.
 
 from __future__ import annotations
 
-import datetime
 import time
 import urllib.error
 from typing import Any
 
 from . import checks_dra, checks_keeper
 from .checks_devices import device_problems, probe, workload
-from .context import NAMESPACE, Run, metric, plugin_metrics
+from .context import NAMESPACE, Run, metric, plugin_metrics, runtime_time
 from .kube import wait_for
 from .session import Session
 
@@ -80,10 +79,14 @@ def _started(run: Run, **labels: str) -> float | None:
     found = [c for c in run.node.runtime.containers(**labels) if c["state"] == "CONTAINER_RUNNING"]
     if not found:
         return None
-    stamp = run.node.runtime.inspect(found[-1]["id"])["status"]["startedAt"]
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    t = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
-    return t.timestamp() + float(f"0.{frac or 0}")
+    return runtime_time(run.node.runtime.inspect(found[-1]["id"])["status"]["startedAt"])
+
+
+def _edgefd_started(run: Run, t_kubelet: float) -> dict[str, float] | None:
+    try:
+        return run.started_since(run.edgefd_pod(), t_kubelet)
+    except AssertionError:  # split-identity: two pods; the one-pod layout is the one measured
+        return None
 
 
 def _device_check(run: Run, pod: str, resource: str) -> tuple[dict[str, Any], list[str]]:
@@ -214,6 +217,8 @@ def _reboot(run: Run, resource: str, other: str | None) -> dict[str, Any]:
         "reboot_kubelet_to_workload_running_s": since_kubelet(app_started),
         "reboot_workload_pods_failed": len(watch.failed),
         "reboot_bare_pod": bare and " ".join(filter(None, (bare["phase"], bare["reason"]))),
+        # where the seconds to the plugin go: each of edgefd's containers, in the order run
+        "reboot_kubelet_to_container_started_s": _edgefd_started(run, t_kubelet),
     }
     if plugin_started is not None:
         registered_wall = wall_kubelet + (watch.registered - t_kubelet)

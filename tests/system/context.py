@@ -4,7 +4,9 @@ metrics."""
 
 from __future__ import annotations
 
+import datetime
 import re
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,14 @@ def cri_log_text(raw: str) -> str:
         out.append(part + text)
         part = ""
     return "\n".join(out) + ("\n" if out else "")
+
+
+def runtime_time(stamp: str) -> float:
+    """Epoch seconds of one of the runtime's RFC 3339 times (nanoseconds, which datetime
+    does not parse, kept as a fraction)."""
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    t = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
+    return t.timestamp() + float(f"0.{frac or 0}")
 
 
 @dataclass
@@ -124,6 +134,18 @@ class Run:
         for c in sorted(found, key=lambda c: int(c["metadata"].get("attempt", 0))):
             by_name[c["metadata"]["name"]] = c
         return by_name
+
+    def started_since(self, pod: dict[str, Any], since: float) -> dict[str, float]:
+        """Seconds from ``since`` (time.monotonic()) to when the runtime started each
+        container of ``pod`` (its latest attempt): where the time to a label, a slice or a
+        registration goes."""
+        wall_apply = time.time() - (time.monotonic() - since)
+        out = {}
+        for name, c in self.containers_of(pod).items():
+            started = self.node.runtime.inspect(c["id"])["status"].get("startedAt")
+            if started and not started.startswith("0001"):
+                out[name] = round(runtime_time(started) - wall_apply, 2)
+        return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
     def running_container(self, pod_name: str, namespace: str = "default") -> dict[str, Any]:
         """The running CRI container of a one-container pod, waiting for it."""

@@ -201,7 +201,7 @@ def run_scenario(
             node=node,
             api=api,
             kubectl=session.kubectl,
-            sampler=NodeSampler(api, node.spec.name).start(),
+            sampler=NodeSampler(api, node.spec.name, slices=sc.dra).start(),
             overlay=overlay,
             dra=sc.dra,
             helm=helm,
