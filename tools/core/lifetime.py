@@ -8,8 +8,9 @@ the interpreter collects once more and tears every module down, one by one. For 
 `usb-scan --dry-run` the two cost about a quarter of its run (issue 33: one-shot tools within
 1.3x of `python -c "import click"`), and neither does anything a finished command needs.
 
-So each command's entry point (its package's `__main__`, which the console scripts name too)
-calls `begin()` before it imports anything and runs the command through `run()`: collection
+So each command's entry point (its package's `__main__`, which the console scripts name too:
+`entry_point()`) calls `begin()` before it imports anything and runs the command through
+`run()`: collection
 is deferred; a long-running tool, once it serves (edgefd.runtime.runner), freezes what
 start-up made (kept out of every later collection: cheaper ones for the life of the process)
 and turns collection back on with `started()`; and when the command returns, the atexit
@@ -28,6 +29,19 @@ from typing import Any, NoReturn
 def begin() -> None:
     """The first thing an entry point does, before anything is imported."""
     gc.disable()
+
+
+def entry_point(package: str) -> Callable[[], NoReturn]:
+    """A tool's `main` (its `__main__`'s, and so its console script's): collection deferred
+    now; the tool's command (`<package>.cli`'s `main`) imported and run when it is called."""
+    begin()
+
+    def main() -> NoReturn:
+        from importlib import import_module
+
+        run(import_module(f"{package}.cli").main)
+
+    return main
 
 
 def started() -> None:

@@ -1,16 +1,8 @@
-"""`python -m edgefd.pci_scan`, and the `pci-scan` command (setup.cfg's console script names
-`main`): the process's start and end as edgefd.core.lifetime says."""
+"""`python -m edgefd.pci_scan` and the `pci-scan` command: edgefd.core.lifetime."""
 
 from edgefd.core import lifetime
 
-lifetime.begin()
-
-from .cli import main as command  # noqa: E402
-
-
-def main() -> None:
-    lifetime.run(command)
-
+main = lifetime.entry_point(__package__)
 
 if __name__ == "__main__":
     main()
