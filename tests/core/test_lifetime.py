@@ -1,19 +1,15 @@
-"""A command's process (edgefd.core.lifetime): collection deferred by every command's entry
-point before anything is imported, and back on, with start-up's objects frozen, once a
-long-running tool serves; the end: the command's status, its whole output, the atexit
-handlers, without the interpreter's teardown."""
+"""How a command's process ends (edgefd.core.lifetime): the command's status, its whole
+output, the atexit handlers, without the interpreter's teardown; every command's entry point
+ends that way."""
 
 from __future__ import annotations
 
 import configparser
-import gc
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from edgefd.core import lifetime
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("dt_labeller", "usb_scan", "pci_scan", "feature_sink", "devplugin", "device_keeper")
@@ -33,71 +29,29 @@ def _python(code: str, *args: str, **kw: object) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_each_command_and_its_module_run_defer_collection_before_any_import(tool: str) -> None:
-    """The console script names the tool's `__main__` (as `python -m` runs it), which defers
-    collection before it imports the tool's command (and click with it)."""
+def test_each_command_and_its_module_run_end_through_lifetime(tool: str) -> None:
+    """The console script names the tool's `__main__` (as `python -m` runs it), whose `main`
+    imports the tool's command only when called, runs it and ends the process."""
     assert _console_scripts()[tool.replace("_", "-")] == f"edgefd.{tool}.__main__:main"
     code = (
-        f"import sys, gc, edgefd.{tool}.__main__ as m\n"
-        "print(gc.isenabled(), 'click' in sys.modules)\n"
+        "import atexit, sys\n"
+        f"import edgefd.{tool}.__main__ as m\n"
+        "print('click' in sys.modules)\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
         "sys.argv = ['x', '--version']\n"
-        "m.main()"
+        "m.main()\n"
+        "print('not reached')"
     )
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split()[:2] == ["False", "False"]
+    assert proc.stdout.split()[0] == "False"
     assert tool.replace("_", "-") in proc.stdout  # its command ran: the version line
-
-
-def test_started_freezes_what_start_up_made_and_turns_collection_on() -> None:
-    frozen = gc.get_freeze_count()
-    try:
-        lifetime.begin()
-        assert not gc.isenabled()
-        lifetime.started()
-        assert gc.isenabled()
-        assert gc.get_freeze_count() > frozen
-    finally:
-        gc.enable()
-        gc.unfreeze()
-
-
-def test_started_leaves_a_process_that_did_not_begin_as_it_is() -> None:
-    """A test (or a library user) calling the runner: its collector is not frozen."""
-    assert gc.isenabled()
-    frozen = gc.get_freeze_count()
-    lifetime.started()
-    assert gc.isenabled() and gc.get_freeze_count() == frozen
-
-
-def test_a_long_running_tool_collects_again_once_it_serves() -> None:
-    """The runner calls `started()` once its components run and the probes serve."""
-    code = """
-import gc, threading
-from edgefd.core import lifetime
-lifetime.begin()
-from edgefd.runtime.runner import run
-
-class Once:
-    def start(self): pass
-    def stop(self): pass
-    def ready(self): return True, "ok"
-
-def build(lifeline):
-    threading.Timer(0.2, lifeline.done).start()
-    return [Once()]
-
-print(run(build, startup_line="t"), gc.isenabled(), gc.get_freeze_count() > 0)
-"""
-    proc = _python(code, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["0", "True", "True"]
+    assert proc.stdout.rstrip().endswith("atexit ran") and "not reached" not in proc.stdout
 
 
 COMMAND = """
 import atexit, sys, threading
 from edgefd.core import lifetime
-lifetime.begin()
 what, *rest = sys.argv[1:]
 atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
 if what == "thread":  # still running when the command returns

@@ -1,40 +1,31 @@
-"""A command's process from its first line to its exit: the cyclic garbage collector kept out
-of start-up, and an end without the interpreter's teardown.
+"""How a command's process ends: with the command's status, its output and its atexit
+handlers, and without the interpreter's teardown.
 
-Start-up allocates tens of thousands of objects that live as long as the process (modules,
-classes, functions, click's commands and options), and the collector walks all of them again
-each time enough new ones have piled up: some twenty times while a scanner starts. At exit
-the interpreter collects once more and tears every module down, one by one. For a one-shot
-`usb-scan --dry-run` the two cost about a quarter of its run (issue 33: one-shot tools within
-1.3x of `python -c "import click"`), and neither does anything a finished command needs.
+At exit the interpreter collects the garbage one last time and tears every module down, one
+by one: for a one-shot `usb-scan --dry-run` (forty-odd modules of its own, click's) about a
+fifth of its run, none of it anything a finished command needs. Ending the process once the
+atexit handlers ran (logging's flush among them) and the streams are flushed took the
+scanners from 1.32x to 1.10x the floor of any click command (`python -c "import click"`,
+issue 33's goal 1.3x; benchmarks/bench_footprint.py).
 
-So each command's entry point (its package's `__main__`, which the console scripts name too:
-`entry_point()`) calls `begin()` before it imports anything and runs the command through
-`run()`: collection
-is deferred; a long-running tool, once it serves (edgefd.runtime.runner), freezes what
-start-up made (kept out of every later collection: cheaper ones for the life of the process)
-and turns collection back on with `started()`; and when the command returns, the atexit
-handlers run and the streams are flushed as at any exit, and then the process ends with the
-command's status, unless another thread still runs (the interpreter's own exit waits for
-those). Reference counting frees everything that is not in a cycle meanwhile, as always.
+Deferring the cyclic collector through start-up as well (gc.disable, then gc.freeze once
+serving) bought the one-shot runs another 0.04x, and cost the long-running tools in the
+real-node e2e 7-13 MiB of working set for the pod (100.9-106.4 against 93.5 MiB, issue 33's
+budget 96 MiB): the garbage a service's start-up makes meanwhile is freed at the first
+collection, but the memory it took stays the process's. So the collector is left alone.
+
+Each command's entry point is its package's `__main__` (which the console scripts name too):
+`main = entry_point(__package__)`.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 
-def begin() -> None:
-    """The first thing an entry point does, before anything is imported."""
-    gc.disable()
-
-
 def entry_point(package: str) -> Callable[[], NoReturn]:
-    """A tool's `main` (its `__main__`'s, and so its console script's): collection deferred
-    now; the tool's command (`<package>.cli`'s `main`) imported and run when it is called."""
-    begin()
+    """A tool's `main`: its command (`<package>.cli`'s `main`) imported and run by `run()`."""
 
     def main() -> NoReturn:
         from importlib import import_module
@@ -44,19 +35,10 @@ def entry_point(package: str) -> Callable[[], NoReturn]:
     return main
 
 
-def started() -> None:
-    """Start-up is over: what it made and still uses is kept out of every later collection,
-    which runs again. A process whose entry point did not `begin()` (a test calling the
-    runner) is left as it is."""
-    if not gc.isenabled():
-        gc.collect()  # the cycles start-up left behind, once, so that none is frozen
-        gc.freeze()
-        gc.enable()
-
-
 def run(main: Callable[[], Any]) -> NoReturn:
     """Run a click command (standalone: it ends in SystemExit) and end the process with its
-    status, as the interpreter would, without tearing the interpreter down."""
+    status, as the interpreter would, without tearing the interpreter down; unless another
+    thread still runs, which the interpreter's own exit waits for."""
     import sys
 
     try:

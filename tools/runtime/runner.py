@@ -140,7 +140,6 @@ def run(
     """Build the components, start them, serve the probes on `listen` (with `metrics`, an
     edgefd.runtime.metrics.Metrics), and run until a stop signal or a component's lifeline
     ends it; then stop everything. The one place a tool's process takes the signals."""
-    from edgefd.core import lifetime
     from edgefd.core import log as logs
 
     from .reloads import ReloadStatus
@@ -172,7 +171,6 @@ def run(
                     c.start()
                 checked = [*components, status] if status is not None else components
                 server = serve_probes(listen, metrics, checked)
-            lifetime.started()  # start-up is over (edgefd.core.lifetime)
             while not (signals.stop_requested or lifeline.stopping):
                 signals.wait()
                 if reload is not None and signals.take_reload():
