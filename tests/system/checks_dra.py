@@ -61,17 +61,15 @@ from .checks_health import (
 )
 from .context import NAMESPACE, SPLIT_DS, Run, metric, plugin_metrics
 from .expect import Device, unplugged_reason
-from .kube import KubeError, wait_for
+from .kube import KubeError, node_slices_path, wait_for
 
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-dra"
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
 HOTPLUG_S = 1.0
 
 
 def node_slices(run: Run) -> list[dict[str, Any]]:
-    path = f"{SLICES}?fieldSelector=spec.nodeName%3D{run.node_name},spec.driver%3Dedgefd.io"
-    return run.api.get(path)["items"]
+    return run.api.get(node_slices_path(run.node_name))["items"]
 
 
 def node_devices(run: Run) -> dict[str, dict[str, Any]]:

@@ -134,7 +134,7 @@ def check_daemonset(run: Run) -> dict[str, Any]:
     _, waited = wait_for("DaemonSet ready", ready, timeout=180, interval=0.2)
     run.figures["ds_create_to_ready_s"] = round(time.monotonic() - run.t_apply, 2)
     pod = run.edgefd_pod()
-    run.figures["ds_create_to_container_started_s"] = run.started_since(pod, run.t_apply)
+    run.figures["ds_create_to_container_started_s"] = run.started_since(run.t_apply)
     states, problems = _state_problems(run, pod)
     cri = run.containers_of(pod)
     views: dict[str, Any] = {}

@@ -82,13 +82,6 @@ def _started(run: Run, **labels: str) -> float | None:
     return runtime_time(run.node.runtime.inspect(found[-1]["id"])["status"]["startedAt"])
 
 
-def _edgefd_started(run: Run, t_kubelet: float) -> dict[str, float] | None:
-    try:
-        return run.started_since(run.edgefd_pod(), t_kubelet)
-    except AssertionError:  # split-identity: two pods; the one-pod layout is the one measured
-        return None
-
-
 def _device_check(run: Run, pod: str, resource: str) -> tuple[dict[str, Any], list[str]]:
     """Probe the pod's running container: exactly one device of ``resource``, its node now."""
     c = run.running_container(pod)
@@ -218,7 +211,7 @@ def _reboot(run: Run, resource: str, other: str | None) -> dict[str, Any]:
         "reboot_workload_pods_failed": len(watch.failed),
         "reboot_bare_pod": bare and " ".join(filter(None, (bare["phase"], bare["reason"]))),
         # where the seconds to the plugin go: each of edgefd's containers, in the order run
-        "reboot_kubelet_to_container_started_s": _edgefd_started(run, t_kubelet),
+        "reboot_kubelet_to_container_started_s": run.started_since(t_kubelet),
     }
     if plugin_started is not None:
         registered_wall = wall_kubelet + (watch.registered - t_kubelet)

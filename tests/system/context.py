@@ -135,16 +135,17 @@ class Run:
             by_name[c["metadata"]["name"]] = c
         return by_name
 
-    def started_since(self, pod: dict[str, Any], since: float) -> dict[str, float]:
+    def started_since(self, since: float) -> dict[str, float]:
         """Seconds from ``since`` (time.monotonic()) to when the runtime started each
-        container of ``pod`` (its latest attempt): where the time to a label, a slice or a
-        registration goes."""
-        wall_apply = time.time() - (time.monotonic() - since)
+        container of edgefd's pods (both with split-identity; the latest attempt of each):
+        where the time to a label, a slice or a registration goes."""
+        wall_since = time.time() - (time.monotonic() - since)
         out = {}
-        for name, c in self.containers_of(pod).items():
-            started = self.node.runtime.inspect(c["id"])["status"].get("startedAt")
-            if started and not started.startswith("0001"):
-                out[name] = round(runtime_time(started) - wall_apply, 2)
+        for pod in self.all_edgefd_pods():
+            for name, c in self.containers_of(pod).items():
+                started = self.node.runtime.inspect(c["id"])["status"].get("startedAt")
+                if started and not started.startswith("0001"):
+                    out[name] = round(runtime_time(started) - wall_since, 2)
         return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
     def running_container(self, pod_name: str, namespace: str = "default") -> dict[str, Any]:

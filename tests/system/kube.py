@@ -130,6 +130,14 @@ def wait_for(
     return value, time.monotonic() - start
 
 
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def node_slices_path(node: str) -> str:
+    """The ResourceSlices of edgefd.io on ``node``: what the sampler counts and checks read."""
+    return f"{SLICES}?fieldSelector=spec.nodeName%3D{node},spec.driver%3Dedgefd.io"
+
+
 @dataclass
 class Sample:
     t: float  # time.monotonic()
@@ -188,8 +196,7 @@ class NodeSampler:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - t)))
 
     def _slices(self) -> int:
-        query = f"fieldSelector=spec.nodeName%3D{self.node},spec.driver%3Dedgefd.io"
-        return len(self.api.get(f"/apis/resource.k8s.io/v1/resourceslices?{query}")["items"])
+        return len(self.api.get(node_slices_path(self.node))["items"])
 
     def stop(self) -> list[Sample]:
         self._stop.set()

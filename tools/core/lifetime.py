@@ -9,10 +9,10 @@ scanners from 1.32x to 1.10x the floor of any click command (`python -c "import 
 issue 33's goal 1.3x; benchmarks/bench_footprint.py).
 
 Deferring the cyclic collector through start-up as well (gc.disable, then gc.freeze once
-serving) bought the one-shot runs another 0.04x, and cost the long-running tools in the
-real-node e2e 7-13 MiB of working set for the pod (100.9-106.4 against 93.5 MiB, issue 33's
-budget 96 MiB): the garbage a service's start-up makes meanwhile is freed at the first
-collection, but the memory it took stays the process's. So the collector is left alone.
+serving) bought the one-shot runs another 0.04x. In warm real-node e2e runs the pod's idle
+working set read 100.9-106.4 MiB with it against 93.5 MiB without (issue 33's budget 96 MiB),
+so the collector is left alone; but a cold CI run of the tree without it read 103.7-105.9 MiB
+too, so how much of that difference was the collector is not settled (issue 33's note).
 
 Each command's entry point is its package's `__main__` (which the console scripts name too):
 `main = entry_point(__package__)`.
