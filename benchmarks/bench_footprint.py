@@ -51,7 +51,7 @@ IN_CLUSTER = """
 import sys
 from edgefd.kube import incluster
 incluster.SERVICE_ACCOUNT_DIR = sys.argv.pop(1)
-from edgefd.{module}.__main__ import main  # its entry point, as the container's command
+from edgefd.{module}.cli import main
 sys.argv[0] = "{tool}"
 main()
 """

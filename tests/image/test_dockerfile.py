@@ -56,13 +56,9 @@ def console_scripts() -> dict[str, str]:
 
 
 def command_of(script: str) -> click.Command:
-    """The click command a console script runs: each names its package's `__main__`, whose
-    `main` runs `<package>.cli:main` (edgefd.core.lifetime.entry_point)."""
-    target = console_scripts()[script]
-    package = f"edgefd.{script.replace('-', '_')}"
-    assert target == f"{package}.__main__:main", f"{script}: {target}"
-    obj = importlib.import_module(f"{package}.cli").main
-    assert isinstance(obj, click.Command), f"{script}: {package}.cli:main is not a click command"
+    module, _, attr = console_scripts()[script].partition(":")
+    obj = getattr(importlib.import_module(module), attr)
+    assert isinstance(obj, click.Command), f"{script}: {module}:{attr} is not a click command"
     return obj
 
 

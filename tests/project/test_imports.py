@@ -129,13 +129,15 @@ def test_the_import_name_is_edgefd_and_tools_is_not_installed() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout + proc.stderr
 
 
-# the list is written at exit: a command's process ends in edgefd.core.lifetime.run, which
-# runs the atexit handlers and then ends without the interpreter's teardown
 RUN_AND_LIST = """
-import atexit, runpy, sys
+import runpy, sys
 sys.argv = sys.argv[1:]
-atexit.register(lambda: sys.stderr.write(" ".join(sorted(sys.modules))))
-runpy.run_module(sys.argv[0], run_name="__main__")
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+sys.stdout.flush()
+sys.stderr.write(" ".join(sorted(sys.modules)))
 """
 
 

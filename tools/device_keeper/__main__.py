@@ -1,8 +1,5 @@
-"""`python -m edgefd.device_keeper` and the `device-keeper` command: edgefd.core.lifetime."""
+"""`python -m edgefd.device_keeper` runs the device-keeper command."""
 
-from edgefd.core import lifetime
+from .cli import main
 
-main = lifetime.entry_point(__package__)
-
-if __name__ == "__main__":
-    main()
+main()

@@ -1,8 +1,5 @@
-"""`python -m edgefd.devplugin` and the `devplugin` command: edgefd.core.lifetime."""
+"""`python -m edgefd.devplugin` runs the devplugin command."""
 
-from edgefd.core import lifetime
+from .cli import main
 
-main = lifetime.entry_point(__package__)
-
-if __name__ == "__main__":
-    main()
+main()

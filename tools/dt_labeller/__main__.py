@@ -1,8 +1,5 @@
-"""`python -m edgefd.dt_labeller` and the `dt-labeller` command: edgefd.core.lifetime."""
+"""`python -m edgefd.dt_labeller`, for hosts where the console script is not on PATH."""
 
-from edgefd.core import lifetime
+from .cli import main
 
-main = lifetime.entry_point(__package__)
-
-if __name__ == "__main__":
-    main()
+main()

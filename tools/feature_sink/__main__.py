@@ -1,8 +1,5 @@
-"""`python -m edgefd.feature_sink` and the `feature-sink` command: edgefd.core.lifetime."""
+"""`python -m edgefd.feature_sink` runs the feature-sink CLI."""
 
-from edgefd.core import lifetime
+from .cli import main
 
-main = lifetime.entry_point(__package__)
-
-if __name__ == "__main__":
-    main()
+main()

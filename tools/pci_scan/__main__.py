@@ -1,8 +1,6 @@
-"""`python -m edgefd.pci_scan` and the `pci-scan` command: edgefd.core.lifetime."""
+"""`python -m edgefd.pci_scan`."""
 
-from edgefd.core import lifetime
-
-main = lifetime.entry_point(__package__)
+from .cli import main
 
 if __name__ == "__main__":
     main()

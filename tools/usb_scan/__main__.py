@@ -1,8 +1,6 @@
-"""`python -m edgefd.usb_scan` and the `usb-scan` command: edgefd.core.lifetime."""
+"""`python -m edgefd.usb_scan`."""
 
-from edgefd.core import lifetime
-
-main = lifetime.entry_point(__package__)
+from .cli import main
 
 if __name__ == "__main__":
     main()
