@@ -24,13 +24,21 @@ Everything else is kept, including dependencies that look optional but are impor
 kubernetes client is (oauthlib, requests, websocket-client, pydantic, durationpy, ...).
 Bytecode is compiled for everything that remains: compiling only the modules that the code
 paths import would save 2.7 MB (of 9.6 MB of bytecode, amd64), and any other path would then
-compile in memory on every start, since the root filesystem is read-only.
+compile in memory on every start, since the root filesystem is read-only. It is compiled as
+unchecked hash-based bytecode, used without a look at its source: timestamp bytecode records
+the source's mtime in whole seconds, and the image's layers round a file's mtime to the
+nearest second, so a file written in the second half of a second had bytecode the interpreter
+took for stale (136 of edgefd's 177 modules in one build): every process compiled them again
+at every start, in memory, and kept the compiler's garbage. Measured on the real node (e2e,
+DRA): the pod's working set 99-105 MiB with such builds against 93 MiB, at random from one
+build to the next.
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import py_compile
 import re
 import shutil
 import subprocess
@@ -259,7 +267,8 @@ def main() -> None:
     for p in sp.rglob("__pycache__"):
         shutil.rmtree(p)
     pip_uninstall(args.venv, list(TOOLING))  # last: pip removes itself
-    if not compileall.compile_dir(sp, quiet=1, workers=0):
+    unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH  # the image never changes
+    if not compileall.compile_dir(sp, quiet=1, workers=0, invalidation_mode=unchecked):
         sys.exit("slim_venv: bytecode compilation failed")
     print(table(before, sizes(sp)))
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -166,6 +167,29 @@ def test_virtualenv_keeps_every_requirement_and_no_installer(arch: str, image_ro
     assert not list(sp.rglob("*.pyi"))
     # bytecode is there for what runs (a read-only root cannot cache it at run time)
     assert list((sp / "kubernetes" / "client" / "__pycache__").glob("rest.*.pyc"))
+    assert not stale_bytecode(sp)
+
+
+UNCHECKED_HASH = 0b01  # a pyc's flags (PEP 552): hash-based, not checked against the source
+
+
+def stale_bytecode(sp: Path) -> list[str]:
+    """The modules whose bytecode the interpreter would not use, so that every process
+    compiles them again at start (scripts/image/slim_venv.py): timestamp bytecode whose
+    recorded mtime or size is not its source's."""
+    out = []
+    for pyc in sp.rglob("__pycache__/*.pyc"):
+        src = pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py")
+        if not src.exists():
+            continue
+        head = pyc.read_bytes()[:16]
+        flags, mtime, size = struct.unpack("<III", head[4:16])
+        if flags == UNCHECKED_HASH:
+            continue
+        st = src.stat()
+        if flags != 0 or (mtime, size) != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
+            out.append(str(src.relative_to(sp)))
+    return out
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -383,7 +383,7 @@ def test_values_reach_the_objects() -> None:
     assert "--removal-grace=30m" in container(spec, "feature-sink")["command"]
     plugin = container(pod_spec(daemonset(docs, DEVPLUGIN_DS)), "devplugin")["resources"]
     assert plugin == {"requests": {"cpu": "10m", "memory": "64Mi"},
-                      "limits": {"cpu": "200m", "memory": "128Mi"}}  # fmt: skip
+                      "limits": {"cpu": "1", "memory": "128Mi"}}  # fmt: skip
 
 
 def test_api_both_renders_both_apis() -> None:

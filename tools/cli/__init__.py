@@ -26,6 +26,7 @@ from .logs import defer_warning, fail
 from .logs import setup_logging as setup_logging
 from .logs import verbose_option as verbose_option
 from .notices import notice_dir_option as notice_dir_option
+from .oneshot import freeze_at_exit as freeze_at_exit
 
 # node-feature-discovery's local source directory (its value is checked against
 # edgefd.core.featuresd in the tests; not imported from there to keep start-up light)

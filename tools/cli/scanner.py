@@ -13,6 +13,7 @@ from . import (
     Duration,
     command,
     common_options,
+    freeze_at_exit,
     guarded,
     listen_option,
     notice_dir_option,
@@ -110,6 +111,8 @@ def make_command(tool: str, run: Callable[..., int], help_text: str) -> click.Co
     @bus_options
     @guarded(tool)
     def scanner(**kwargs: Any) -> int:
+        if not kwargs.get("watch"):
+            freeze_at_exit()
         return run(**kwargs)
 
     return scanner

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from edgefd.cli import command, common_options, guarded, renamed_option
+from edgefd.cli import command, common_options, freeze_at_exit, guarded, renamed_option
 from edgefd.cli.scanner import create_features_dir_option
 from edgefd.core.errors import UsageError
 
@@ -107,6 +107,7 @@ def main(
 
     Writes FEATURES_DIR/dt-labeller for node-feature-discovery or edgefd's feature-sink.
     """
+    freeze_at_exit()  # one-shot: a cheaper exit (edgefd.cli)
     from edgefd.core.labels import PRODUCER_POLICY, check_prefix
     from edgefd.core.log import get_logger
 
