@@ -151,7 +151,7 @@ def test_on_by_default_in_devplugins_pod_only() -> None:
     re-enumerates) works in the default install; the keeper runs next to devplugin, in the
     one pod (with split-identity in devplugin's, and the labels pod has none of it)."""
     names = [c["name"] for _, c in all_containers(pod_spec(daemonset(None, DEVPLUGIN_DS)))]
-    assert names == ["dt-labeller", "bus-scan", "feature-sink", "devplugin", KEEPER]
+    assert names == ["devplugin", "dt-labeller", "bus-scan", "feature-sink", KEEPER]
     split = render([K8S], [OVERLAYS / "split-identity"])
     names = [c["name"] for _, c in all_containers(pod_spec(daemonset(split, SPLIT_DS)))]
     assert names == ["devplugin", KEEPER]

@@ -176,7 +176,8 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
     ),
     # two DaemonSets split by identity (issue 34 item 3)
     "split": (s("splitByIdentity=true"), ("split-identity",)),
-    "split+dra": (s("splitByIdentity=true", "devicePlugin.api=dra"), ("split-identity", "dra")),
+    # split-identity after the components that patch devplugin (k8s/overlays/dra/after-split.yaml)
+    "split+dra": (s("splitByIdentity=true", "devicePlugin.api=dra"), ("dra", "split-identity")),
     "split+dra+hostnetwork+nodefeature": (
         s(
             "splitByIdentity=true",

@@ -27,6 +27,7 @@ import yaml
 from tests.k8s.test_dra_manifests import render
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
+    INIT_CONTAINERS,
     K8S,
     LABELS_DS,
     MARK_DEVPLUGIN,
@@ -80,14 +81,38 @@ COMBINATIONS = [
     ("dra-evict", "no-device-keeper", "dra"),
     ("hostnetwork", "no-device-keeper"),
     ("nodefeature", "hostnetwork", "no-devplugin", "host-features"),
-    # two DaemonSets split by identity (issue 34 item 3), before and after the others
+    # two DaemonSets split by identity (issue 34 item 3): after every component that patches
+    # devplugin (SPLIT_LAST), before or after the others
     ("split-identity",),
     ("dra", "split-identity"),
-    ("split-identity", "dra", "dra-evict"),
+    ("dra", "dra-evict", "split-identity"),
     ("hostnetwork", "host-features", "split-identity", "nodefeature"),
-    ("split-identity", "no-device-keeper", "hostnetwork"),
+    ("split-identity", "no-device-keeper", "nodefeature"),
+    ("no-device-keeper", "hostnetwork", "split-identity"),
     ("no-device-keeper", "dra", "split-identity"),
 ]
+# The components that patch devplugin, written for edgefd's init container: split-identity
+# makes it an ordinary container of its own pod, so it must come after them (k0s and microk8s
+# patch it in DRA mode only); in another order kustomize stops, naming the path
+# SPLIT_REFUSAL (each one's after-split.yaml).
+SPLIT_LAST = ("dra", "dra-evict", "hostnetwork")
+SPLIT_LAST_WITH_DRA = ("k0s", "microk8s")
+SPLIT_REFUSAL = "edgefd.io~1list-split-identity-after-this-component"
+
+
+def refused_after_split(components: tuple[str, ...]) -> str | None:
+    """The component that refuses to come after split-identity in this order, if one does."""
+    if "split-identity" not in components:
+        return None
+    at = components.index("split-identity")
+    dra_before = "dra" in components[:at]
+    for c in components[at + 1 :]:
+        if c in SPLIT_LAST or (c in SPLIT_LAST_WITH_DRA and dra_before):
+            return c
+        dra_before = dra_before or c == "dra"
+    return None
+
+
 # The distribution components (issue 34 item 1) are a dimension of their own: each one alone
 # and with each other component in both orders (with dra-evict, which needs dra, as dra's
 # third), not the whole product; tests/k8s/test_profiles.py checks their paths and the chart.
@@ -242,6 +267,7 @@ def test_no_devplugin(base: list[dict[str, Any]]) -> None:
     want = copy.deepcopy(b[key])
     del want["metadata"]["annotations"]
     spec = pod_spec(want)
+    spec["initContainers"] = [c for c in spec["initContainers"] if c["name"] != "devplugin"]
     spec["containers"] = [c for c in spec["containers"] if c["name"] == "feature-sink"]
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in PLUGIN_VOLUMES]
     assert o[key] == want
@@ -261,8 +287,9 @@ def test_hostnetwork(base: list[dict[str, Any]]) -> None:
         ds_b, ds_o = b[("DaemonSet", NAMESPACE, name)], o[("DaemonSet", NAMESPACE, name)]
         spec = pod_spec(ds_o)
         assert spec.pop("hostNetwork") is True, name
-        # the init containers keep their order: bus-scan, a native sidecar, after dt-labeller
-        assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
+        # the init containers keep their order: devplugin first, bus-scan (a native sidecar)
+        # after dt-labeller
+        assert [c["name"] for c in spec["initContainers"]] == list(INIT_CONTAINERS)
         for c in [*spec.get("initContainers", []), *spec["containers"]]:
             for e in c.get("env", []):
                 if e["name"] == "EDGEFD_LISTEN":
@@ -372,13 +399,16 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
             violations = [v for v in violations if not any(p in v for p in DRA_HOSTPATHS)]
         assert set(violations) == allowed, violations
     spec = pod_spec(daemonset(docs))
-    assert [c["name"] for c in spec["initContainers"]] == ["dt-labeller", "bus-scan"]
     # one pod, or two split by identity; each container in one of them, none added by a patch
     plugin = [] if "no-devplugin" in components else ["devplugin", "device-keeper"]
     if "no-device-keeper" in components:
         plugin = plugin[:1]
-    want = {LABELS_DS: sorted(["feature-sink", *plugin])}
-    if "split-identity" in components:
+    split = "split-identity" in components
+    # devplugin first, as a native sidecar, in the one pod; the first container of its own
+    sidecar = ["devplugin"] if plugin and not split else []
+    assert [c["name"] for c in spec["initContainers"]] == [*sidecar, "dt-labeller", "bus-scan"]
+    want = {LABELS_DS: sorted(["feature-sink", *plugin[len(sidecar) :]])}
+    if split:
         want = {LABELS_DS: ["feature-sink"], SPLIT_DS: sorted(plugin)}
     held = {ds["metadata"]["name"]: sorted(c["name"] for c in pod_spec(ds)["containers"])
             for ds in daemonsets(docs)}  # fmt: skip
@@ -407,19 +437,31 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("k0s", "dra", "no-device-keeper"),
         ("microk8s", "dra", "hostnetwork"),
         ("k3s", "no-device-keeper", "nodefeature"),
-        ("split-identity", "dra", "hostnetwork", "no-device-keeper"),
-        ("k0s", "split-identity", "dra-evict", "dra"),
+        ("dra", "hostnetwork", "no-device-keeper", "split-identity"),
+        ("k0s", "dra-evict", "dra", "split-identity"),
+        ("microk8s", "dra", "split-identity"),
         ("split-identity", "host-features", "nodefeature"),
     ],
     ids=lambda c: "+".join(c),
 )
-def test_order_does_not_matter(components: tuple[str, ...]) -> None:
-    """No component patches what another one moved: every order gives the same objects."""
+def test_order_does_not_matter(components: tuple[str, ...], tmp_path: Path) -> None:
+    """No component patches what another one moved: every order gives the same objects, but
+    one listing split-identity before a component that patches devplugin, which kustomize
+    refuses, naming that component and the rule."""
     import itertools
 
     first = keyed([sorted_env(d) for d in combo(components)])
-    for order in itertools.permutations(components):
-        assert keyed([sorted_env(d) for d in combo(order)]) == first, order
+    for i, order in enumerate(itertools.permutations(components)):
+        late = refused_after_split(order)
+        if late is None:
+            assert keyed([sorted_env(d) for d in combo(order)]) == first, order
+            continue
+        (tmp_path / str(i)).mkdir()
+        write_kustomization(tmp_path / str(i), order)
+        r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path / str(i))],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode != 0, order
+        assert SPLIT_REFUSAL in r.stderr and f"k8s/overlays/{late}" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,10 @@ TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # edgefd's mark (k8s/rbac.yaml): what the admission policies find edgefd's accounts by
 MARK = {"apiGroups": ["admission.edgefd.io"], "resources": ["restrictions"], "verbs": ["subject"]}
 
-INIT_CONTAINERS = ("dt-labeller", "bus-scan")  # bus-scan is a native sidecar
-SIDECARS = ("bus-scan",)
+# devplugin first, then the producers; devplugin and bus-scan are native sidecars
+INIT_CONTAINERS = ("devplugin", "dt-labeller", "bus-scan")
+SIDECARS = ("devplugin", "bus-scan")
+PRODUCERS = ("dt-labeller", "bus-scan")  # the init containers of the labels' pod alone
 LONG_RUNNING = ("feature-sink", "devplugin", "device-keeper")
 
 
@@ -87,7 +89,7 @@ ROOT_ALLOWED = {
 }
 # hostPath -> (containers that may mount it, must every mount be read-only)
 HOSTPATHS_ALLOWED = {
-    "/sys": (set(INIT_CONTAINERS) | {"devplugin"}, True),
+    "/sys": (set(INIT_CONTAINERS), True),
     "/dev": ({"devplugin"}, True),
     "/var/lib/kubelet/device-plugins": ({"devplugin"}, False),
     # k8s/overlays/host-features: the host's NFD features.d, read by the sink alone
@@ -325,13 +327,14 @@ def effective_security(spec: dict[str, Any], c: dict[str, Any]) -> dict[str, Any
 
 
 def test_container_set() -> None:
-    """One DaemonSet, one pod (issue 34 item 3): the producers as init containers (bus-scan
-    a native sidecar), the sink, the plugin and the keeper as containers."""
+    """One DaemonSet, one pod (issue 34 item 3): devplugin, then the producers, as init
+    containers (devplugin and bus-scan native sidecars), the sink and the keeper as
+    containers."""
     assert [ds["metadata"]["name"] for ds in daemonsets()] == [LABELS_DS]
     spec = pod_spec(daemonset())
     assert [c["name"] for c in spec["initContainers"]] == list(INIT_CONTAINERS)
     # device-keeper is in the base (issue 34 item 3): k8s/overlays/no-device-keeper removes it
-    assert [c["name"] for c in spec["containers"]] == ["feature-sink", "devplugin", "device-keeper"]
+    assert [c["name"] for c in spec["containers"]] == ["feature-sink", "device-keeper"]
     for _, c in all_containers(spec):
         assert DAEMONSET_OF[c["name"]] == LABELS_DS
     # the marks the components select the DaemonSet holding devplugin by
@@ -368,6 +371,19 @@ def test_bus_scanners_are_one_native_sidecar_gating_the_sink() -> None:
     assert "readinessProbe" not in sidecar  # a sidecar's readiness would gate nothing useful
     # the sink reads what the sidecar writes, and starts after it
     assert spec["containers"][0]["name"] == "feature-sink"
+
+
+def test_devplugin_starts_first_and_holds_nothing_back() -> None:
+    """devplugin is the first init container, a native sidecar with no startup probe: the
+    kubelet starts it with the pod's sandbox, and goes on to dt-labeller as soon as it runs,
+    so the plugin registers (and the node's workloads start) without waiting for the labels,
+    and the labels do not wait for the plugin or its peer (a startup probe on an init
+    container holds the next one back until it passes)."""
+    spec = pod_spec(daemonset())
+    first = spec["initContainers"][0]
+    assert first["name"] == "devplugin"
+    assert first["restartPolicy"] == "Always"
+    assert "startupProbe" not in first
 
 
 def privilege_violations(ds: dict[str, Any]) -> list[str]:
@@ -541,7 +557,7 @@ def test_privilege_check_catches_escalations(name: str) -> None:
 
 def test_host_root_layout_matches_the_flags() -> None:
     """Tools that read the host get --host-root=/host and have host /sys at /host/sys."""
-    for name in (*INIT_CONTAINERS, "devplugin"):
+    for name in INIT_CONTAINERS:
         spec = pod_spec(daemonset(name=DAEMONSET_OF[name]))
         volumes = {v["name"]: v for v in spec["volumes"]}
         c = container(spec, name)
@@ -572,7 +588,7 @@ def test_device_plugin_dir_is_mounted_at_the_host_path() -> None:
 def test_features_dir_is_shared_through_an_emptydir() -> None:
     spec = pod_spec(daemonset())
     volumes = {v["name"]: v for v in spec["volumes"]}
-    for name in (*INIT_CONTAINERS, "feature-sink"):
+    for name in (*PRODUCERS, "feature-sink"):
         c = container(spec, name)
         fdir = setting(c, "--features-dir")
         assert fdir, f"{name} must name its --features-dir"
@@ -647,6 +663,8 @@ def test_long_running_containers_have_probes_on_their_listen_port(name: str) -> 
         target = ports.get(get["port"], get["port"])
         assert target == port, f"{name} {probe} probes {target}, the tool listens on {port}"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    if name in SIDECARS:
+        return  # no startup probe: test_devplugin_starts_first_and_holds_nothing_back
     start = c["startupProbe"]["exec"]["command"]
     assert start[:4] == ["/opt/edgefd/bin/python", "-m", "edgefd.probe", str(port)], name
 
@@ -665,6 +683,9 @@ def test_a_healthy_start_fails_no_probe(name: str) -> None:
     container (tools/probe.py) for /readyz, and must end before the kubelet's timeout (or the
     wait itself would be a failure); its first run comes within a second of the start."""
     c = next(x for x in every_container() if x["name"] == name)
+    if "startupProbe" not in c:  # devplugin, a sidecar that holds nothing back
+        first_run_waits_for_a_healthy_start(c)
+        return
     probe = c["startupProbe"]
     assert set(probe) == {"exec", "periodSeconds", "timeoutSeconds", "failureThreshold"}
     assert probe["periodSeconds"] == 1
@@ -672,6 +693,22 @@ def test_a_healthy_start_fails_no_probe(name: str) -> None:
     assert "initialDelaySeconds" not in c.get("livenessProbe", {})
     for kind in ("livenessProbe", "readinessProbe"):
         assert "exec" not in c.get(kind, {}), "periodic exec probes cost a process each"
+
+
+# how long devplugin takes to be ready after its container starts: 0.5-1.5 s on the e2e node
+# (its registration, then its first ResourceSlice), so a probe may run from twice that on
+READY_WITHIN_S = 3
+
+
+def first_run_waits_for_a_healthy_start(c: dict[str, Any]) -> None:
+    """A container without a startup probe: its HTTP probes wait out a healthy start
+    themselves, readiness often enough that the pod is Ready soon after the container is."""
+    ready, alive = c["readinessProbe"], c["livenessProbe"]
+    assert ready["initialDelaySeconds"] >= READY_WITHIN_S
+    assert ready["periodSeconds"] <= READY_WITHIN_S
+    assert alive["initialDelaySeconds"] >= alive["periodSeconds"]
+    for kind in ("livenessProbe", "readinessProbe"):
+        assert "exec" not in c[kind], "periodic exec probes cost a process each"
 
 
 def test_every_container_has_requests_and_limits() -> None:

@@ -61,11 +61,17 @@ def test_two_daemonsets_each_container_as_in_the_one_pod(dra: bool) -> None:
     whole = pod_spec(daemonset(one))
     labels, plugin = pod_spec(daemonset(two)), pod_spec(daemonset(two, SPLIT_DS))
     assert [c["name"] for c in labels["containers"]] == ["feature-sink"]
-    assert labels["initContainers"] == whole["initContainers"]
+    # devplugin, the one pod's first init container (a native sidecar), is the first
+    # container of its own pod: nothing comes before it there
+    assert whole["initContainers"][0]["name"] == "devplugin"
+    assert labels["initContainers"] == whole["initContainers"][1:]
     assert "initContainers" not in plugin
-    assert sorted(c["name"] for c in plugin["containers"]) == sorted(PLUGIN)
-    for name in PLUGIN:  # securityContext, probes, ports, mounts: all as in the one pod
-        assert container(plugin, name) == container(whole, name)
+    assert [c["name"] for c in plugin["containers"]] == list(PLUGIN)
+    sidecar = dict(container(whole, "devplugin"))
+    assert sidecar.pop("restartPolicy") == "Always"
+    assert container(plugin, "devplugin") == sidecar
+    # securityContext, probes, ports, mounts: all as in the one pod
+    assert container(plugin, "device-keeper") == container(whole, "device-keeper")
     assert container(labels, "feature-sink") == container(whole, "feature-sink")
     # each pod has exactly the volumes its containers mount, as the one pod has them
     volumes = {v["name"]: v for v in whole["volumes"]}
@@ -82,7 +88,7 @@ def test_two_daemonsets_each_container_as_in_the_one_pod(dra: bool) -> None:
 
 
 def test_separate_accounts_and_dra_rights_on_devplugins_only() -> None:
-    for order in ([DRA, SPLIT], [SPLIT, DRA]):
+    for order in ([DRA, SPLIT],):  # split-identity last (test_kustomize.py: the other order)
         docs = render([K8S], order)
         assert pod_spec(daemonset(docs))["serviceAccountName"] == SERVICE_ACCOUNT
         assert pod_spec(daemonset(docs, SPLIT_DS))["serviceAccountName"] == DEVPLUGIN_SA

@@ -35,7 +35,7 @@ from .checks_devices import ALLOWED_OPEN, probe, workload
 from .context import Run
 from .expect import Device
 from .hosttree import DevNode
-from .keeper_install import identity, keeper_metric, keeper_problem, set_keeper
+from .keeper_install import identity, keeper_metric, keeper_problem_settled, set_keeper
 from .kube import wait_for
 
 ROUNDS = 10
@@ -211,7 +211,7 @@ def check_keeper(run: Run) -> dict[str, Any]:
             "ok": True,
             "not_applicable": f"{device.dra_name} is on {device.bus}: no re-enumeration",
         }
-    missing = keeper_problem(run.all_edgefd_pods())
+    missing = keeper_problem_settled(run)
     if missing:
         return {"ok": False, "problems": [missing]}
     problems: list[str] = []

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from .context import NAMESPACE, OWNERSHIP, Run
+from .context import NAMESPACE, OWNERSHIP, Run, containers_of, running_ready
 from .kube import Sample, wait_for
 
 # How a user removes edgefd's labels once edgefd is gone (they stay on purpose: a deleted
@@ -55,10 +55,8 @@ def check_rolling_update(run: Run) -> dict[str, Any]:
         if len(pods) != 1 or len(new) != 1:
             return False
         # the runtime may report either tag of the one image, so the spec says which it runs
-        spec, st = new[0]["spec"], new[0]["status"]
-        images = {c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
-        statuses = st.get("containerStatuses", [])
-        return images == {new_image} and bool(statuses) and all(c["ready"] for c in statuses)
+        images = {c["image"] for c in containers_of(new[0]["spec"])}
+        return images == {new_image} and running_ready(new[0])
 
     wait_for("rollout", rolled, timeout=90, interval=0.1)
     t_ready = time.monotonic()

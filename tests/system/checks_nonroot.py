@@ -25,7 +25,7 @@ from typing import Any
 from tests.peers.processes import REPO_ROOT
 
 from .checks_devices import ALLOWED_OPEN, TRY_OPEN, workload
-from .context import Run, devplugin_pods
+from .context import Run, container_of, devplugin_pods, running_ready
 from .expect import Device
 from .hosttree import PLUGDEV_GID
 from .install import kustomization
@@ -124,10 +124,9 @@ def set_cdi(run: Run, on: bool) -> None:
         pods = devplugin_pods(run.api)
         if len(pods) != 1:
             return False
-        [c] = [c for c in pods[0]["spec"]["containers"] if c["name"] == "devplugin"]
+        c = container_of(pods[0]["spec"], "devplugin")
         has = any(e["name"] == "EDGEFD_CDI_SPEC_DIR" for e in c.get("env", ()))
-        statuses = pods[0].get("status", {}).get("containerStatuses") or []
-        return has == on and bool(statuses) and all(s.get("ready") for s in statuses)
+        return has == on and running_ready(pods[0])
 
     wait_for(f"devplugin pod {'with' if on else 'without'} CDI devices", shaped, timeout=120)
     wait_for("allocatable", lambda: run.allocatable_ok(run.get_node()["status"]["allocatable"]),

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .context import NAMESPACE, Run
+from .context import NAMESPACE, Run, statuses_of
 from .kube import wait_for
 
 CONFIGMAP = f"/api/v1/namespaces/{NAMESPACE}/configmaps/edgefd-devplugin"
@@ -30,7 +30,7 @@ def _set(run: Run, text: str) -> None:
 def _devplugin(run: Run) -> tuple[str, int]:
     """(container ID, restart count) of the running devplugin container."""
     for pod in run.all_edgefd_pods():
-        for st in pod.get("status", {}).get("containerStatuses") or ():
+        for st in statuses_of(pod):
             if st["name"] == "devplugin":
                 return st.get("containerID", ""), int(st.get("restartCount", 0))
     raise AssertionError("no devplugin container")

@@ -10,12 +10,13 @@ opt-out. The check must fail, not skip, when the default install has no keeper.
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from .context import Run, devplugin_pods
+from .context import Run, devplugin_pods, holds, running_ready
 from .install import CHART, RELEASE, kustomization
 from .kube import wait_for
 
@@ -45,6 +46,18 @@ def keeper_problem(pods: list[dict[str, Any]]) -> str | None:
     )
 
 
+def keeper_problem_settled(run: Run, timeout: float = 30.0) -> str | None:
+    """keeper_problem once a not-ready keeper had a readiness period to become ready: after a
+    kubelet restart (check 5) the kubelet reports each container not ready until that
+    container's next readiness probe, up to its period (10 s) later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        problem = keeper_problem(run.all_edgefd_pods())
+        if problem is None or "not ready" not in problem or time.monotonic() > deadline:
+            return problem
+        time.sleep(0.2)
+
+
 def identity(run: Run, pod: str) -> tuple[str, str, int]:
     """(pod UID, container ID, restart count) of a one-container pod: what changes when the
     pod or its container is restarted."""
@@ -72,10 +85,7 @@ def set_keeper(run: Run, on: bool) -> None:
         pods = devplugin_pods(run.api)
         if len(pods) != 1:
             return False
-        names = {c["name"] for c in pods[0]["spec"]["containers"]}
-        statuses = pods[0].get("status", {}).get("containerStatuses") or []
-        ready = statuses and all(s.get("ready") for s in statuses)
-        return (KEEPER in names) == on and bool(ready)
+        return holds(pods[0], KEEPER) == on and running_ready(pods[0])
 
     wait_for(f"devplugin pod {'with' if on else 'without'} the keeper", shaped, timeout=120)
     if on:

@@ -135,11 +135,11 @@ class Scenario:
 
     def overlay(self, work: Path | None = None) -> Path:
         """The e2e overlay of its API; split, or on another layout than kubeadm, that overlay
-        plus split-identity and the distribution's component (a kustomization written under
-        ``work``)."""
+        plus the distribution's component and split-identity, last, as it must be (a
+        kustomization written under ``work``)."""
         base = checks_dra.OVERLAY if self.dra else OVERLAY
-        names = (["split-identity"] if self.split else []) + (
-            [self.layout] if self.layout != "kubeadm" else []
+        names = ([self.layout] if self.layout != "kubeadm" else []) + (
+            ["split-identity"] if self.split else []
         )
         if not names or work is None:
             return base

@@ -209,15 +209,15 @@ def test_the_runtime_root_and_state_are_on_scratch_binds(layout: str) -> None:
 
 
 def test_a_split_scenario_installs_split_identity(tmp_path: Path) -> None:
-    """``+split`` (issue 34 item 3): the overlay plus k8s/overlays/split-identity (before the
-    layout's component), or the chart's splitByIdentity; two DaemonSets render, devplugin's
-    with the node's settings copied from the one pod."""
+    """``+split`` (issue 34 item 3): the overlay plus k8s/overlays/split-identity (after the
+    layout's component, as it must be), or the chart's splitByIdentity; two DaemonSets
+    render, devplugin's with the node's settings copied from the one pod."""
     sc = Scenario.parse("dra+split%microk8s")
     assert (sc.dra, sc.split, sc.layout, sc.helm) == (True, True, "microk8s", False)
     assert sc.way != Scenario.parse("dra%microk8s").way
     doc = yaml.safe_load((sc.overlay(tmp_path) / "kustomization.yaml").read_text())
     names = [Path(p).name for p in (*doc["resources"], *doc["components"])]
-    assert names == ["overlay-dra", "split-identity", "microk8s"]
+    assert names == ["overlay-dra", "microk8s", "split-identity"]
     assert "splitByIdentity=true" in chart_values(1, "/sys", "dra", "kubeadm", split=True)
     assert "splitByIdentity=true" not in chart_values(1, "/sys", "dra")
     out = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(sc.overlay(tmp_path))],

@@ -159,10 +159,10 @@ def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs(tmp_path: Path) 
     key = ("DaemonSet", "edgefd")  # the one pod holds devplugin
     o, c = (x.pop(key)["spec"]["template"]["spec"] for x in (over, cdi))
     assert over == cdi
-    [dp] = [x for x in c["containers"] if x["name"] == "devplugin"]
+    [dp] = [x for x in c["initContainers"] if x["name"] == "devplugin"]
     env = {e["name"]: e.get("value") for e in dp.pop("env")}
     assert env.pop("EDGEFD_CDI_SPEC_DIR") == "/var/run/cdi"
-    [was] = [x for x in o["containers"] if x["name"] == "devplugin"]
+    [was] = [x for x in o["initContainers"] if x["name"] == "devplugin"]
     assert env == {e["name"]: e.get("value") for e in was.pop("env")}
     mounts = {m["name"]: m for m in dp.pop("volumeMounts")}
     assert mounts.pop("cdi-specs")["mountPath"] == "/var/run/cdi"
@@ -171,8 +171,8 @@ def test_the_cdi_overlay_adds_only_the_device_plugins_cdi_specs(tmp_path: Path) 
     volumes = {v["name"]: v for v in c.pop("volumes")}
     assert volumes.pop("cdi-specs")["hostPath"]["path"] == "/var/run/cdi"
     assert list(volumes.values()) == o.pop("volumes")
-    c["containers"] = [x for x in c["containers"] if x["name"] != "devplugin"]
-    o["containers"] = [x for x in o["containers"] if x["name"] != "devplugin"]
+    c["initContainers"] = [x for x in c["initContainers"] if x["name"] != "devplugin"]
+    o["initContainers"] = [x for x in o["initContainers"] if x["name"] != "devplugin"]
     assert c == o
 
 

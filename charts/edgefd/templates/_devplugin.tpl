@@ -28,20 +28,26 @@ edgefd.io/device-api: {{ if include "edgefd.dra" . }}dra{{ else }}device-plugin{
 edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off"{{ end }}
 {{- end }}
 
-{{- define "edgefd.devpluginContainers" }}
+{{- /* devplugin: in the one pod the first init container, a native sidecar (restartPolicy
+Always), so that the kubelet starts it with the pod rather than after dt-labeller and bus-scan's
+startup probe: it needs nothing they write, and the node's workload pods wait for it. In a
+DaemonSet of its own, an ordinary container: nothing comes before it there
+(k8s/pod-template.yaml, k8s/overlays/split-identity). */ -}}
+{{- define "edgefd.devpluginContainer" }}
 {{- $image := include "edgefd.image" . }}
 {{- $listen := include "edgefd.listenHost" . }}
 {{- $dra := include "edgefd.dra" . }}
 {{- $dp := include "edgefd.devicePluginApi" . }}
 {{- $kubeletDir := include "edgefd.kubeletDir" . }}
-{{- $criSocket := include "edgefd.criSocket" . }}
 {{- $devicePlugins := include "edgefd.devicePluginDir" . }}
 {{- $registry := include "edgefd.pluginsRegistryDir" . }}
 {{- $draPlugin := include "edgefd.draPluginDir" . }}
-{{- $podResources := include "edgefd.podResourcesDir" . }}
         - name: devplugin
           image: {{ $image }}
           imagePullPolicy: {{ .Values.image.pullPolicy }}
+          {{- if include "edgefd.onePod" . }}
+          restartPolicy: Always
+          {{- end }}
           command:
             - devplugin
             - --host-root=/host
@@ -82,18 +88,15 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
               type: RuntimeDefault
           resources:
             {{- toYaml .Values.resources.devplugin | nindent 12 }}
-          startupProbe:
-            exec:
-              command: [/opt/edgefd/bin/python, -m, edgefd.probe, "8082", --within=20,
-                        --or-alive=/healthz]
-            periodSeconds: 1
-            timeoutSeconds: 30
-            failureThreshold: 5
+          # No startup probe: on an init container it would hold dt-labeller, and so the labels,
+          # until the plugin's peer answered; the first probes wait instead, so that a healthy
+          # start fails none (k8s/pod-template.yaml says how long)
           livenessProbe:
             httpGet:
               path: /healthz
               port: plugin-http
               {{- include "edgefd.probeHost" . | nindent 14 }}
+            initialDelaySeconds: 20
             periodSeconds: 20
             timeoutSeconds: 3
             failureThreshold: 3
@@ -102,7 +105,8 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
               path: /readyz
               port: plugin-http
               {{- include "edgefd.probeHost" . | nindent 14 }}
-            periodSeconds: 10
+            initialDelaySeconds: 3
+            periodSeconds: 3
             timeoutSeconds: 3
             failureThreshold: 3
           volumeMounts:
@@ -124,6 +128,15 @@ edgefd.io/device-keeper: {{ if .Values.deviceKeeper.enabled }}"on"{{ else }}"off
             - {name: host-dev, mountPath: /host/dev, readOnly: true}
             - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
             - {name: notices, mountPath: /run/edgefd/notices}
+{{- end }}
+
+{{- /* device-keeper, an ordinary container in either DaemonSet */ -}}
+{{- define "edgefd.deviceKeeperContainer" }}
+{{- $image := include "edgefd.image" . }}
+{{- $listen := include "edgefd.listenHost" . }}
+{{- $kubeletDir := include "edgefd.kubeletDir" . }}
+{{- $criSocket := include "edgefd.criSocket" . }}
+{{- $podResources := include "edgefd.podResourcesDir" . }}
         {{- if .Values.deviceKeeper.enabled }}
         # k8s/pod-template.yaml says why each capability and mount
         - name: device-keeper
