@@ -14,11 +14,11 @@ from typing import Any
 from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
 from .context import (
     Run,
-    container_of,
     devplugin_daemonset,
     devplugin_pods,
     metric,
     plugin_metrics,
+    spec_container,
 )
 from .expect import unplugged_reason
 from .kube import wait_for
@@ -41,14 +41,14 @@ def with_evict_after(run: Run) -> float:
     again."""
     path = devplugin_daemonset(run.api)
     ds = run.api.get(path)
-    c = container_of(ds["spec"]["template"]["spec"], "devplugin")
+    c = spec_container(ds["spec"]["template"]["spec"], "devplugin")
     c["command"] = [a for a in c["command"] if not a.startswith("--evict-after")]
     c["command"].append(f"--evict-after={EVICT_AFTER_S:g}s")
     t0 = time.monotonic()
     run.api.request("PUT", path, ds)
 
     def command(pod: dict[str, Any]) -> list[str]:
-        return container_of(pod["spec"], "devplugin")["command"]
+        return spec_container(pod["spec"], "devplugin")["command"]
 
     def rolled() -> bool:
         pods = devplugin_pods(run.api)

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from .context import NAMESPACE, OWNERSHIP, Run, containers_of, running_ready
+from .context import NAMESPACE, OWNERSHIP, Run, running_ready, spec_containers
 from .kube import Sample, wait_for
 
 # How a user removes edgefd's labels once edgefd is gone (they stay on purpose: a deleted
@@ -55,7 +55,7 @@ def check_rolling_update(run: Run) -> dict[str, Any]:
         if len(pods) != 1 or len(new) != 1:
             return False
         # the runtime may report either tag of the one image, so the spec says which it runs
-        images = {c["image"] for c in containers_of(new[0]["spec"])}
+        images = {c["image"] for c in spec_containers(new[0]["spec"])}
         return images == {new_image} and running_ready(new[0])
 
     wait_for("rollout", rolled, timeout=90, interval=0.1)

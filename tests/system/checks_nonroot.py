@@ -25,7 +25,7 @@ from typing import Any
 from tests.peers.processes import REPO_ROOT
 
 from .checks_devices import ALLOWED_OPEN, TRY_OPEN, workload
-from .context import Run, container_of, devplugin_pods, running_ready
+from .context import Run, devplugin_pods, running_ready, spec_container
 from .expect import Device
 from .hosttree import PLUGDEV_GID
 from .install import kustomization
@@ -124,7 +124,7 @@ def set_cdi(run: Run, on: bool) -> None:
         pods = devplugin_pods(run.api)
         if len(pods) != 1:
             return False
-        c = container_of(pods[0]["spec"], "devplugin")
+        c = spec_container(pods[0]["spec"], "devplugin")
         has = any(e["name"] == "EDGEFD_CDI_SPEC_DIR" for e in c.get("env", ()))
         return has == on and running_ready(pods[0])
 

@@ -17,7 +17,15 @@ from typing import Any
 from tests.helpers import untimed
 from tests.peers.pki import decode_jwt
 
-from .context import NAMESPACE, OWNERSHIP, SPLIT_DS, Run
+from .context import (
+    NAMESPACE,
+    OWNERSHIP,
+    SPLIT_DS,
+    Run,
+    keeps_running,
+    spec_containers,
+    statuses_of,
+)
 from .kube import Api, KubeError, wait_for
 
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -29,8 +37,7 @@ CAP_BITS = {"CHOWN": 0, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "MKNOD": 27}
 
 
 def _manifest_containers(run: Run) -> dict[str, dict[str, Any]]:
-    spec = run.daemonset["spec"]["template"]["spec"]
-    return {c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]}
+    return {c["name"]: c for c in spec_containers(run.daemonset["spec"]["template"]["spec"])}
 
 
 def _proc_view(pid: int) -> dict[str, Any]:
@@ -96,16 +103,11 @@ def _state_problems(run: Run, pod: dict[str, Any]) -> tuple[dict[str, str], list
     """Init containers exited 0, sidecars (init containers with restartPolicy Always) and
     containers running and ready."""
     spec = run.daemonset["spec"]["template"]["spec"]
-    st = pod["status"]
-    statuses = {
-        s["name"]: s
-        for s in [*st.get("initContainerStatuses", []), *st.get("containerStatuses", [])]
-    }
+    statuses = {s["name"]: s for s in statuses_of(pod)}
     states, problems = {}, []
-    for c in [*spec.get("initContainers", []), *spec["containers"]]:
+    for c in spec_containers(spec):
         s = statuses.get(c["name"], {})
-        runs = c in spec["containers"] or c.get("restartPolicy") == "Always"
-        if runs:
+        if keeps_running(spec, c):
             ok = bool(s.get("ready")) and "running" in s.get("state", {})
             states[c["name"]] = "running, ready" if ok else f"not ready: {s.get('state')}"
         else:

@@ -27,14 +27,14 @@ PLUGIN_METRICS = "http://127.0.0.1:8082/metrics"  # the overlay's devplugin list
 OWNERSHIP = "edgefd.io/owned-labels"
 
 
-def containers_of(spec: dict[str, Any]) -> list[dict[str, Any]]:
+def spec_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """A pod spec's containers, the init containers first (devplugin is the one pod's first
     init container, a native sidecar; an ordinary container with split-identity)."""
     return [*spec.get("initContainers", []), *spec.get("containers", [])]
 
 
-def container_of(spec: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(c for c in containers_of(spec) if c["name"] == name)
+def spec_container(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in spec_containers(spec) if c["name"] == name)
 
 
 def statuses_of(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -43,17 +43,22 @@ def statuses_of(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]
 
 
+def keeps_running(spec: dict[str, Any], c: dict[str, Any]) -> bool:
+    """A container, or a native sidecar (an init container with restartPolicy Always): not a
+    one-shot init container."""
+    return c.get("restartPolicy") == "Always" or c in spec.get("containers", [])
+
+
 def running_ready(pod: dict[str, Any]) -> bool:
-    """Every container that keeps running (not a one-shot init container) is ready."""
-    long_running = {c["name"] for c in pod["spec"].get("containers", [])} | {
-        c["name"] for c in pod["spec"].get("initContainers", []) if c.get("restartPolicy")
-    }
+    """Every container that keeps running is ready."""
+    spec = pod["spec"]
+    long_running = {c["name"] for c in spec_containers(spec) if keeps_running(spec, c)}
     statuses = [s for s in statuses_of(pod) if s["name"] in long_running]
     return bool(statuses) and all(s.get("ready") for s in statuses)
 
 
 def holds(pod: dict[str, Any], container: str) -> bool:
-    return container in {c["name"] for c in containers_of(pod["spec"])}
+    return container in {c["name"] for c in spec_containers(pod["spec"])}
 
 
 def devplugin_pods(api: Api) -> list[dict[str, Any]]:
