@@ -45,7 +45,8 @@ RUN python -m venv /opt/edgefd \
       && /opt/edgefd/bin/pci-scan --help >/dev/null \
       && /opt/edgefd/bin/feature-sink --help >/dev/null \
       && /opt/edgefd/bin/devplugin --help >/dev/null \
-      && /opt/edgefd/bin/device-keeper --help >/dev/null; \
+      && /opt/edgefd/bin/device-keeper --help >/dev/null \
+      && /opt/edgefd/bin/kubectl-edgefd --help >/dev/null; \
     fi \
  && groupadd --system --gid 65532 edgefd \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

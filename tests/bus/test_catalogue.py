@@ -8,6 +8,7 @@ import pytest
 
 from edgefd.bus.catalogue import Catalogue, PciId, Thermal, UsbId, load_catalogue
 from edgefd.core.errors import BadInput
+from edgefd.core.schema import parse_yaml
 
 
 def test_packaged_catalogue() -> None:
@@ -161,6 +162,19 @@ def test_the_packaged_file_reads_the_same_as_json() -> None:
     text = DEFAULT_PATH.read_text()
     body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
     assert _parse_yaml(text, DEFAULT_PATH) == json.loads(body)
+    # and what the YAML reader gives, which refuses a key given twice (a literal does not)
+    assert _parse_yaml(text, DEFAULT_PATH) == parse_yaml(text, DEFAULT_PATH)
+
+
+def test_a_json_catalogue_with_a_key_given_twice_is_refused_naming_both_lines(
+    tmp_path: Path,
+) -> None:
+    """Issue 46 item 7: JSON, the fast path for a catalogue, keeps the last of two equal keys
+    as PyYAML did; such a file goes to the YAML reader, which refuses it."""
+    p = tmp_path / "cat.yaml"
+    p.write_text('# mine\n{"accelerators": [],\n "accelerators": []}\n')
+    with pytest.raises(BadInput, match=r"cat.yaml:3:2: duplicate key 'accelerators' \(first at"):
+        load_catalogue(p)
 
 
 # Issue 31 item 1: the accelerators of 2026, each ID as its driver lists it

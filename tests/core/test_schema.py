@@ -106,6 +106,46 @@ def test_a_yaml_syntax_error_is_file_line_col_and_one_line(text: str, message: s
     assert str(e.value) == message
 
 
+DUPLICATE = "; a key may appear only once in a mapping"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: 1\nb: 2\na: 3\n", "c.yaml:3:1: duplicate key 'a' (first at line 1)"),
+        (
+            "resources:\n  - name: edgefd.io/a\n    replicas: 1\n\n    replicas: 4\n",
+            "c.yaml:5:5: duplicate key 'replicas' (first at line 3)",
+        ),
+        ("r: [{name: x, name: y}]\n", "c.yaml:1:15: duplicate key 'name' (first at line 1)"),
+        ("1: a\n0x1: b\n", "c.yaml:2:1: duplicate key '0x1' (first at line 1)"),
+        ("'k': 1\n\"k\": 2\n", "c.yaml:2:1: duplicate key 'k' (first at line 1)"),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it_and_both_lines(text: str, message: str) -> None:
+    """Issue 46 item 7: PyYAML kept the last of two equal keys silently, so a resource pasted
+    twice with an edit in the first copy ran a configuration nobody reads in the file."""
+    with pytest.raises(BadInput) as e:
+        parse_yaml(text, "c.yaml")
+    assert str(e.value) == message + DUPLICATE
+
+
+def test_equal_keys_in_different_mappings_and_a_merge_key_override_are_fine() -> None:
+    doc = "a: {name: x}\nb: {name: y}\nbase: &b {x: 1, y: 2}\nitem:\n  <<: *b\n  x: 3\n"
+    assert parse_yaml(doc, "c.yaml") == {
+        "a": {"name": "x"},
+        "b": {"name": "y"},
+        "base": {"x": 1, "y": 2},
+        "item": {"x": 3, "y": 2},
+    }
+
+
+def test_a_duplicate_key_in_a_file_is_bad_input_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "resources.yaml").write_text("resources: []\nresources: []\n")
+    with pytest.raises(BadInput, match=r"resources.yaml:2:1: duplicate key 'resources' \(first"):
+        read_yaml(tmp_path / "resources.yaml", "configuration")
+
+
 @pytest.mark.parametrize(
     ("kind", "phrase"),
     [("fifo", "a FIFO, not a regular file"), ("large", "larger than 16 bytes")],

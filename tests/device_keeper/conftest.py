@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -39,14 +40,24 @@ def as_root() -> None:
 
 
 def _cleanup(d: Path) -> None:
-    for _ in range(50):
+    """Remove a cgroup the test made: whatever still runs in it (a stand-in, a probe child)
+    killed first, for up to 10 s; one left behind fails the test that made it."""
+    deadline = time.monotonic() + 10
+    while True:
         try:
             d.rmdir()
             return
         except FileNotFoundError:
             return
         except OSError:
-            time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise
+        try:
+            for pid in (d / "cgroup.procs").read_text().split():
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -101,11 +112,13 @@ def standin(as_root: None, tmp_path: Path) -> Iterator[Callable[..., subprocess.
     """Start stand-in containers (standin.py); each is killed at the end."""
     procs: list[subprocess.Popen] = []
 
-    def start(name: str, node: str, uid: int = 0, cgroups: list[Path] = ()) -> subprocess.Popen:
+    def start(
+        name: str, node: str, uid: int = 0, cgroups: list[Path] = (), path: str = ""
+    ) -> subprocess.Popen:
         root = tmp_path / f"root{len(procs)}"
         root.mkdir()
         argv = ["python3", "-m", "tests.device_keeper.standin", str(root), name, node]
-        argv += ["--uid", str(uid)]
+        argv += ["--uid", str(uid), "--path", path]
         for cg in cgroups:
             argv += ["--cgroup-procs", str(cg / "cgroup.procs")]
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=REPO_ROOT)

@@ -3,6 +3,10 @@ into a scratch root whose /dev is a private tmpfs holding `/dev/edgefd/<name>` (
 runtime made from the DeviceSpec or CDI spec), optionally in a cgroup and as another user.
 
     python -m tests.device_keeper.standin ROOT NAME MAJOR:MINOR [--uid N] [--cgroup-procs F]
+                                          [--path /dev/bus/usb/002/005]
+
+`--path`: where the node is instead (a device given without the bus mount, at its bus path;
+a PCI device at its own name).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ def main() -> None:
     p.add_argument("node")
     p.add_argument("--uid", type=int, default=0)
     p.add_argument("--cgroup-procs", action="append", default=[])
+    p.add_argument("--path", default="")
     a = p.parse_args()
     for f in a.cgroup_procs:
         with open(f, "w") as fh:
@@ -36,7 +41,10 @@ def main() -> None:
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", dev], check=True)
     os.mkdir(os.path.join(dev, "edgefd"))
     major, minor = (int(x) for x in a.node.split(":"))
-    path = os.path.join(dev, "edgefd", a.name)
+    path = (
+        os.path.join(a.root, a.path.lstrip("/")) if a.path else os.path.join(dev, "edgefd", a.name)
+    )
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     os.mknod(path, 0o20000 | 0o660, os.makedev(major, minor))
     os.chmod(path, 0o660)
     os.chroot(a.root)

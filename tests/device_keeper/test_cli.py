@@ -1,20 +1,62 @@
 """`device-keeper` as a command: one-line errors with the documented exit codes, `grant` on a
-v1 directory (dry run, refusal), and `serve` reading moves as JSON lines or, by default,
-following the host's devices until SIGTERM."""
+v1 directory (dry run, refusal), `serve` following devplugin's decisions until SIGTERM, and
+`serve --dry-run`, what it would do now, printed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from edgefd.inventory.decisions import Decisions, write
+
+from .peers import peers
+from .pods import handout
 
 
 def _run(*args, input=None):
     return subprocess.run(
         ["device-keeper", *args], capture_output=True, text=True, input=input, timeout=60
     )
+
+
+class Serving:
+    """A `device-keeper serve` in the background: its stdout's lines, and on leaving, its
+    exit code and stderr after SIGTERM."""
+
+    def __init__(self, p: subprocess.Popen) -> None:
+        self.p = p
+        self.code: int | None = None
+        self.err = ""
+
+    def line(self) -> dict:
+        from tests.helpers import wait_until
+
+        return json.loads(wait_until(self.p.stdout.readline, timeout=20))  # type: ignore[union-attr]
+
+    def running(self, decisions: Path) -> None:
+        """Serving: it has read a first version (with `-o json`) and said so."""
+        write(decisions, Decisions(1.0, (handout(),)))
+        self.line()
+
+
+@contextlib.contextmanager
+def _serving(tmp_path: Path, *args: str) -> Iterator[Serving]:
+    argv = ["device-keeper", "serve", "--host-root", str(tmp_path), "--listen", "",
+            "--decisions", str(tmp_path / "decisions.json"), *args]  # fmt: skip
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    s = Serving(p)
+    try:
+        yield s
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, s.err = p.communicate(timeout=30)
+        s.code = p.returncode
 
 
 @pytest.mark.parametrize(
@@ -66,27 +108,30 @@ def test_v1_unrestricted_cgroup_is_refused(tmp_path):
     assert r.returncode == 1 and "allows every device" in r.stderr
 
 
-def test_serve_reads_moves_and_survives_bad_lines(tmp_path):
-    good = {
-        "device": {"name": "coral-usb-1-1-3", "plugin": [["edgefd.io/coral-usb", "usb-1-1.3"]]},
-        "old": "c:189:4",
-        "new": "c:189:5",
-    }
-    events = "not json\n" + json.dumps(good) + "\n"
-    r = _run(
-        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "", "-o", "json",
-        input=events,
+def test_serve_follows_devplugins_decisions(tmp_path):
+    """Each device devplugin hands out is caught up at the first read, then each new number
+    is a move (here nobody can be asked who holds it: the move is logged and reported all
+    the same); SIGTERM stops it with 0."""
+    with _serving(tmp_path, "-o", "json", "--state-dir", "") as s:
+        write(tmp_path / "decisions.json", Decisions(1.0, (handout(number="c:189:4"),)))
+        catch_up = s.line()
+        write(tmp_path / "decisions.json", Decisions(2.0, (handout(number="c:189:9"),)))
+        moved = s.line()
+    assert s.code == 0, s.err
+    assert (catch_up["device"], catch_up["old"], catch_up["new"]) == (
+        "coral-usb-1-1-3", None, "c 189:4"
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "event line 1:" in r.stderr and "no pod-resources socket" in r.stderr
-    doc = json.loads(r.stdout)
-    assert doc == {
+    assert moved == {
         "device": "coral-usb-1-1-3",
         "old": "c 189:4",
-        "new": "c 189:5",
-        "seen": None,
+        "new": "c 189:9",
+        "path": "/dev/edgefd/coral-usb-1-1-3",
+        "old_path": "/dev/edgefd/coral-usb-1-1-3",
+        "seen": 2.0,
         "containers": [],
     }
+    assert "coral-usb-1-1-3 re-enumerated: c 189:4 -> c 189:9" in s.err
+    assert "cannot ask who holds it" in s.err
 
 
 def test_serve_starts_on_a_broken_state_file(tmp_path):
@@ -94,126 +139,40 @@ def test_serve_starts_on_a_broken_state_file(tmp_path):
     and an empty memory, never a failed start (`--state-dir`)."""
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "granted.json").write_text("{broken")
-    r = _run(
-        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "",
-        "--state-dir", str(tmp_path / "state"), input="",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "granted.json: not read" in r.stderr and "starting with no earlier grants" in r.stderr
+    with _serving(tmp_path, "--state-dir", str(tmp_path / "state"), "-o", "json") as s:
+        s.running(tmp_path / "decisions.json")
+    assert s.code == 0, s.err
+    assert "granted.json: not read" in s.err and "starting with no earlier grants" in s.err
 
 
-def test_follow_needs_an_events_file():
-    r = _run("serve", "--follow", "--listen", "")
-    assert r.returncode == 2 and "--follow follows an --events file" in r.stderr
-
-
-def test_serve_follows_the_host_devices_by_default(tmp_path):
-    """No --events: the keeper's own inventory sees the Coral come back at its port with a
-    new node and hands the move to the service (here nobody can be asked who holds it: the
-    move is logged and reported all the same); SIGTERM stops it with 0."""
-    import signal
-    import time
-
-    from tests.fixturegen import HostBuilder, build_host
-    from tests.helpers import wait_until
-
-    root = build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)
-    p = subprocess.Popen(
-        ["device-keeper", "serve", "--host-root", str(root), "--listen", "", "-o", "json",
-         "--poll-interval", "0.05", "--node-name", "node1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        time.sleep(2.0)  # started and scanned once (the first scan moves nothing)
-        hb = HostBuilder(root)
-        hb.remove_usb("2-1")
-        hb.add_usb({"port": "2-1", "vendor": "18d1", "product": "9302", "devnum": 9})
-        lines = [json.loads(p.stdout.readline()) for _ in range(2)]  # the catch-ups first
-        line = wait_until(p.stdout.readline, timeout=20)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    assert [(d["device"], d["old"]) for d in lines] == [
-        ("coral-usb-2-1", None),
-        ("ncs2-1-1-1", None),
-    ]
-    doc = json.loads(line)
-    assert (doc["device"], doc["new"], doc["containers"]) == ("coral-usb-2-1", "c 189:136", [])
-    assert doc["old"].startswith("c 189:") and doc["seen"] > 0
-    assert "coral-usb-2-1 re-enumerated at port 2-1" in err
-    assert "cannot ask who holds it" in err
-
-
-def test_serve_config_reload_says_what_changed_and_a_failed_one_shows(tmp_path):
-    """Issue 32 item 1, for `serve --config`: a reload says what it changed; a bad one keeps
-    the configuration in use and shows in /readyz (still 200) and /metrics."""
-    import signal
+def test_a_decisions_file_that_is_not_right_is_not_ready_and_counted(tmp_path):
+    """Not acted on: /readyz 503 says why, the refusal is counted, the process runs on (the
+    next good version is followed)."""
+    import urllib.error
     import urllib.request
 
-    from tests.fixturegen import build_host
     from tests.helpers import free_port, wait_until
 
-    root = build_host("rpi4-coral", tmp_path / "rpi", devicetree=False)
-    cfg = tmp_path / "resources.yaml"
-    cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
     port = free_port()
 
     def get(path):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
                 return r.status, r.read().decode()
-        except OSError:  # not listening yet, or 503 before the first scan
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
             return 0, ""
 
-    def loaded_at():
-        for line in get("/metrics")[1].splitlines():
-            if line.startswith("edgefd_config_last_reload_success_timestamp_seconds "):
-                return float(line.split()[1])
-        return None
-
-    p = subprocess.Popen(
-        ["device-keeper", "serve", "--host-root", str(root), "--config", str(cfg),
-         "--listen", f"127.0.0.1:{port}", "--state-dir", "", "--node-name", "node1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        started = wait_until(loaded_at, timeout=20, step=0.1)
-        cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, "
-                       "replicas: 2}\n")  # fmt: skip
-        wait_until(lambda: loaded_at() != started, timeout=10, step=0.1)  # the file watch
-        cfg.write_text("resources: {not: a list}\n")
-        wait_until(lambda: "reload failed" in get("/readyz")[1], timeout=10, step=0.1)
-        code, body = get("/readyz")
+    (tmp_path / "decisions.json").write_text("{not json")
+    with _serving(tmp_path, "--listen", f"127.0.0.1:{port}", "--state-dir", "") as s:
+        code, body = wait_until(lambda: (r := get("/readyz"))[0] and r, timeout=20)
         metrics = get("/metrics")[1]
-    finally:
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    assert "configuration reloaded: edgefd.io/coral-usb: replicas 1 → 2" in err, err
-    assert code == 200 and f"configuration reload failed: {cfg}" in body, body
-    assert "edgefd_config_reload_failures_total 1.0" in metrics
-
-
-def test_serve_skips_a_nested_an_overlong_and_a_non_utf8_line(tmp_path):
-    """issue 30 (7): a deeply nested line ended `serve --events` with exit 70."""
-    good = {"device": {"name": "coral-usb-1-1-3", "ids": ["x"]}, "old": "c:1:2", "new": "c:1:3"}
-    events = (
-        b"[" * 5_000 + b"]" * 5_000 + b"\n"
-        + b'{"device": "' + b"x" * 200_000 + b'"}\n'
-        + b"\xff\xfe{\n"
-        + json.dumps(good).encode() + b"\n"
-    )  # fmt: skip
-    r = subprocess.run(
-        ["device-keeper", "serve", "--events", "-", "--host-root", str(tmp_path), "--listen",
-         "", "-o", "json"],
-        capture_output=True, input=events, timeout=60,
-    )  # fmt: skip
-    err = r.stderr.decode()
-    assert r.returncode == 0, err
-    assert "event line 1: nested deeper" in err and "event line 2: longer than" in err
-    assert "event line 3: " in err
-    assert json.loads(r.stdout)["device"] == "coral-usb-1-1-3"
+        write(tmp_path / "decisions.json", Decisions(1.0, (handout(),)))
+        wait_until(lambda: get("/readyz")[0] == 200, timeout=10)
+    assert s.code == 0, s.err
+    assert code == 503 and "devplugin's decisions not acted on: not JSON" in body, body
+    assert 'edgefd_device_keeper_refused_total{reason="decisions"} 1.0' in metrics
 
 
 def test_grant_takes_ascii_digits_only():
@@ -246,59 +205,31 @@ def test_serve_goes_on_when_one_holder_planted_a_directory_at_the_temporary_name
     tmp_path, v2_cgroups, runc_filter, standin, serve
 ):
     """issue 30 (2): a directory at `/dev/edgefd/.<name>.edgefd-keeper` in one container
-    ended `serve --events` (exit 1) before another pod was granted. Now that container's
-    path is left alone and said, the other pod is granted, and the feed ends with 0. The
-    kubelet and the runtime are in-process gRPC servers from the same stubs."""
+    ended `serve` (exit 1) before another pod was granted. Now that container's path is left
+    alone and said, the other pod is granted, and the service goes on."""
     import os
 
-    from edgefd.device_keeper.api import cri_pb2 as cri
-    from edgefd.device_keeper.api import cri_pb2_grpc as cri_rpc
-    from edgefd.device_keeper.api import podresources_pb2 as pr
-    from edgefd.device_keeper.api import podresources_pb2_grpc as pr_rpc
+    from .pods import NAME
 
-    from .pods import plugin, pod
-
-    name = "coral-usb-1-1-3"
     made = {}
     for p in ("planted", "other"):
         cg = v2_cgroups()
         runc_filter(cg)
-        made[p] = (cg, standin(name, "189:4", cgroups=[cg]))
+        made[p] = (cg, standin(NAME, "189:4", cgroups=[cg]))
     planted_pid, other_pid = made["planted"][1].pid, made["other"][1].pid
-    os.mkdir(f"/proc/{planted_pid}/root/dev/edgefd/.{name}.edgefd-keeper")
-
-    class Kubelet(pr_rpc.PodResourcesListerServicer):
-        def List(self, request, context):
-            pods = [pod("ns", p, [plugin("app", "edgefd.io/coral-usb", name)]) for p in made]
-            return pr.ListPodResourcesResponse(pod_resources=pods)
-
-    class Runtime(cri_rpc.RuntimeServiceServicer):
-        def ListContainers(self, request, context):
-            labels = dict(request.filter.label_selector)
-            c = cri.Container(id=labels["io.kubernetes.pod.name"], labels=labels, state=0)
-            return cri.ListContainersResponse(containers=[c])
-
-        def ContainerStatus(self, request, context):
-            cg, proc = made[request.container_id]
-            doc = {"pid": proc.pid, "runtimeSpec": {"linux": {"cgroupsPath": f"/{cg.name}"}}}
-            return cri.ContainerStatusResponse(info={"info": json.dumps(doc)})
-
-    kubelet_dir = tmp_path / "kubelet"
-    (kubelet_dir / "pod-resources").mkdir(parents=True)
-    sock = serve(pr_rpc.add_PodResourcesListerServicer_to_server, Kubelet())
-    os.symlink(sock, kubelet_dir / "pod-resources" / "kubelet.sock")
-    cri_sock = serve(cri_rpc.add_RuntimeServiceServicer_to_server, Runtime())
-    move = {"device": {"name": name, "ids": [name]}, "old": "c:189:4", "new": "c:189:5"}
-    r = _run(
-        "serve", "--events", "-", "--host-root", "/", "--kubelet-dir", str(kubelet_dir),
-        "--cri-socket", cri_sock, "--listen", "", "-o", "json",
-        input=json.dumps(move) + "\n",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "cannot clear the temporary name" in r.stderr and "Traceback" not in r.stderr
-    nodes = {c["pod"]: c["node"] for c in json.loads(r.stdout)["containers"]}
+    os.mkdir(f"/proc/{planted_pid}/root/dev/edgefd/.{NAME}.edgefd-keeper")
+    kubelet_dir, cri_sock = peers(serve, tmp_path, made)
+    at = ["--host-root", "/", "--kubelet-dir", str(kubelet_dir), "--cri-socket", cri_sock]
+    with _serving(tmp_path, *at, "-o", "json", "--state-dir", "") as s:
+        write(tmp_path / "decisions.json", Decisions(1.0, (handout(number="c:189:4"),)))
+        s.line()  # the catch-up: both were given 189:4
+        write(tmp_path / "decisions.json", Decisions(2.0, (handout(number="c:189:5"),)))
+        moved = s.line()
+    assert s.code == 0, s.err
+    assert "cannot clear the temporary name" in s.err and "Traceback" not in s.err
+    nodes = {c["pod"]: c["node"] for c in moved["containers"]}
     assert nodes["other"] == "replaced" and nodes["planted"].startswith("failed: ")
-    assert os.minor(os.stat(f"/proc/{other_pid}/root/dev/edgefd/{name}").st_rdev) == 5
+    assert os.minor(os.stat(f"/proc/{other_pid}/root/dev/edgefd/{NAME}").st_rdev) == 5
 
 
 def test_version_and_the_exit_codes_in_every_help():
@@ -335,9 +266,7 @@ def test_serve_listens_on_its_own_port_as_the_manifests_say():
         assert "containerPort: 8084" in (repo / manifest).read_text(), manifest
 
 
-@pytest.mark.parametrize(
-    "mode", [[], ["--dry-run"], ["--events", "-"], ["--events", "-", "--follow"]]
-)
+@pytest.mark.parametrize("mode", [[], ["--dry-run"]])
 def test_serve_on_a_missing_host_root_exits_3_in_every_mode(mode, tmp_path):
     """Never a service that listens and can grant nothing: one line, exit 3, as the scanners."""
     root = tmp_path / "gone"
@@ -347,10 +276,9 @@ def test_serve_on_a_missing_host_root_exits_3_in_every_mode(mode, tmp_path):
 
 
 def test_serve_says_when_it_starts_and_stops(tmp_path):
-    r = _run(
-        "serve", "--events", "-", "--host-root", str(tmp_path), "--listen", "", "--state-dir", "",
-        input="",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    lines = r.stderr.splitlines()
-    assert "starting, mode events: host-root=" in lines[0] and lines[-1].endswith(": stopping")
+    with _serving(tmp_path, "--state-dir", "", "-o", "json") as s:
+        s.running(tmp_path / "decisions.json")
+    assert s.code == 0, s.err
+    lines = s.err.splitlines()
+    assert "starting, mode follow devplugin's decisions: " in lines[0], lines
+    assert lines[-1].endswith(": stopping")

@@ -87,6 +87,11 @@ def test_systemd_driver_and_cgroup_dirs(tmp_path):
         str(tmp_path / "devices/kubepods/besteffort/pod1/x"),
         str(tmp_path / "unified/kubepods/besteffort/pod1/x"),
     ]
+    scope = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-x.scope"
+    (tmp_path / "unified" / scope).mkdir(parents=True)
+    sd = Container(h, "x", 1, "kubepods-besteffort-pod1.slice:cri:x")
+    assert sd.cgroup_dirs(str(tmp_path)) == [str(tmp_path / "unified" / scope)]
+    assert Container(h, "x", 1, "kubepods.slice::x").cgroup_dirs(str(tmp_path)) == []
 
 
 def test_the_nodes_the_runtime_made_come_from_its_spec():
@@ -157,6 +162,14 @@ def test_a_pid_is_the_container_s_only_in_its_cgroup_and_while_it_lives(tmp_path
         c.identify(str(proc))
     with pytest.raises(NotThisContainer, match="gone"):
         Container(h, "abc", 8, "/a").identify(str(proc))
+    # the systemd driver: the scope in its slices (the e2e's 6s: the path names it)
+    scope = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice"
+    cgroup.write_text(f"5:devices:/{scope}/cri-containerd-abc.scope\n")
+    sd = Container(h, "abc", 7, "kubepods-besteffort-pod1.slice:cri-containerd:abc")
+    assert sd.identify(str(proc)) == 4242
+    cgroup.write_text(f"5:devices:/{scope}/cri-containerd-abd.scope\n")
+    with pytest.raises(NotThisContainer, match="not in the container's cgroup"):
+        sd.identify(str(proc))
     from pathlib import Path
 
     mine = Path("/proc/self/cgroup").read_text().split("::")[-1].strip()

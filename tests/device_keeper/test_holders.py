@@ -1,12 +1,13 @@
 """Who holds a device, from the kubelet's pod-resources answer (pure functions: `holders`):
-exactly the containers the kubelet gave it to, through either API, a shared device's replica
-IDs included and look-alike IDs, other resources, pools and drivers not."""
+exactly the containers the kubelet gave it to, through either API, as devplugin's decisions
+say it is handed out: a shared device's replica IDs included (also those of a `replicas` that
+was configured before), look-alike IDs, other resources, pools and drivers not."""
 
 from __future__ import annotations
 
-from edgefd.device_keeper.holders import DeviceRef, Holder, holders
+from edgefd.device_keeper.holders import Holder, holders
 
-from .pods import CORAL, PODS, dra, plugin, pod
+from .pods import CORAL, PODS, dra, handout, plugin, pod
 
 
 def test_exactly_the_holders_through_either_api():
@@ -18,23 +19,27 @@ def test_exactly_the_holders_through_either_api():
 
 
 def test_nobody_holds_an_unknown_device():
-    assert holders(PODS, DeviceRef("ncs2-1-2")) == []
+    assert holders(PODS, handout("ncs2-1-2", plugin=(), dra=())) == []
 
 
-def test_the_ref_finds_holders_by_either_api_under_any_resource() -> None:
-    inv_name = "coral-usb-2-1"
-    ref = DeviceRef(
-        inv_name, ids=frozenset({inv_name}), dra=frozenset({("edgefd.io", "", inv_name)})
+def test_the_handout_finds_holders_under_each_of_its_resources() -> None:
+    name = "coral-usb-2-1"
+    h = handout(
+        name,
+        plugin=(("edgefd.io/coral-usb", (name,)), ("example.com/tpu", (f"{name}-r0",))),
+        dra=(("edgefd.io", "node7", name),),
     )
     pods = [
-        pod("ns", "plugin", [plugin("app", "edgefd.io/coral-usb", inv_name)]),
-        pod("ns", "custom", [plugin("app", "example.com/tpu", f"{inv_name}-r2")]),
-        pod("ns", "dra", [dra("app", "edgefd.io", "node7", inv_name)]),
+        pod("ns", "plugin", [plugin("app", "edgefd.io/coral-usb", name)]),
+        pod("ns", "custom", [plugin("app", "example.com/tpu", f"{name}-r2")]),  # replicas was 3
+        pod("ns", "dra", [dra("app", "edgefd.io", "node7", name)]),
         pod("ns", "neighbour", [plugin("app", "edgefd.io/coral-usb", "coral-usb-2-2")]),
-        pod("ns", "lookalike", [plugin("app", "edgefd.io/coral-usb", f"{inv_name}-rx")]),
-        pod("ns", "other-driver", [dra("app", "gpu.example.com", "node7", inv_name)]),
+        pod("ns", "lookalike", [plugin("app", "edgefd.io/coral-usb", f"{name}-rx")]),
+        pod("ns", "not-its-resource", [plugin("app", "example.com/gpu", name)]),
+        pod("ns", "other-pool", [dra("app", "edgefd.io", "node8", name)]),
+        pod("ns", "other-driver", [dra("app", "gpu.example.com", "node7", name)]),
     ]  # fmt: skip
-    assert [(h.pod, h.via) for h in holders(pods, ref)] == [
+    assert [(h.pod, h.via) for h in holders(pods, h)] == [
         ("custom", "device-plugin"),
         ("dra", "dra"),
         ("plugin", "device-plugin"),

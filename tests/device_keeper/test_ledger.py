@@ -89,12 +89,15 @@ def test_bad_entries_are_dropped_the_rest_kept(tmp_path, caplog):
             "x": {"cgroup": "/cg", "paths": {PATH: ["c:189:99999999"]}},
             "y": {"cgroup": "/cg", "paths": {"/etc/passwd": ["c:1:7"]}},
             "z": "not an object",
+            # a trailing newline is no part of an ID or a number (`$` would let it through)
+            "newline\n": good,
+            "w": {"cgroup": "/cg", "paths": {PATH: ["c:189:5\n"]}},
         },
     }
     (tmp_path / FILE).write_text(json.dumps(doc))
     with caplog.at_level(logging.WARNING, logger="device-keeper"):
         led = Ledger(tmp_path / FILE)
-    assert set(led.entries) == {"good"} and "4 entry(ies) not understood" in caplog.text
+    assert set(led.entries) == {"good"} and "6 entry(ies) not understood" in caplog.text
 
 
 def test_gone_containers_are_forgotten(tmp_path):

@@ -12,21 +12,42 @@ import os
 import pytest
 
 from edgefd.device_keeper.containers import Container
-from edgefd.device_keeper.holders import DeviceRef, Holder
+from edgefd.device_keeper.holders import Holder
 from edgefd.device_keeper.metrics import KeeperMetrics
+from edgefd.device_keeper.moves import Move
 from edgefd.device_keeper.rules import DeviceNumber
-from edgefd.device_keeper.service import Keeper, Move, Worker
+from edgefd.device_keeper.service import Keeper, Worker
+from edgefd.inventory.decisions import Decisions, Handout
 
-from .cgroups import RUNC_RULES, v2_root
-from .pods import PODS
+from .cgroups import RUNC_RULES
+from .conftest import _cleanup
+from .pods import CORAL, PATH, PODS, handout
 from .probe import probe
 
 pytestmark = pytest.mark.root
 
-CORAL = DeviceRef("coral-usb-1-1-3", plugin=frozenset({("edgefd.io/coral-usb", "usb-1-1.3")}))
-MOVE = Move(CORAL, DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5))
-PATH = "/dev/edgefd/coral-usb-1-1-3"
+OLD, NEW = DeviceNumber("c", 189, 4), DeviceNumber("c", 189, 5)
 NOT_GIVEN = [r for r in RUNC_RULES if r.get("major") != 189]
+
+
+def move(
+    h: Handout = CORAL,
+    old: DeviceNumber | None = OLD,
+    new: DeviceNumber = NEW,
+    old_path: str = PATH,
+    *others: Handout,
+) -> Move:
+    """A move of `h`'s node as the keeper's tracker makes it, of decisions listing `h` (at
+    `new`) and `others`; `old` None: a catch-up."""
+    decisions = Decisions(0.0, (h, *others))
+    node = h.nodes[0]
+    was = tuple((p, DeviceNumber("c", *map(int, n.split(":")[1:]))) for p, n in node.was)
+    if old is None:
+        return Move(h, new, node.path, was=was, decisions=decisions)
+    return Move(h, new, node.path, old=old, old_path=old_path, was=was, decisions=decisions)
+
+
+MOVE = move()
 
 
 class Pods:
@@ -105,22 +126,41 @@ def test_dry_run_changes_nothing(v2_cgroup, runc_filter, standin):
     assert os.minor(os.stat(f"/proc/{p.pid}/root{PATH}").st_rdev) == 4
 
 
-def test_systemd_driver_is_refused_with_one_line_and_a_metric(caplog):
-    runtime = Runtime({"detector": ("c0ffee", 1, "kubepods-pod1.slice:cri-containerd:c0ffee")})
-    metrics = KeeperMetrics()
-    keeper = Keeper(Pods(), runtime, str(v2_root() or "/sys/fs/cgroup"), "/proc", metrics)
-    with caplog.at_level(logging.WARNING, logger="device-keeper"):
-        done = keeper.handle(MOVE)
-    assert done[0].refused == "systemd cgroup driver"
-    assert metrics.value("edgefd_device_keeper_refused_total", reason="systemd") == 1
-    lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "daemon-reload" in lines[0]
+@pytest.mark.parametrize("systemd", [None, "/run/edgefd-test/no-systemd"])
+def test_systemd_scope_without_systemd_is_refused_with_one_line_and_a_metric(
+    caplog, v2_cgroup, runc_filter, systemd
+):
+    """A container under the systemd driver, and no systemd reached (none given, or its
+    socket not there): refused, said once, counted (the grant with a real systemd:
+    test_systemd_grant.py)."""
+    from edgefd.device_keeper.systemd import Systemd
+
+    scope = v2_cgroup / "kubepods.slice/kubepods-pod1.slice/cri-containerd-c0ffee.scope"
+    scope.mkdir(parents=True)
+    try:
+        runc_filter(scope)
+        path = "kubepods-pod1.slice:cri-containerd:c0ffee"
+        runtime = Runtime({"detector": ("c0ffee", 1, path, _spec("189:4"))})
+        metrics = KeeperMetrics()
+        sd = Systemd(systemd) if systemd else None
+        keeper = Keeper(Pods(), runtime, str(v2_cgroup), "/proc", metrics, systemd=sd)
+        with caplog.at_level(logging.WARNING, logger="device-keeper"):
+            done = keeper.handle(MOVE)
+        assert "daemon-reload" in done[0].refused and done[0].node == "skipped: no grant"
+        assert (systemd or "no systemd") in done[0].refused
+        assert metrics.value("edgefd_device_keeper_refused_total", reason="systemd") == 1
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and "daemon-reload" in lines[0]
+        assert _probe(scope)[("c", 189, 5, "r")] is False
+    finally:
+        for d in (scope, scope.parent, scope.parent.parent):
+            _cleanup(d)
 
 
 def test_nobody_holds_it():
     keeper = Keeper(Pods(), Runtime({}), "/sys/fs/cgroup", "/proc", KeeperMetrics())
-    other = Move(DeviceRef("ncs2-1-2"), DeviceNumber("c", 189, 7), DeviceNumber("c", 189, 8))
-    assert keeper.handle(other) == []
+    ncs2 = handout("ncs2-1-2", "c:189:8", plugin=(("edgefd.io/ncs2", ("ncs2-1-2",)),), dra=())
+    assert keeper.handle(move(ncs2, DeviceNumber("c", 189, 7), DeviceNumber("c", 189, 8))) == []
 
 
 def test_holder_listed_but_runtime_unreachable():
@@ -133,7 +173,7 @@ def test_holder_listed_but_runtime_unreachable():
     metrics = KeeperMetrics()
     done = Keeper(Pods(), Down(), "/sys/fs/cgroup", "/proc", metrics).handle(MOVE)
     assert {d.holder for d in done} >= {Holder("ns", "detector", "app", "device-plugin")}
-    assert metrics.value("edgefd_device_keeper_errors_total", stage="runtime") == 2
+    assert metrics.value("edgefd_device_keeper_errors_total", stage="runtime") == 3
 
 
 def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
@@ -148,7 +188,7 @@ def test_a_catch_up_grants_only_holders_whose_path_names_another_node(
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", metrics)
     with caplog.at_level(logging.INFO, logger="device-keeper"):
-        done = keeper.handle(Move(CORAL, None, DeviceNumber("c", 189, 5)))
+        done = keeper.handle(move(old=None))
 
     assert sorted((d.holder.pod, d.node) for d in done) == [
         ("detector", "replaced"),
@@ -190,7 +230,7 @@ def test_a_path_hard_linked_to_dev_full_does_not_choose_the_revoke(
     os.unlink(_path(p))
     os.link(_path(p, "/dev/full"), _path(p))
     keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
-    [done] = [d for d in keeper.handle(Move(CORAL, None, NEW)) if d.holder.pod == "detector"]
+    [done] = [d for d in keeper.handle(move(old=None)) if d.holder.pod == "detector"]
     after = probe([str(cg / "cgroup.procs")], [("c", 189, 4, "r"), ("c", 189, 5, "r"), FULL])
     assert after == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): True, FULL: True}
     assert done.node.startswith("failed:")
@@ -220,14 +260,15 @@ def test_grants_are_remembered_across_a_restart_and_a_removed_path(
         Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
     )
     with caplog.at_level(logging.WARNING, logger="device-keeper"):
-        [same] = [d for d in again.handle(Move(CORAL, None, NEW)) if d.container]
+        [same] = [d for d in again.handle(move(old=None)) if d.container]
     assert same.node == "unchanged" and "a move missed" not in caplog.text  # nothing missed
     os.unlink(_path(p))
     later = Keeper(
         Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=Ledger(state)
     )
     nodes = [("c", 189, m, "r") for m in (4, 5, 6)]
-    [done] = [d for d in later.handle(Move(CORAL, None, DeviceNumber("c", 189, 6))) if d.container]
+    at6 = handout(number="c:189:6")
+    [done] = [d for d in later.handle(move(at6, None, DeviceNumber("c", 189, 6))) if d.container]
     assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
         zip(nodes, [False, False, True], strict=True)
     )
@@ -271,22 +312,122 @@ def test_a_pid_reused_between_the_check_and_the_write_is_not_written_into(
     assert os.stat(_path(p)).st_rdev == os.makedev(189, 4)
 
 
-def test_a_node_the_container_holds_at_another_path_is_not_revoked(v2_cgroup, runc_filter, standin):
+def test_a_number_the_container_holds_through_another_device_is_not_revoked(
+    v2_cgroup, runc_filter, standin
+):
     """Two Corals in one container: the second was given the first's boot minor 189:4 when it
-    re-enumerated; the first moving on revokes its own 189:5, not 189:4 (the second's now)."""
-    from edgefd.device_keeper.ledger import Ledger
+    re-enumerated (the kernel hands a freed minor to the next device); the first moving on
+    revokes its own 189:5, never 189:4, which devplugin's decisions say is the second's now."""
+    from .pods import plugin, pod
 
     _, runtime = _holder(v2_cgroup, runc_filter, standin)
-    second = "/dev/edgefd/coral-usb-1-1-4"
-    ledger = Ledger(None)
-    ledger.record("c0ffee", f"/{v2_cgroup.name}", second, DeviceNumber("c", 189, 4))
-    ledger.record("c0ffee", f"/{v2_cgroup.name}", PATH, NEW)
-    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics(), ledger=ledger)
-    keeper.handle(Move(CORAL, NEW, DeviceNumber("c", 189, 7)))
+    second = handout(
+        "coral-usb-1-1-4", "c:189:4", plugin=(("edgefd.io/coral-usb", ("coral-usb-1-1-4",)),)
+    )
+
+    class Both:
+        def list(self):
+            ids = ("coral-usb-1-1-3", "coral-usb-1-1-4")
+            return [pod("ns", "detector", [plugin("app", "edgefd.io/coral-usb", *ids)])]
+
+    keeper = Keeper(Both(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    at7 = handout(number="c:189:7")
+    keeper.handle(move(at7, OLD, DeviceNumber("c", 189, 7), PATH, second))
     nodes = [("c", 189, m, "r") for m in (4, 5, 7)]
     assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == dict(
         zip(nodes, [True, False, True], strict=True)
     )
+
+
+BUS_OLD, BUS_NEW = "/dev/bus/usb/002/005", "/dev/bus/usb/002/006"
+
+
+def _bus_holder(cg, runc_filter, standin, node="189:132", path=BUS_OLD):
+    """A holder given the Coral without the bus mount: its node at its bus path."""
+    runc_filter(cg, [*NOT_GIVEN, {"type": "c", "major": 189, "minor": int(node.split(":")[1]),
+                                  "access": "rw", "allow": True}])  # fmt: skip
+    p = standin("coral-usb-1-1-3", node, cgroups=[cg], uid=0, path=path)
+    major, minor = (int(x) for x in node.split(":"))
+    spec = ((path, DeviceNumber("c", major, minor)),)
+    return p, Runtime({"detector": ("c0ffee", p.pid, f"/{cg.name}", spec)})
+
+
+def test_without_the_bus_mount_the_node_moves_to_its_new_bus_path(v2_cgroup, runc_filter, standin):
+    """`usb_bus_mount: false`: devplugin gave the node at its bus path; the device comes back
+    with the next devnum, so the path moves with the number. The holder is allowed the new
+    number, denied the old, finds the node at the new bus path (with the old one's mode and
+    owner), and the stale node is gone."""
+    p, runtime = _bus_holder(v2_cgroup, runc_filter, standin)
+    os.chown(_path(p, BUS_OLD), 0, 46)
+    h = handout(number="c:189:133", path=BUS_NEW, was=((BUS_OLD, "c:189:132"),))
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    bus_move = move(h, DeviceNumber("c", 189, 132), DeviceNumber("c", 189, 133), BUS_OLD)
+    [done] = [d for d in keeper.handle(bus_move) if d.container]
+    assert done.node == "replaced"
+    nodes = [("c", 189, 132, "r"), ("c", 189, 133, "r")]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == {nodes[0]: False, nodes[1]: True}
+    st = os.stat(_path(p, BUS_NEW))
+    assert (st.st_rdev, st.st_gid, st.st_mode & 0o777) == (os.makedev(189, 133), 46, 0o660)
+    assert not os.path.exists(_path(p, BUS_OLD)) and not os.path.exists(_path(p))
+
+
+def test_a_catch_up_at_a_bus_path_finds_the_runtimes_node_by_what_it_was_given(
+    v2_cgroup, runc_filter, standin
+):
+    """The keeper was away while the device moved twice: the container was created with
+    (/dev/bus/usb/002/005, 189:132); the device is at 002/007 now, and devplugin's decisions
+    say the node was given at 002/006 and 002/005 before. The first look revokes the runtime's
+    node, grants the new one at its path and removes the stale one."""
+    p, runtime = _bus_holder(v2_cgroup, runc_filter, standin)
+    new_path = "/dev/bus/usb/002/007"
+    h = handout(number="c:189:134", path=new_path,
+                was=((BUS_NEW, "c:189:133"), (BUS_OLD, "c:189:132")))  # fmt: skip
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    [done] = [d for d in keeper.handle(move(h, None, DeviceNumber("c", 189, 134))) if d.container]
+    assert done.node == "replaced" and done.revoked == ["c 189:132"]
+    nodes = [("c", 189, 132, "r"), ("c", 189, 134, "r")]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == {nodes[0]: False, nodes[1]: True}
+    assert os.stat(_path(p, new_path)).st_rdev == os.makedev(189, 134)
+    assert not os.path.exists(_path(p, BUS_OLD))
+
+
+def test_a_catch_up_leaves_a_container_made_with_the_node_as_it_is_now(
+    v2_cgroup, runc_filter, standin
+):
+    """Created after the move (its spec names the node devplugin gives now): nothing to do,
+    whatever the node was given as before."""
+    _, runtime = _bus_holder(v2_cgroup, runc_filter, standin, "189:133", BUS_NEW)
+    h = handout(number="c:189:133", path=BUS_NEW, was=((BUS_OLD, "c:189:132"),))
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    [done] = [d for d in keeper.handle(move(h, None, DeviceNumber("c", 189, 133))) if d.container]
+    assert done.node == "current" and done.cgroups == []
+
+
+def test_a_pci_device_keeps_its_path_and_gets_its_new_number(v2_cgroup, runc_filter, standin):
+    """A Coral PCIe at /dev/apex_0 whose driver came back with another minor: the holder's
+    /dev/apex_0 names the new number, allowed, and the old one is denied."""
+    runc_filter(v2_cgroup, [*NOT_GIVEN, {"type": "c", "major": 509, "minor": 0, "access": "rw",
+                                          "allow": True}])  # fmt: skip
+    p = standin("coral-pcie-0000-02-00-0", "509:0", cgroups=[v2_cgroup], path="/dev/apex_0")
+    spec = (("/dev/apex_0", DeviceNumber("c", 509, 0)),)
+    runtime = Runtime({"detector": ("c0ffee", p.pid, f"/{v2_cgroup.name}", spec)})
+    name = "coral-pcie-0000-02-00-0"
+    h = handout(name, "c:509:1", "/dev/apex_0", plugin=(("edgefd.io/coral-pcie", (name,)),))
+
+    class Held:
+        def list(self):
+            from .pods import plugin, pod
+
+            return [pod("ns", "detector", [plugin("app", "edgefd.io/coral-pcie", name)])]
+
+    keeper = Keeper(Held(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    [done] = keeper.handle(
+        move(h, DeviceNumber("c", 509, 0), DeviceNumber("c", 509, 1), "/dev/apex_0")
+    )
+    assert done.node == "replaced"
+    nodes = [("c", 509, 0, "r"), ("c", 509, 1, "r")]
+    assert probe([str(v2_cgroup / "cgroup.procs")], nodes) == {nodes[0]: False, nodes[1]: True}
+    assert os.stat(_path(p, "/dev/apex_0")).st_rdev == os.makedev(509, 1)
 
 
 def test_what_one_container_did_to_its_dev_stops_neither_the_others_nor_the_worker(

@@ -16,8 +16,8 @@ from typing import Any
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.devplugin.dra.slices import attributes
 from edgefd.devplugin.dra.table import Entry
+from edgefd.devplugin.resources import default_config
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import default_config
 
 CORAL = default_config().by_name()["edgefd.io/coral-usb"]
 PCIE = default_config().by_name()["edgefd.io/coral-pcie"]

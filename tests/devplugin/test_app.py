@@ -22,15 +22,16 @@ from edgefd.bus.enumerate import BusReader
 from edgefd.bus.key import DeviceKey
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
-from edgefd.devplugin.app import App, Options, make_inventory
+from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
+from edgefd.devplugin.resources import Config, Resource, default_config, parse_config
 from edgefd.devplugin.v1beta1.advertised import health
 from edgefd.devplugin.v1beta1.frontend import DevicePluginFrontend
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Config, Resource, default_config, parse_config
 from edgefd.runtime.runner import serve_probes
 from tests.devplugin.dra.fakeapi import FakeSliceApi
 from tests.devplugin.kubelet import FakeKubelet
+from tests.devplugin.running import Running
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
@@ -206,10 +207,10 @@ def test_hot_plug_reaches_both_apis_through_one_scan(
         api="both",
         settings=WatchSettings(rescan_interval=3600),
     )
-    app = App(
+    app = Running(
         opts,
         default_config(),
-        dra=lambda cfg, links, m: DraFrontend(dra_opts, cfg, links, api, m),
+        dra=lambda cfg, links, m, inv, dirs: DraFrontend(dra_opts, cfg, links, api, m, inv, dirs),
     )
     try:
         app.start()
@@ -243,7 +244,7 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
     host: Path, plugin_dir: Path, tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 11 item 10: valid YAML with no resources ran a plugin that served nothing, silently."""
-    from edgefd.inventory.resources import load_config
+    from edgefd.devplugin.resources import load_config
 
     cfg_path = tmp_path / "resources.yaml"
     cfg_path.write_text(text)
@@ -257,8 +258,8 @@ def test_a_configuration_with_no_resources_warns_and_is_not_ready(
         listen=("127.0.0.1", 0),
         settings=SLOW_RESCAN,
     )
-    p = App(opts, cfg).start()
-    server = serve_probes(opts.listen, p.metrics, [p])  # as the runner serves them
+    p = Running(opts, cfg).start()
+    server = serve_probes(opts.listen, p.metrics, p.components)  # as the runner serves them
     try:
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"http://127.0.0.1:{server.port}/readyz")

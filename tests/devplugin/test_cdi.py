@@ -24,8 +24,8 @@ import pytest
 from edgefd.core.hostroot import HostRoot
 from edgefd.devplugin import cdi
 from edgefd.devplugin.links import LinkLayout
+from edgefd.devplugin.resources import MountSpec
 from edgefd.devplugin.v1beta1.allocate import container_response
-from edgefd.inventory.resources import MountSpec
 from tests.devplugin.devices import CORAL, PCIE, apex, coral, host_node
 
 

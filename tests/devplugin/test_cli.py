@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from edgefd.core.notices import read_notices
+from edgefd.devplugin.resources import MAX_RESOURCES
 from edgefd.devplugin.v1beta1.resource import socket_name
-from edgefd.inventory.resources import MAX_RESOURCES
 from tests.devplugin.command import ROOT, run_plugin
 from tests.devplugin.kubelet import FakeKubelet
 from tests.fixturegen import build_host
@@ -89,11 +89,12 @@ def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_ch
     cfg = tmp_path / "resources.yaml"
     cfg.write_text("resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb}\n")
     port = free_port()
-    notices = tmp_path / "notices"
-    notices.mkdir()
-    (notices / "devplugin.notice").write_text("{}")  # the run before's: a start clears it
+    notices = tmp_path / "notices"  # the sink's view: devplugin's own directory in it
+    mine = notices / "devplugin"
+    mine.mkdir(parents=True)
+    (mine / "notice").write_text("{}")  # the run before's: a start clears it
     args = ["--host-root", str(host), "--plugin-dir", str(plugin_dir), "--config", str(cfg)]
-    proc = run_plugin([*args, "--listen", f"127.0.0.1:{port}", "--notice-dir", str(notices)])
+    proc = run_plugin([*args, "--listen", f"127.0.0.1:{port}", "--notice-dir", str(mine)])
 
     def get(path: str) -> tuple[int, str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
@@ -109,7 +110,7 @@ def test_a_failed_reload_shows_in_readyz_and_metrics_and_a_good_one_says_what_ch
         assert "edgefd_config_reload_failures_total 1.0" in get("/metrics")[1]
         # for feature-sink to post as a Warning Event (devplugin holds no token to)
         (notice,) = wait_until(lambda: read_notices(notices)[0], timeout=5)
-        assert notice.tool == "devplugin" and notice.reason == "ConfigReloadFailed"
+        assert notice.writer == "devplugin" and notice.reason == "ConfigReloadFailed"
         assert f"configuration reload failed: {cfg}" in notice.message
         cfg.write_text(
             "resources:\n  - {name: edgefd.io/coral-usb, accelerator: coral-usb, replicas: 2}\n"
@@ -154,6 +155,20 @@ def test_bad_config_exits_3_naming_the_field(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3
     assert "resources[1].usb[0].vendor: 'xyz1' is not 4 hex digits" in err
+    assert "Traceback" not in err
+
+
+def test_a_key_given_twice_exits_3_naming_it_and_both_lines(tmp_path: Path) -> None:
+    """Issue 46 item 7: the second `replicas` was taken silently; a start refuses it."""
+    cfg = tmp_path / "resources.yaml"
+    cfg.write_text(
+        "resources:\n  - name: edgefd.io/a\n    accelerator: ncs2\n    replicas: 1\n"
+        "    replicas: 8\n"
+    )
+    proc = run_plugin(["--config", str(cfg), "--plugin-dir", str(tmp_path / "dp")])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+    assert f"{cfg}:5:5: duplicate key 'replicas' (first at line 4)" in err, err
     assert "Traceback" not in err
 
 

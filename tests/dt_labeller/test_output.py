@@ -9,8 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import feature_files
 
 from .command import RPI4_LABELS, host_with_blob, run, run_bytes
@@ -89,26 +87,27 @@ def test_a_write_right_after_another_producers_ends_with_its_trailing_event(
     rpi4_blob: bytes, tmp_path: Path
 ) -> None:
     """Another producer's file renamed into features.d just before: NFD's tick may swallow
-    this write, so dt-labeller sends the trailing event (IN_ATTRIB) before it exits."""
+    this write, so dt-labeller sends the trailing event (IN_ATTRIB) before it exits.
+
+    "Just before" is what the directory's mtime says, and a run's start-up on a loaded
+    machine can take longer than a tick: the other producer's rename is therefore dated a
+    minute ahead (a future mtime counts as recent, edgefd.core.nudge), so the run sees it
+    within a tick however long it takes to get there (issue 46 item 9: this test skipped
+    itself when the machine was busy)."""
     import select
     import time
 
-    from edgefd.core.nudge import MARGIN, NFD_TICK
     from edgefd.core.publish import STAGING, write_atomic
     from edgefd.runtime.inotify import IN_ATTRIB, Inotify
 
     root = host_with_blob(tmp_path / "root", rpi4_blob)
-    for attempt in range(3):  # a run that ended a tick late (a loaded machine) proves nothing
-        fd = tmp_path / f"fd{attempt}"
-        fd.mkdir()
-        t0 = time.monotonic()
-        write_atomic(fd / "usb-scan", b"a.io/x=1\n", staging=fd / STAGING)
-        with Inotify() as ino:
-            ino.add_watch(fd, IN_ATTRIB)
-            assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
-            if time.monotonic() - t0 >= NFD_TICK + MARGIN:
-                continue
-            ready, _, _ = select.select([ino.fileno()], [], [], 0)  # already there: no waiting
-            assert ready and [e.name for e in ino.read()] == ["dt-labeller"]
-            return
-    pytest.skip("no run ended within a tick of the other write (the machine is too loaded)")
+    fd = tmp_path / "fd"
+    fd.mkdir()
+    write_atomic(fd / "usb-scan", b"a.io/x=1\n", staging=fd / STAGING)
+    ahead = time.time() + 60
+    os.utime(fd, (ahead, ahead))
+    with Inotify() as ino:
+        ino.add_watch(fd, IN_ATTRIB)
+        assert run("--host-root", str(root), "--features-dir", str(fd)).returncode == 0
+        ready, _, _ = select.select([ino.fileno()], [], [], 0)  # already there: no waiting
+        assert ready and [e.name for e in ino.read()] == ["dt-labeller"]

@@ -38,6 +38,9 @@ class RecordingSyncer:
             raise ApiUnreachable("connection refused")
         return SyncResult(wrote=True)
 
+    def lost(self) -> None:
+        """No watch here: nothing to distrust."""
+
 
 def run_loop(loop: SinkLoop) -> threading.Thread:
     t = threading.Thread(target=loop.run, daemon=True)

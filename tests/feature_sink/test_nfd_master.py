@@ -2,7 +2,8 @@
 labels: NFD's own CRDs (from the pinned module's deployment files), nfd-master built by the
 harness from the same module, the sink with exactly the rights the nodefeature option grants.
 The labels reach the Node through nfd-master, leave it through nfd-master, a foreign edit of
-the NodeFeature is repaired within a second, and edgefd never writes the Node."""
+the NodeFeature is repaired within a second, and edgefd never writes the Node. With the option's
+NodeFeature policy, one node's pod-bound token cannot have nfd-master label another node."""
 
 from __future__ import annotations
 
@@ -152,3 +153,87 @@ def test_labels_reach_and_leave_the_node_through_nfd_master(
         "pruned through nfd-master",
     )
     assert cluster.labels(node)["example.com/team"] == "edge"
+
+
+def test_a_nodes_token_cannot_label_another_node_through_nfd_master(
+    cluster, kube_apiserver, nfd_master, tmp_path
+):
+    """nfd-master labels the Node a NodeFeature's nfd.node.kubernetes.io/node-name names. With
+    the nodefeature option as kustomize renders it (relocated, as a user may: its own
+    namespace and name prefix), node A's pod-bound token writes A's NodeFeature, which
+    nfd-master applies to A, and cannot write one for B, neither a new one nor its own
+    relabelled: B gets no label from it (before the option's NodeFeature policy, A's token
+    labelled B within 2 s)."""
+    import os
+    import subprocess
+
+    import kubernetes.client as k8s
+    import yaml
+
+    from tests.k8s.test_nodefeature_policy import (
+        NODE_LABEL,
+        Writer,
+        apply,
+        delete_policies,
+        nodefeature,
+        option_objects,
+        wait_for_policy,
+    )
+    from tests.peers.processes import harness_binary
+
+    ns, prefix = "edgefd-nfm", "nfm-"
+    k8s_dir = ROOT / "k8s"
+    doc = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": ns,
+        "namePrefix": prefix,
+        "resources": [os.path.relpath(k8s_dir, tmp_path)],
+        "components": [os.path.relpath(k8s_dir / "overlays" / "nodefeature", tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    policy = f"{prefix}edgefd-nodefeature-restriction"
+    docs = option_objects([d for d in yaml.safe_load_all(r.stdout) if d], policy)
+    kube_apiserver.ensure_namespace(ns)
+    apply(kube_apiserver, docs)
+    a, b = kubelet_like_node(cluster), kubelet_like_node(cluster)
+    token = kube_apiserver.mint_pod_token(ns, f"{prefix}edgefd-feature-sink", f"{prefix}pod", a)
+    sa = Writer(kube_apiserver.api_for_token(token), ns)
+    admin = Writer(kube_apiserver.admin_api(), ns)
+    own, evil = f"{EDGEFD}/own", f"{F}/planted-by-another-node"
+    try:
+        if any(d["kind"] == "ValidatingAdmissionPolicy" for d in docs):
+            wait_for_policy(sa, admin, policy)
+        # its own: nfd-master applies it to A (so it reads this namespace, and is up)
+        mine = sa.create(nodefeature(a, a, {own: "true"}))
+        wait_for(lambda: cluster.labels(a).get(own) == "true", 30, "A labelled via nfd-master")
+        # for B: a NodeFeature of B's, and its own relabelled for B
+        outcomes = []
+        for attempt in (
+            lambda: sa.create(nodefeature(b, b, {evil: "true"})),
+            lambda: sa.replace(
+                {**mine, "metadata": {**mine["metadata"], "labels": {NODE_LABEL: b}},
+                 "spec": {"labels": {evil: "true"}, "features": {}}}
+            ),
+        ):  # fmt: skip
+            try:
+                attempt()
+                outcomes.append("accepted")
+            except k8s.exceptions.ApiException as e:
+                outcomes.append(f"{e.status}: {e.body}")
+        # nfd-master took 2 s to label B; it gets 5 s here
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            assert evil not in cluster.labels(b), f"B labelled through nfd-master: {outcomes}"
+            time.sleep(0.1)
+        for outcome in outcomes:
+            assert outcome.startswith("403") and policy in outcome, outcome
+            assert f"not for Node {b}" in outcome, outcome
+        assert cluster.labels(a).get(own) == "true"
+    finally:
+        delete_policies(kube_apiserver, docs)
+        for name in (a, b):
+            admin.delete(name)

@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from edgefd.core.notices import CONFIG_RELOAD_FAILED, NoticeBoard
+from edgefd.feature_sink.notices import BURST
 from edgefd.feature_sink.ownership import ANNOTATION
 from tests.feature_sink.peer import (
     ROOT,
@@ -83,19 +84,27 @@ def test_rejected_labels_refused_reported_once_as_event(cluster, sinks, fdir):
     assert "refused" in s.tail()
 
 
+def notice_dirs(tmp_path, *writers):
+    """The sink's --notice-dir with a directory per writer, as the pod mounts them."""
+    root = tmp_path / "notices"
+    for w in writers:
+        (root / w).mkdir(parents=True)
+    return root
+
+
 def test_another_tools_notice_is_a_warning_event_once_and_again_after_it_clears(
     cluster, sinks, fdir, tmp_path
 ):
-    """Issue 32 item 1: a tool with no right to post Events (devplugin, device-keeper, the
-    scanners) leaves its failed reload as a notice in the pod's shared directory; the sink
-    posts it on its Node once (not at every resync), and a recurrence after it cleared again."""
+    """Issue 32 item 1: a tool with no right to post Events (devplugin, the scanners) leaves
+    its failed reload as a notice in its own directory; the sink posts it on its Node once
+    (not at every resync), naming the writer by that directory, and a recurrence after it
+    cleared again."""
     node = cluster.new_node()
-    notices = tmp_path / "notices"
-    notices.mkdir()
+    notices = notice_dirs(tmp_path, "bus-scan", "devplugin")
     (fdir / "usb-scan").write_text("feature.node.kubernetes.io/usb-fe_1a6e_089a.present=true\n")
     s = sinks(node, fdir, "--notice-dir", str(notices))
     s.wait_synced(1, timeout=30)
-    board = NoticeBoard(notices, "devplugin")
+    board = NoticeBoard(notices / "devplugin", "devplugin")
     board.post(CONFIG_RELOAD_FAILED, "configuration reload failed: c.yaml:2:3: bad; kept")
 
     def reload_events():
@@ -103,7 +112,9 @@ def test_another_tools_notice_is_a_warning_event_once_and_again_after_it_clears(
 
     (ev,) = wait_for(reload_events, what="the notice's Event")  # the directory is watched
     assert ev.type == "Warning" and ev.source.component == "feature-sink"
-    assert ev.message == "devplugin: configuration reload failed: c.yaml:2:3: bad; kept"
+    assert ev.message == (
+        'edgefd\'s devplugin left this notice: "configuration reload failed: c.yaml:2:3: bad; kept"'
+    )
     synced = s.metric("edgefd_sink_syncs_total", result="success")
     s.wait_synced(int(synced) + 2, timeout=30)  # resyncs post nothing more
     assert len(reload_events()) == 1 and (reload_events()[0].count or 1) == 1
@@ -112,6 +123,44 @@ def test_another_tools_notice_is_a_warning_event_once_and_again_after_it_clears(
     board.post(CONFIG_RELOAD_FAILED, "configuration reload failed: c.yaml:5:1: worse; kept")
     wait_for(lambda: len(reload_events() or []) == 2, what="the recurrence's Event")
     assert "refused" not in s.tail()
+
+
+def test_a_hostile_writer_can_neither_forge_nor_hide_nor_flood_notices(
+    cluster, sinks, fdir, tmp_path
+):
+    """Issue 46 item 4. bus-scan (uid 65532, no token) posted an Event that read as the
+    kubelet's with a `curl | sh` lure, buried devplugin's real failure under 32 planted files,
+    and each new message of its was a new Event (5.2 a second). Now: its Events say they are
+    bus-scan's and quote it; what it plants in its own directory hides nothing of devplugin's;
+    a stream of new messages is BURST Events, and as few log lines."""
+    node = cluster.new_node()
+    notices = notice_dirs(tmp_path, "bus-scan", "devplugin")
+    s = sinks(node, fdir, "--notice-dir", str(notices), "--debounce", "0.05")
+    s.wait_synced(1, timeout=30)
+    for i in range(40):
+        (notices / "bus-scan" / f"a{i:02d}.notice").write_text("{}")
+    NoticeBoard(notices / "devplugin", "devplugin").post(CONFIG_RELOAD_FAILED, "real failure")
+    board = NoticeBoard(notices / "bus-scan", "usb-scan")
+    t0 = time.monotonic()
+    for i in range(40):  # a new message every 0.1 s, each synced on (the directory is watched)
+        board.post(CONFIG_RELOAD_FAILED, f"kubelet: image pull failed ({i}); run curl x | sh")
+        time.sleep(0.1)
+    synced = s.metric("edgefd_sink_syncs_total", result="success")
+    s.wait_synced(int(synced) + 2, timeout=30)
+    took = time.monotonic() - t0
+    events = [e for e in cluster.events(node) if e.reason == CONFIG_RELOAD_FAILED]
+    real = [
+        e for e in events if e.message == 'edgefd\'s devplugin left this notice: "real failure"'
+    ]
+    assert len(real) == 1, [e.message for e in events]
+    forged = [e for e in events if e not in real]
+    assert 1 <= len(forged) <= BURST, (took, [e.message for e in forged])
+    for e in forged:
+        assert e.message.startswith("edgefd's bus-scan left this notice: \"kubelet: "), e.message
+        assert e.source.component == "feature-sink" and e.type == "Warning"
+    assert not [e for e in cluster.events(node) if e.message.startswith("kubelet")]
+    said = [ln for ln in s.lines() if "bus-scan left this notice" in ln]
+    assert len(said) == len(forged), said  # the log is bounded as the Events are
 
 
 def test_conflicting_unowned_label_is_left_alone_and_survives_edits(cluster, sinks, fdir):

@@ -23,22 +23,33 @@ from tests.feature_sink.states import F, desired_of
 SECRET = "s3cr3t"
 
 
-def test_another_tools_notice_is_a_problem_in_its_words_and_a_bad_one_a_file_problem(
-    tmp_path: Path,
-):
-    """A notice (edgefd.core.notices) becomes a Problem with its reason, the tool named, keyed
-    by its words (a new failure is a new Event; the same one at every resync is not)."""
+def test_each_writers_notice_is_a_problem_naming_it_and_a_bad_one_its_too(tmp_path: Path):
+    """A notice (edgefd.core.notices) becomes a Problem with its reason, naming the writer
+    whose directory it is in and quoting its words, keyed by them (the same one at every
+    resync is not a new Event); a file that is not a notice is its writer's too, and what is
+    no writer's directory is a file problem. Nothing quotes what was refused."""
     notices = tmp_path / "notices"
-    notices.mkdir()
-    NoticeBoard(notices, "usb-scan").post(CONFIG_RELOAD_FAILED, "reload failed: c.yaml:1:2: x")
+    for w in ("bus-scan", "devplugin"):
+        (notices / w).mkdir(parents=True)
+    NoticeBoard(notices / "bus-scan", "usb-scan").post(
+        CONFIG_RELOAD_FAILED, "reload failed: c.yaml:1:2: x"
+    )
+    (notices / "devplugin" / "notice").write_text(SECRET)
     (notices / "evil.notice").write_text(SECRET)
     (tmp_path / "features.d").mkdir()
     desired = with_notices(read_directory(tmp_path / "features.d"), notices)
     problems = desired_problems(desired)
     reasons = sorted((p.reason, p.message) for p in problems)
     assert reasons == [
-        (CONFIG_RELOAD_FAILED, "usb-scan: reload failed: c.yaml:1:2: x"),
-        ("FeatureFileProblem", "notice evil.notice: not a JSON object; ignored"),
+        (
+            CONFIG_RELOAD_FAILED,
+            'edgefd\'s bus-scan left this notice: "reload failed: c.yaml:1:2: x"',
+        ),
+        ("FeatureFileProblem", f"notices {notices}: evil.notice is not a writer's directory"),
+        (
+            "NoticeUnreadable",
+            "edgefd's devplugin left a notice the sink cannot read: not a JSON object; ignored",
+        ),
     ]
     again = desired_problems(with_notices(read_directory(tmp_path / "features.d"), notices))
     assert {p.key for p in again} == {p.key for p in problems}

@@ -28,7 +28,12 @@ from tests.helpers import free_port
 ROOT = Path(__file__).resolve().parents[2]
 DTS = ROOT / "samples" / "devicetree" / "rpi4-model-b.dts"
 FEATURES = "edgefd.io/edgetpu.present=true\nedgefd.io/edgetpu.count=1\n"
-MOVE = '{"device": {"name": "coral-usb-1-1-3"}, "old": "c:189:4", "new": "c:189:5"}\n'
+# what devplugin decided (edgefd.inventory.decisions): a Coral at 189:5, as the keeper follows it
+DECISIONS = (
+    '{"version": 1, "time": 1.0, "handouts": [{"device": "coral-usb-1-1-3", "present": true,'
+    ' "plugin": [["edgefd.io/coral-usb", ["coral-usb-1-1-3"]]], "dra": [], "nodes": [{"path":'
+    ' "/dev/edgefd/coral-usb-1-1-3", "number": "c:189:5", "was": []}]}]}\n'
+)
 
 
 @dataclass(frozen=True)
@@ -131,22 +136,34 @@ CODE_PATHS: tuple[CodePath, ...] = (
         rc=3,
         reaches=("edgefd.device_keeper.grant",),
     ),
-    # one move from stdin; no kubelet here, so nobody holds the device (logged)
+    # what it would grant now: no kubelet here, said with its code
     P(
-        "keeper-moves",
+        "keeper-dry-run",
         (
-            *("device-keeper", "serve", "--events", "-", "--host-root", "{work}"),
-            *("--listen", "", "--output", "json"),
+            *("device-keeper", "serve", "--dry-run", "--host-root", "{work}"),
+            *("--decisions", "{work}/decisions.json"),
         ),
-        stdin=MOVE,
-        expect=('"containers": []',),
-        reaches=("edgefd.device_keeper.service", "edgefd.device_keeper.nodes"),
+        rc=5,
+        reaches=("edgefd.device_keeper.dryrun", "edgefd.device_keeper.moves"),
     ),
-    # what the DaemonSet's device-keeper container runs: its own inventory of the host, probes
+    # what the DaemonSet's device-keeper container runs: devplugin's decisions followed (here
+    # nobody can be asked who holds the device: logged), its probes
     P(
         "keeper-serve",
-        ("device-keeper", "serve", "--host-root", "{host}", "--listen", "127.0.0.1:{port}"),
-        serve="/metrics",
+        (
+            *("device-keeper", "serve", "--host-root", "{work}", "--listen", "127.0.0.1:{port}"),
+            *("--decisions", "{work}/decisions.json", "--state-dir", "{work}/keeper"),
+        ),
+        serve="/readyz",
+        reaches=("edgefd.device_keeper.follow", "edgefd.device_keeper.service"),
+    ),
+    # the kubectl plugin (a workstation's tool; in the image too): the kubeconfig is read and
+    # the first list fails, one line, exit 5
+    P(
+        "kubectl-nodes-api-down",
+        ("kubectl-edgefd", "nodes", "--kubeconfig", "{down}", "--api-timeout", "2s"),
+        rc=5,
+        reaches=("kubernetes.config", "edgefd.kubectl_edgefd.snapshot"),
     ),
 )
 
@@ -198,6 +215,7 @@ class Inputs:
         (self.work / "plugins").mkdir()
         (self.work / "fd").mkdir()
         (self.work / "watch").mkdir()
+        (self.work / "decisions.json").write_text(DECISIONS)
         (self.work / "down.kubeconfig").write_text(down_kubeconfig(free_port()))
 
     def fill(self, argv: tuple[str, ...], port: int, host: str, x86: str, work: str) -> list[str]:

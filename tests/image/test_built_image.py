@@ -35,7 +35,7 @@ IMAGE = "ghcr.io/edgefd/edgefd:0.1.0"
 VENV = "/opt/edgefd"
 EDGEFD_LAYER_BUDGET = 80_000_000  # bytes: edgefd's own layer (the virtualenv)
 # the packages the project is built on: slimming may never remove one
-FOUNDATIONS = ("click", "pyyaml", "pyudev", "kubernetes", "grpcio", "protobuf")
+FOUNDATIONS = ("click", "pyyaml", "pyudev", "kubernetes", "grpcio", "protobuf", "jeepney")
 
 
 def uid_of(tool: str) -> int | None:

@@ -52,7 +52,7 @@ def test_the_diff_says_same_device_new_node_and_keeps_both_numbers(host: Path) -
 
 
 def test_a_device_too_hot_changes_its_reason_and_condition_said_once(tmp_path: Path) -> None:
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
     from tests.fixturegen import build_host
 
     root = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)

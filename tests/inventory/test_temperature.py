@@ -40,7 +40,7 @@ def coral(inv: Inventory) -> Device:
 
 def judged(root: Path, setting: TemperatureLimit | None = None) -> Inventory:
     """The device plugin's kind of inventory: the catalogue's resources, health judged."""
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
 
     settings = {RES: setting} if setting is not None else {}
     return inventory(root, selectors=default_config().selectors, temperature=settings)
@@ -157,12 +157,18 @@ def test_a_resource_may_turn_it_off_and_a_reload_turns_it_on(root: Path) -> None
     inv = judged(root, TemperatureLimit(enabled=False))
     set_temp(root, "95000")
     assert coral(inv).healthy
-    inv.configure(temperature={RES: TemperatureLimit(limit=90.0)})
+    from dataclasses import replace
+
+    from edgefd.devplugin.resources import default_config
+
+    config = default_config()
+    hot = replace(config.by_name()[RES], temperature=TemperatureLimit(limit=90.0))
+    inv.reconfigure(replace(config, resources=(hot,)))  # a reload: its settings, then a scan
     assert coral(inv).reason == "95.0 °C, above the limit 90 °C"
 
 
 def test_an_inventory_without_temperature_settings_never_reads_it(root: Path) -> None:
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
 
     inv = inventory(root, selectors=default_config().selectors)  # the scanners' kind
     set_temp(root, "95000")
@@ -229,14 +235,24 @@ def test_bad_settings_say_what_in_one_line(raw: object, why: str) -> None:
 
 
 def test_the_temperature_is_a_metric_while_it_can_be_read(root: Path) -> None:
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
     from edgefd.runtime.metrics import Metrics
 
     m = Metrics()
     inv = inventory(root, selectors=default_config().selectors, temperature={}, metrics=m)
     name = "edgefd_inventory_device_temperature_celsius"
+    limit = "edgefd_inventory_device_temperature_limit_celsius"
     inv.scan()
-    assert m.registry.get_sample_value(name, {"device": NAME}) == 45.3
+    assert m.sample(name, device=NAME) == 45.3
+    # the limit it is judged by beside it (the driver's trip point here), for the alert
+    assert m.sample(limit, device=NAME) == 84.8
+    from dataclasses import replace
+
+    config = default_config()
+    cool = replace(config.by_name()[RES], temperature=TemperatureLimit(limit=70.0))
+    inv.reconfigure(replace(config, resources=(cool,)))  # a reload, and its scan
+    assert m.sample(limit, device=NAME) == 70.0
     set_temp(root, "EIO?")
     inv.scan()
-    assert m.registry.get_sample_value(name, {"device": NAME}) is None
+    assert m.sample(name, device=NAME) is None
+    assert m.sample(limit, device=NAME) is None

@@ -43,7 +43,6 @@ CAPS = {
 # hostPath -> (type, read-only): the kubelet's pod-resources and the runtime's socket of each
 # distribution (tests/k8s/test_profiles.py)
 HOSTPATHS = {
-    "/sys": ("Directory", True),  # the device inventory (devplugin's volume)
     "/proc": ("Directory", True),
     "/sys/fs/cgroup": ("Directory", False),  # v1 devices files are written
     **{f"{p.kubelet_dir}/pod-resources": ("Directory", True) for p in PROFILES.values()},
@@ -51,6 +50,8 @@ HOSTPATHS = {
     **{p.cri_socket: ("Socket", False) for p in PROFILES.values()},
     "/var/run/crio/crio.sock": ("Socket", False),  # CRI-O's (chart: criSocket)
     "/var/lib/edgefd/device-keeper": ("DirectoryOrCreate", False),  # what it granted
+    # systemd's private socket (the systemd cgroup driver's grants): made by systemd at boot
+    "/run/systemd": ("DirectoryOrCreate", True),
 }
 COMBINATIONS = [
     (),
@@ -97,11 +98,9 @@ def keeper_violations(ds: dict[str, Any]) -> list[str]:
         v = volumes[m["name"]]
         if m["mountPath"] == TOKEN_PATH or "projected" in v:
             out.append("must have no API token")
-        if "emptyDir" in v:
-            continue
-        if "configMap" in v:  # devplugin's resources, read-only: the devices it serves
-            if m.get("readOnly") is not True or m["name"] != "devplugin-config":
-                out.append(f"{m['mountPath']}: only devplugin's configuration, read-only")
+        if "emptyDir" in v:  # devplugin's decisions, read-only: the devices it follows
+            if m.get("readOnly") is not True or m["name"] != "decisions":
+                out.append(f"{m['mountPath']}: only devplugin's decisions, read-only")
             continue
         if "hostPath" not in v:
             out.append(f"{m['mountPath']}: not a hostPath or emptyDir")
@@ -124,7 +123,7 @@ def keeper_violations(ds: dict[str, Any]) -> list[str]:
             continue
         for m in other.get("volumeMounts", []):
             path = volumes.get(m["name"], {}).get("hostPath", {}).get("path")
-            if path in HOSTPATHS and path != "/sys":
+            if path in HOSTPATHS:
                 out.append(f"{other['name']} may not mount {path}")
     return out
 
@@ -169,7 +168,7 @@ def test_no_device_keeper_removes_exactly_it(keeper_ds: dict[str, Any]) -> None:
     assert ds == want
     assert {v["name"] for v in pod_spec(ds)["volumes"]} == {
         "host-sys", "host-dev", "device-plugins", "devplugin-config", "features-d",
-        "feature-sink-token", "notices",
+        "feature-sink-token", "bus-scan-notices", "devplugin-notices", "decisions",
     }  # fmt: skip
     others = [d for d in off if d is not daemonset(off, DEVPLUGIN_DS)]
     assert others == [d for d in render([K8S], []) if d["metadata"]["name"] != DEVPLUGIN_DS
@@ -198,15 +197,17 @@ def test_flags_point_where_the_mounts_are(components: tuple[str, ...]) -> None:
     assert setting(c, "--kubelet-dir") == dist.kubelet_dir
     assert "/host" + dist.cri_socket in mounts
     assert "/host" + dist.kubelet_dir + "/pod-resources" in mounts
-    assert "--events" not in cmd and "/host/sys" in mounts  # its own inventory, under /host
+    assert "/host/sys" not in mounts  # no inventory of its own: devplugin's decisions
     assert flag_value(cmd, "--state-dir") in mounts  # what it granted, kept across restarts
-    # devplugin's configuration, at the path devplugin reads it: the same devices, same names
+    # devplugin's decisions, where devplugin writes them: the same file, read-only here
     plugin = container(pod_spec(ds), "devplugin")
-    assert flag_value(cmd, "--config") == flag_value(plugin["command"], "--config")
-    [conf] = [m for m in c["volumeMounts"] if m["name"] == "devplugin-config"]
-    assert flag_value(cmd, "--config").startswith(conf["mountPath"] + "/")
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
-    assert env == {"NODE_NAME": "spec.nodeName"}
+    assert flag_value(cmd, "--decisions") == flag_value(plugin["command"], "--decisions")
+    [mine] = [m for m in c["volumeMounts"] if m["name"] == "decisions"]
+    [theirs] = [m for m in plugin["volumeMounts"] if m["name"] == "decisions"]
+    assert flag_value(cmd, "--decisions").startswith(mine["mountPath"] + "/")
+    assert mine["mountPath"] == theirs["mountPath"] and mine["readOnly"] is True
+    assert "readOnly" not in theirs and "--config" not in " ".join(cmd)
+    assert not any("valueFrom" in e for e in c["env"])  # not even its node's name
     port = int((setting(c, "--listen") or "").rpartition(":")[2])
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     for probe in ("livenessProbe", "readinessProbe"):
@@ -235,9 +236,12 @@ ESCALATIONS = {
     "host-dev": lambda s: container(s, KEEPER)["volumeMounts"].append(
         {"name": "host-dev", "mountPath": "/host/dev"}
     ),
-    "writable-sys": lambda s: next(
-        m for m in container(s, KEEPER)["volumeMounts"] if m["mountPath"] == "/host/sys"
+    "writable-decisions": lambda s: next(
+        m for m in container(s, KEEPER)["volumeMounts"] if m["name"] == "decisions"
     ).pop("readOnly"),
+    "host-sys": lambda s: container(s, KEEPER)["volumeMounts"].append(
+        {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}
+    ),
     "cgroup-in-devplugin": lambda s: container(s, "devplugin")["volumeMounts"].append(
         {"name": "host-cgroup", "mountPath": "/host/sys/fs/cgroup"}
     ),

@@ -1,7 +1,8 @@
 """k8s/dra/ against a real kube-apiserver (tests/peers/apiserver.py).
 
-1. Every object passes a strict server-side dry run, then is applied; the DeviceClasses'
-   CEL compiles (the API server compiles it on create) and the policy type-checks cleanly.
+1. Every object (and the base's DRA policies) passes a strict server-side dry run, then is
+   applied; the DeviceClasses' CEL compiles (the API server compiles it on create) and the
+   policy type-checks cleanly.
 2. With a pod-bound token of devplugin's own ServiceAccount (split-identity's; pod on node A),
    the ResourceSlice policy lets it create, update and delete node A's slice of driver
    edgefd.io, and refuses:
@@ -29,7 +30,7 @@ from tests.devplugin.dra.peer import DraPlugin, list_slices
 from tests.fixturegen import build_host
 from tests.helpers import wait_until
 from tests.k8s.test_dra_manifests import dra_docs
-from tests.k8s.test_manifests import DEVPLUGIN_SA, NAMESPACE, find, load_manifests
+from tests.k8s.test_manifests import DEVPLUGIN_SA, DRA_POLICIES, NAMESPACE, find, load_manifests
 
 pytestmark = pytest.mark.realpeer
 
@@ -70,7 +71,10 @@ def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
     account = yaml.safe_load((split / "serviceaccount.yaml").read_text())
     assert account["metadata"]["name"] == DEVPLUGIN_SA
     needed = [find(base, "Namespace"), account]
-    docs = dra_docs()
+    # k8s/dra/ and the base's policies of DRA (k8s/admission-policy.yaml)
+    policies = [d for d in base if d["kind"].startswith("ValidatingAdmissionPolicy")
+                and d["metadata"]["name"] in DRA_POLICIES]  # fmt: skip
+    docs = [*policies, *dra_docs()]
     for doc in docs:
         for subject in doc.get("subjects", []):
             subject["name"] = DEVPLUGIN_SA

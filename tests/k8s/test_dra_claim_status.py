@@ -16,7 +16,7 @@ import pytest
 
 from edgefd.devplugin.dra.checkpoint import PreparedClaim, PreparedDevice
 from edgefd.devplugin.dra.claimstatus import FIELD_MANAGER, ClaimStatusWriter
-from edgefd.inventory.resources import default_config
+from edgefd.devplugin.resources import default_config
 from edgefd.kube.errors import ApiRefused
 from tests.devplugin.devices import coral, table
 from tests.helpers import wait_until
@@ -266,3 +266,51 @@ def test_the_policy_refuses_changing_reservations(applied, claims, overgranted) 
         time.sleep(0.2)
     assert "may not change who a claim is reserved for" in str(err.value)
     assert not _get(applied, "status-a")["status"].get("reservedFor")
+
+
+ALLOCATION_REFUSAL = "edgefd may not change a claim's allocation"
+# status.allocation's removal (a claim nobody reserved may be deallocated), and a change
+DEALLOCATE = [{"op": "remove", "path": "/status/allocation"}]
+REPOINT = [
+    {
+        "op": "replace",
+        "path": "/status/allocation/nodeSelector/nodeSelectorTerms/0/matchFields/0/values",
+        "value": [NODE_B],
+    }
+]
+
+
+def patch_status(sa: Any, name: str, ops: list[dict[str, Any]]) -> Any:
+    return sa.request("PATCH", "resourceclaims", f"{CLAIMS}/{name}/status", "patch", ops,
+                      "application/json-patch+json")  # fmt: skip
+
+
+def until_policy_refuses(write: Any, deadline: float = 30) -> str:
+    """The write's refusal once the API server's authorizer has the over-grant (before, its
+    own check refuses it, naming the right it looks for)."""
+    end = time.monotonic() + deadline
+    while True:
+        with pytest.raises(ApiRefused) as err:
+            write()
+        if POLICY in str(err.value) or time.monotonic() > end:
+            return str(err.value)
+        time.sleep(0.2)
+
+
+def test_removing_the_allocation_is_refused_by_the_api_server(applied, claims) -> None:  # noqa: F811
+    """An unreserved claim of its own node: with the gate on, the API server's own check
+    wants resourceclaims/binding, which the token has not."""
+    with pytest.raises(ApiRefused, match='resource="resourceclaims/binding"'):
+        patch_status(applied["sa"], "status-a", DEALLOCATE)
+    assert _get(applied, "status-a")["status"]["allocation"] == claims["a"]["status"]["allocation"]
+
+
+@pytest.mark.parametrize("ops", [DEALLOCATE, REPOINT], ids=["remove", "change"])
+def test_the_policy_refuses_changing_the_allocation(applied, claims, overgranted, ops) -> None:  # noqa: F811
+    """Its own node's claim, unreserved, and the binding right granted by mistake: the
+    allocation is the scheduler's; removing it is refused by the policy (a change, by the API
+    server's validation first: an allocation is immutable)."""
+    message = until_policy_refuses(lambda: patch_status(applied["sa"], "status-a", ops))
+    if ops is DEALLOCATE:
+        assert POLICY in message and ALLOCATION_REFUSAL in message, message
+    assert _get(applied, "status-a")["status"]["allocation"] == claims["a"]["status"]["allocation"]

@@ -163,3 +163,21 @@ def test_its_own_entry_is_written_beside_another_drivers(applied, claims, nic_en
     by_driver = {d["driver"]: d for d in _devices(applied)}
     assert set(by_driver) == {GPU["driver"], DRIVER}
     assert by_driver[GPU["driver"]] == nic_entry
+
+
+def test_removing_the_allocation_is_refused(applied, claims) -> None:  # noqa: F811
+    """The API server's own check is off: RBAC's patch of resourceclaims/status lets the token
+    deallocate an unreserved claim of its own node; the policy refuses it."""
+    from tests.k8s.test_dra_claim_status import ALLOCATION_REFUSAL, DEALLOCATE, patch_status
+
+    with pytest.raises(ApiRefused) as err:
+        patch_status(applied["sa"], "status-a", DEALLOCATE)
+    assert POLICY in str(err.value) and ALLOCATION_REFUSAL in str(err.value), str(err.value)
+    claim = applied["admin"].get_claim(NAMESPACE, "status-a")
+    assert claim["status"]["allocation"] == claims["a"]["status"]["allocation"]
+
+
+def test_its_own_entry_does_not_need_the_allocation_changed(applied, claims) -> None:  # noqa: F811
+    """What the policy lets through is devplugin's own write, as before."""
+    write_own_status(applied["sa"], prepared(claims["a"]))
+    assert [d["driver"] for d in _devices(applied)] == [DRIVER]

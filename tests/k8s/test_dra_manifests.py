@@ -25,7 +25,7 @@ import yaml
 
 from edgefd.bus.catalogue import load_catalogue
 from edgefd.devplugin.dra.slices import DRIVER
-from edgefd.inventory.resources import default_config
+from edgefd.devplugin.resources import default_config
 from tests.k8s import test_manifests as base
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
@@ -185,14 +185,15 @@ def _policy(docs: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict
     assert spec["failurePolicy"] == "Fail"
     [cond] = spec["matchConditions"]
     assert mark_condition(cond["expression"])
-    # the node policy of the base is another object: both stay in force
-    assert name not in base.POLICIES
+    # in the base, whatever the options: in force before the dra component's rights
+    assert name in base.DRA_POLICIES
     return spec, binding
 
 
 def test_admission_policy_is_bound_denying_and_scoped() -> None:
-    docs = dra_docs()
-    assert len([d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]) == 2
+    """DRA's policies are the base's (k8s/admission-policy.yaml): k8s/dra adds rights only."""
+    assert not [d for d in dra_docs() if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    docs = base.load_manifests()
     spec, _ = _policy(docs, "edgefd-resourceslice-restriction")
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == ["resource.k8s.io"] and rule["resources"] == ["resourceslices"]
@@ -203,7 +204,7 @@ def test_admission_policy_is_bound_denying_and_scoped() -> None:
 
 
 def test_claim_status_policy_is_bound_denying_and_scoped() -> None:
-    spec, _ = _policy(dra_docs(), "edgefd-resourceclaim-status-restriction")
+    spec, _ = _policy(base.load_manifests(), "edgefd-resourceclaim-status-restriction")
     [rule] = spec["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["resourceclaims/status"] and rule["operations"] == ["UPDATE"]
     text = yaml.safe_dump(spec)
@@ -215,7 +216,7 @@ def test_claim_status_policy_is_bound_denying_and_scoped() -> None:
 def test_the_policies_name_the_drivers_constant() -> None:
     """The manifests hold the driver's name literally (CEL has no import): every driver name
     they compare with, and the per-driver RBAC grant, is devplugin's DRIVER."""
-    docs = dra_docs()
+    docs = [*dra_docs(), *base.load_manifests()]
     named: set[str] = set()
     for name in ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction"):
         text = json.dumps(_policy(docs, name)[0])

@@ -24,9 +24,17 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.k8s.monitoring import (
+    PODMONITOR_API,
+    PROMETHEUSRULE_API,
+    kubectl,
+    served,
+    uninstall,
+)
 from tests.k8s.test_kustomize import keyed, overlay_dirs
 from tests.k8s.test_manifests import (
     DEVPLUGIN_DS,
+    DRA_POLICIES,
     K8S,
     NAMESPACE,
     POLICIES,
@@ -44,7 +52,6 @@ from tests.peers.processes import REPO_ROOT, harness_binary
 
 CHART = REPO_ROOT / "charts" / "edgefd"
 RELEASE = "edgefd"
-PODMONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
 
 
 def s(*pairs: str) -> list[str]:
@@ -174,6 +181,39 @@ VALUE_SETS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
         ["--api-versions", PODMONITOR_API, *s("labels.enabled=false")],
         None,
     ),
+    # the alerting rules (issue 45 item 2): where the kind is served, the alerts component
+    "prometheusrule": (["--api-versions", PROMETHEUSRULE_API], ("alerts",)),
+    "prometheusrule-off": (
+        ["--api-versions", PROMETHEUSRULE_API, *s("metrics.prometheusRule.enabled=false")],
+        (),
+    ),
+    "prometheusrule+hostnetwork+no-devplugin": (
+        [
+            "--api-versions",
+            PROMETHEUSRULE_API,
+            *s("hostNetwork=true", "devicePlugin.enabled=false"),
+        ],
+        ("hostnetwork", "no-devplugin", "alerts"),
+    ),
+    "prometheusrule+split+dra+k3s": (
+        [
+            "--api-versions",
+            PROMETHEUSRULE_API,
+            *s("splitByIdentity=true", "devicePlugin.api=dra", "distribution=k3s"),
+        ],
+        ("alerts", "dra", "k3s", "split-identity"),
+    ),
+    "prometheusrule+labels": (
+        [
+            "--api-versions",
+            PROMETHEUSRULE_API,
+            *s(
+                "metrics.prometheusRule.labels.release=p",
+                "metrics.prometheusRule.ruleLabels.team=edge",
+            ),
+        ],
+        None,
+    ),
     # two DaemonSets split by identity (issue 34 item 3)
     "split": (s("splitByIdentity=true"), ("split-identity",)),
     # split-identity after the components that patch devplugin (k8s/overlays/dra/after-split.yaml)
@@ -219,7 +259,7 @@ def helm(*args: str, check: bool = True, timeout: float = 120) -> subprocess.Com
 
 
 HOOK = "helm.sh/hook"
-POLICY_HOOK = "pre-install,pre-upgrade"  # admission-policy-first.yaml
+POLICY_HOOK = "pre-install,pre-upgrade,pre-rollback"  # admission-policy-first.yaml
 
 
 def is_policy_hook(d: dict[str, Any]) -> bool:
@@ -310,8 +350,8 @@ RIGHTS = ("ClusterRoleBinding", "RoleBinding")
 def test_admission_policies_are_in_force_before_the_rights(name: str) -> None:
     """Issue 30 item 9: Helm applies kinds it does not know last, so the policies came after
     the RBAC bindings they restrict (and the DaemonSets using them). Every policy and binding
-    of the release is also a pre-install and pre-upgrade hook, the same object: Helm applies
-    hooks before any object of the release (each policy before its binding, by weight); none
+    of the release is also a pre-install, pre-upgrade and pre-rollback hook, the same object:
+    Helm applies hooks before any object of the release (each policy before its binding); none
     is deleted before it is created again (a gap at every upgrade), and no right is a hook
     (which would come first, or outlive `helm uninstall`)."""
     docs = template_all(*value_set(name))
@@ -339,7 +379,7 @@ def test_admission_policies_are_in_force_before_the_rights(name: str) -> None:
 def test_render_is_valid_and_least_privilege(name: str) -> None:
     docs = template(*value_set(name))
     for d in docs:
-        if d["kind"] not in ("DeviceClass", "PodMonitor"):  # not in the client's models
+        if d["kind"] not in ("DeviceClass", "PodMonitor", "PrometheusRule"):  # no client model
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     assert daemonsets(docs)
     for ds in daemonsets(docs):
@@ -539,6 +579,9 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     assert sorted(scraped) == sorted(ports) and all(
         e["path"] == "/metrics" for e in pm["spec"]["podMetricsEndpoints"]
     )
+    # every series says its node (the alerts name it: a pod's name says nothing on a fleet)
+    node = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]
+    assert all(e["relabelings"] == node for e in pm["spec"]["podMetricsEndpoints"])
     docs = template(*value_set("podmonitor+devplugin-only"))
     (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
     assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["plugin-http", "keeper-http"]
@@ -546,6 +589,40 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
     docs = template("--api-versions", PODMONITOR_API, *s("devicePlugin.enabled=false"))
     (pm,) = [d for d in docs if d["kind"] == "PodMonitor"]
     assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["scan-http", "sink-http"]
+
+
+def test_prometheusrule_only_when_the_kind_is_served_and_as_its_source_says() -> None:
+    """The rules' one source (charts/edgefd/alerts/prometheusrule.yaml, also the component's):
+    its spec as it is, in the release's namespace; rendered only where the kind is served and
+    the value is on; the object's own labels and the labels added to each alert reach it, an
+    alert's own severity winning."""
+    from tests.alerts.rules import rule_object
+
+    def rules(*args: str) -> list[dict[str, Any]]:
+        return [d for d in template(*args) if d["kind"] == "PrometheusRule"]
+
+    for name in ("default", "prometheusrule-off"):
+        assert not rules(*value_set(name)), name
+    (pr,) = rules(*value_set("prometheusrule"))
+    source = rule_object()
+    assert pr["spec"] == source["spec"] and pr["metadata"]["name"] == source["metadata"]["name"]
+    assert pr["metadata"]["namespace"] == NAMESPACE
+    (moved,) = rules(*value_set("prometheusrule"), *s("namespace.name=edgefd-helm"))
+    assert moved["metadata"]["namespace"] == "edgefd-helm" and moved["spec"] == source["spec"]
+    (labelled,) = rules(*value_set("prometheusrule+labels"))
+    assert labelled["metadata"]["labels"]["release"] == "p"
+    every = [r for g in labelled["spec"]["groups"] for r in g["rules"]]
+    assert every and all(r["labels"] == {**r_src, "team": "edge"} for r, r_src in zip(
+        every, (r["labels"] for g in source["spec"]["groups"] for r in g["rules"]), strict=True
+    ))  # fmt: skip
+    (kept,) = rules(
+        *value_set("prometheusrule"), *s("metrics.prometheusRule.ruleLabels.severity=page")
+    )
+    assert {r["labels"]["severity"] for g in kept["spec"]["groups"] for r in g["rules"]} == {
+        "warning"
+    }
+    # the alerts' own templates are the alerts', not Helm's: read as a file, never rendered
+    assert "{{ $labels.pod }}" in json.dumps(pr["spec"])
 
 
 @pytest.mark.parametrize(
@@ -564,6 +641,8 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
         (["--set-string", "devicePlugin.config=resources: [oops"], "not a YAML mapping"),
         (["--set-string", "devicePlugin.config=- coral"], "not a YAML mapping"),
         (["--set-string", "devicePlugin.config=resources: 3"], "must be a list"),
+        (s("metrics.prometheusRule.ruleLabels.bad-name=x"), "'bad-name' does not match"),
+        (s("metrics.prometheusRule.enable=true"), "enable"),
     ],
     ids=[
         "mode",
@@ -579,6 +658,8 @@ def test_podmonitor_only_when_the_kind_is_served() -> None:
         "config-not-yaml",
         "config-a-list",
         "config-resources-not-a-list",
+        "alert-label-name",
+        "rule-typo",
     ],
 )
 def test_bad_values_are_refused(args: list[str], message: str) -> None:
@@ -589,83 +670,36 @@ def test_bad_values_are_refused(args: list[str], message: str) -> None:
 # -- the real API server -----------------------------------------------------------------------
 
 
-def kubectl(kube_apiserver: Any, *args: str, stdin: str | None = None) -> Any:
-    return subprocess.run(
-        [str(harness_binary("kubectl")), f"--kubeconfig={kube_apiserver.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-# A stand-in for the Prometheus Operator's CRD: the real group, version, kind and scope, so
-# the API server serves the kind (what the chart's Capabilities check looks for) and accepts
-# the object; its spec is not validated (the harness builds no Prometheus Operator).
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podmonitors.monitoring.coreos.com"},
-    "spec": {
-        "group": "monitoring.coreos.com",
-        "names": {"kind": "PodMonitor", "listKind": "PodMonitorList", "plural": "podmonitors",
-                  "singular": "podmonitor"},
-        "scope": "Namespaced",
-        "versions": [{
-            "name": "v1", "served": True, "storage": True,
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
-        }],
-    },
-}  # fmt: skip
-
-
-def wait_served(kube_apiserver: Any, api: str, served: bool = True) -> None:
-    group_version, kind = api.rsplit("/", 1)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        r = kubectl(kube_apiserver, "api-resources", f"--api-group={group_version.split('/')[0]}",
-                    "-o", "name")  # fmt: skip
-        if (f"{kind.lower()}s." in r.stdout) == served:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{api} {'not ' if served else ''}served after 30 s")
-
-
 @pytest.fixture(scope="module")
-def podmonitor_crd(kube_apiserver: Any) -> Iterator[None]:
-    r = kubectl(kube_apiserver, "apply", "--server-side", "-f", "-", stdin=json.dumps(CRD))
-    assert r.returncode == 0, r.stderr
-    wait_served(kube_apiserver, PODMONITOR_API)
-    yield
-    kubectl(kube_apiserver, "delete", "crd", CRD["metadata"]["name"])
-    wait_served(kube_apiserver, PODMONITOR_API, served=False)
+def monitoring_crds(kube_apiserver: Any) -> Iterator[None]:
+    with served(kube_apiserver, PODMONITOR_API, PROMETHEUSRULE_API):
+        yield
 
 
 @pytest.mark.realpeer
-def test_podmonitor_follows_the_served_kinds(kube_apiserver: Any) -> None:
+@pytest.mark.parametrize("api", [PODMONITOR_API, PROMETHEUSRULE_API], ids=lambda a: a[-13:])
+def test_the_monitoring_objects_follow_the_served_kinds(kube_apiserver: Any, api: str) -> None:
     """`.Capabilities.APIVersions` from the live API server (`--dry-run=server`): the
-    PodMonitor is rendered once, and only once, the kind is served."""
+    PodMonitor and the PrometheusRule are each rendered once, and only once, their kind is
+    served."""
     # the device plugin alone, in a namespace of its own: no object of this release exists yet
     # (Helm checks that too), so the answer depends on the served kinds only
     args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--dry-run=server",
             *s("labels.enabled=false", "namespace.name=edgefd-pm")]  # fmt: skip
+    kind = api.rsplit("/", 1)[1]
 
     def rendered_kinds() -> str:
         return helm("template", "edgefd-pm", str(CHART), *args).stdout
 
-    kubectl(kube_apiserver, "delete", "crd", CRD["metadata"]["name"], "--ignore-not-found")
-    wait_served(kube_apiserver, PODMONITOR_API, served=False)
-    assert "kind: PodMonitor" not in rendered_kinds()
-    r = kubectl(kube_apiserver, "apply", "--server-side", "-f", "-", stdin=json.dumps(CRD))
-    assert r.returncode == 0, r.stderr
-    wait_served(kube_apiserver, PODMONITOR_API)
-    assert "kind: PodMonitor" in rendered_kinds()
+    uninstall(kube_apiserver, api)
+    assert f"kind: {kind}" not in rendered_kinds()
+    with served(kube_apiserver, api):
+        assert f"kind: {kind}" in rendered_kinds()
 
 
 @pytest.mark.realpeer
 @pytest.mark.parametrize("name", VALUE_SETS)
-def test_server_side_dry_run(kube_apiserver: Any, podmonitor_crd: None, name: str) -> None:
+def test_server_side_dry_run(kube_apiserver: Any, monitoring_crds: None, name: str) -> None:
     docs = template(*value_set(name))
     # namespaced objects cannot even be dry-run without their namespace
     namespaces = {d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")}
@@ -825,15 +859,14 @@ def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
     assert setting(container(pod_spec(ds), "feature-sink"), "--mode") == "nodefeature"
 
 
-DRA_POLICIES = ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction")
-
-
 @pytest.mark.realpeer
-def test_helm_upgrade_to_dra_stores_its_policies_before_its_rights(
+def test_helm_upgrade_to_dra_adds_rights_and_no_policy(
     kube_apiserver: Any, release: list[str]
 ) -> None:
-    """An upgrade that adds a mode adds rights and the policies restricting them: the
-    pre-upgrade hook stores the new policies first, and the upgrade takes them over."""
+    """An upgrade that adds a mode adds rights, never a policy: the policies restricting them
+    came with the install (every one, whatever the values), in force long before (stored with
+    the rights, a running pod's token wrote for other nodes for about a second:
+    tests/k8s/test_helm_windows.py)."""
     # the DRA mode's cluster-wide objects, as other tests' applies left them: a user's
     # cluster has none of them (helm would refuse to take them over)
     base = {(d["kind"], d["metadata"]["name"]) for d in template()}
@@ -841,18 +874,20 @@ def test_helm_upgrade_to_dra_stores_its_policies_before_its_rights(
         if "namespace" not in d["metadata"] and (d["kind"], d["metadata"]["name"]) not in base:
             kubectl(kube_apiserver, "delete", d["kind"].lower(), d["metadata"]["name"],
                     "--ignore-not-found")  # fmt: skip
+    # (the hooks' annotations come and go: the spec, and so its generation, stays)
+    stored = {name: json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy",
+                                       name, "-o", "json").stdout)["metadata"]["generation"]
+              for name in DRA_POLICIES}  # fmt: skip
     before = _revisions(kube_apiserver)
     helm("upgrade", RELEASE, str(CHART), *release,
          *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra"))  # fmt: skip
     created = _creations(kube_apiserver, before)
-    policies = {k: v for k, v in created.items() if k[0].startswith("ValidatingAdmission")}
-    assert {name for _, name in policies} == set(DRA_POLICIES), created
+    assert not [k for k in created if k[0].startswith("ValidatingAdmission")], created
     assert ("ClusterRoleBinding", "edgefd-dra") in created, created
-    rights = [v for k, v in created.items() if k not in policies]
-    assert max(policies.values()) < min(rights), created
-    for name in DRA_POLICIES:
+    for name, version in stored.items():  # the same objects, unchanged by the upgrade
         got = json.loads(kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name,
                                  "-o", "json").stdout)  # fmt: skip
+        assert got["metadata"]["generation"] == version, name
         assert got["metadata"]["annotations"].get("meta.helm.sh/release-name") == RELEASE
         assert HOOK not in got["metadata"]["annotations"]
 

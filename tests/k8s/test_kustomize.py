@@ -53,6 +53,7 @@ from tests.peers.processes import harness_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = K8S / "overlays"
+LEDGER = "KustomizeComponents"  # the components' ledger (its header says what it is for)
 # The documented combinations; the components touch different flags and select the DaemonSet
 # holding devplugin by its marks, so any order gives the same objects
 # (test_order_does_not_matter).
@@ -78,7 +79,7 @@ COMBINATIONS = [
     ("hostnetwork", "host-features", "no-devplugin"),
     ("no-device-keeper",),
     ("dra", "no-device-keeper", "dra-evict"),
-    ("dra-evict", "no-device-keeper", "dra"),
+    ("no-device-keeper", "dra", "dra-evict"),
     ("hostnetwork", "no-device-keeper"),
     ("nodefeature", "hostnetwork", "no-devplugin", "host-features"),
     # two DaemonSets split by identity (issue 34 item 3): after every component that patches
@@ -90,26 +91,58 @@ COMBINATIONS = [
     ("split-identity", "no-device-keeper", "nodefeature"),
     ("no-device-keeper", "hostnetwork", "split-identity"),
     ("no-device-keeper", "dra", "split-identity"),
+    # the alerting rules (issue 45 item 2): one object added, nothing patched
+    ("alerts",),
+    ("alerts", "nodefeature", "no-devplugin"),
+    ("dra", "alerts", "split-identity"),
+    ("hostnetwork", "alerts", "no-device-keeper"),
+    ("split-identity", "host-features", "alerts"),
 ]
 # The components that patch devplugin, written for edgefd's init container: split-identity
 # makes it an ordinary container of its own pod, so it must come after them (k0s and microk8s
-# patch it in DRA mode only); in another order kustomize stops, naming the path
+# patch it in DRA mode only); in another order kustomize stops, naming the rule
 # SPLIT_REFUSAL (each one's after-split.yaml).
 SPLIT_LAST = ("dra", "dra-evict", "hostnetwork")
 SPLIT_LAST_WITH_DRA = ("k0s", "microk8s")
 SPLIT_REFUSAL = "edgefd.io~1list-split-identity-after-this-component"
+# Every rule a component refuses by (k8s/README.md lists them): a JSON patch's `test` of an
+# annotation no object has, whose key is the rule, so kustomize's one-line refusal names it.
+RULES = (
+    "list-split-identity-after-this-component",
+    "list-one-distribution-only",
+    "list-dra-before-dra-evict",
+    "list-dra-or-no-devplugin-not-both",
+    "list-split-identity-or-no-devplugin-not-both",
+)
 
 
-def refused_after_split(components: tuple[str, ...]) -> str | None:
-    """The component that refuses to come after split-identity in this order, if one does."""
-    if "split-identity" not in components:
-        return None
-    at = components.index("split-identity")
-    dra_before = "dra" in components[:at]
-    for c in components[at + 1 :]:
-        if c in SPLIT_LAST or (c in SPLIT_LAST_WITH_DRA and dra_before):
-            return c
-        dra_before = dra_before or c == "dra"
+def rule_of(component: str, before: list[str]) -> str | None:
+    """The rule `component` refuses by, listed after `before` (each component's patches in
+    their order: the first rule that fails stops the build)."""
+    split, dra = "split-identity" in before, "dra" in before
+    if component in DISTRIBUTIONS and any(b in DISTRIBUTIONS for b in before):
+        return "list-one-distribution-only"
+    if component == "dra" and "no-devplugin" in before:
+        return "list-dra-or-no-devplugin-not-both"
+    if split and (component in SPLIT_LAST or (component in SPLIT_LAST_WITH_DRA and dra)):
+        return SPLIT_REFUSAL.removeprefix("edgefd.io~1")
+    if component == "dra-evict" and not dra:
+        return "list-dra-before-dra-evict"
+    if component == "no-devplugin" and dra:
+        return "list-dra-or-no-devplugin-not-both"
+    if component == "no-devplugin" and split:
+        return "list-split-identity-or-no-devplugin-not-both"
+    if component == "split-identity" and "no-devplugin" in before:
+        return "list-split-identity-or-no-devplugin-not-both"
+    return None
+
+
+def refusal(components: tuple[str, ...]) -> tuple[str, str] | None:
+    """(the component that stops the build, the rule it names) for these components in this
+    order; None when it builds."""
+    for i, c in enumerate(components):
+        if (rule := rule_of(c, list(components[:i]))) is not None:
+            return c, rule
     return None
 
 
@@ -118,7 +151,7 @@ def refused_after_split(components: tuple[str, ...]) -> str | None:
 # third), not the whole product; tests/k8s/test_profiles.py checks their paths and the chart.
 DISTRIBUTIONS = ("k3s", "microk8s", "k0s")
 OTHERS = ("nodefeature", "no-devplugin", "hostnetwork", "dra", "host-features",
-          "no-device-keeper", "split-identity")  # fmt: skip
+          "no-device-keeper", "split-identity", "alerts")  # fmt: skip
 DIST_COMBINATIONS = [
     *((d,) for d in DISTRIBUTIONS),
     *((d, o) for d in DISTRIBUTIONS for o in OTHERS),
@@ -198,9 +231,13 @@ def test_base_is_the_plain_files(base: list[dict[str, Any]]) -> None:
 
 
 def test_kustomization_names_every_manifest() -> None:
-    """A new file in k8s/ that the Kustomization forgets would exist only for `-f`."""
+    """A new file in k8s/ that the Kustomization forgets would exist only for `-f`; the one
+    resource more is the components' ledger, which kustomize drops from its output
+    (test_base_is_the_plain_files) and `-f` never reads (not *.yaml)."""
     doc = yaml.safe_load((K8S / "Kustomization").read_text())
-    assert sorted(doc["resources"]) == [p.name for p in manifest_files()]
+    assert sorted(doc["resources"]) == sorted([p.name for p in manifest_files()] + [LEDGER])
+    (ledger,) = yaml.safe_load_all((K8S / LEDGER).read_text())
+    assert ledger["metadata"]["annotations"] == {"config.kubernetes.io/local-config": "true"}
     assert not (K8S / "kustomization.yaml").exists(), "kubectl apply -f k8s/ would send it"
 
 
@@ -219,7 +256,7 @@ def test_every_overlay_is_a_component() -> None:
 
 def test_shipped_components_hold_no_test_settings() -> None:
     for name in ("hostnetwork", "nodefeature", "no-devplugin", "host-features", "dra-evict",
-                 "split-identity"):  # fmt: skip
+                 "split-identity", "alerts"):  # fmt: skip
         for f in (p for p in (OVERLAYS / name).rglob("*") if p.is_file()):
             text = f.read_text()
             for test_only in ("16443", "edgefd-sample-node", "KUBERNETES_SERVICE_PORT:"):
@@ -252,7 +289,8 @@ def test_nodefeature(base: list[dict[str, Any]]) -> None:
 
 # what only devplugin and device-keeper mount (host-sys is the producers' too)
 PLUGIN_VOLUMES = {"host-dev", "device-plugins", "devplugin-config", "host-proc", "host-cgroup",
-                  "pod-resources", "cri-socket", "keeper-state"}  # fmt: skip
+                  "pod-resources", "cri-socket", "keeper-state", "host-systemd",
+                  "devplugin-notices", "decisions"}  # fmt: skip
 
 
 def test_no_devplugin(base: list[dict[str, Any]]) -> None:
@@ -270,6 +308,8 @@ def test_no_devplugin(base: list[dict[str, Any]]) -> None:
     spec["initContainers"] = [c for c in spec["initContainers"] if c["name"] != "devplugin"]
     spec["containers"] = [c for c in spec["containers"] if c["name"] == "feature-sink"]
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in PLUGIN_VOLUMES]
+    sink = spec["containers"][0]  # without devplugin's notices to read
+    sink["volumeMounts"] = [m for m in sink["volumeMounts"] if m["name"] not in PLUGIN_VOLUMES]
     assert o[key] == want
     # nothing left mounts the device-plugins directory or /dev
     text = yaml.safe_dump_all(list(o.values()))
@@ -339,6 +379,20 @@ def test_host_features(base: list[dict[str, Any]]) -> None:
     assert not [m for c in others for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
 
 
+def test_alerts_adds_the_rules_as_their_source_has_them(base: list[dict[str, Any]]) -> None:
+    """One object more, the PrometheusRule of the rules' one source (the chart's
+    alerts/prometheusrule.yaml, which the chart renders too), and nothing else changed."""
+    from tests.alerts.rules import rule_object
+
+    b, o = keyed(base), keyed(combo(("alerts",)))
+    source = rule_object()
+    key = ("PrometheusRule", NAMESPACE, source["metadata"]["name"])
+    assert set(o) - set(b) == {key} and set(b) <= set(o)
+    assert o[key] == source
+    for k in b:
+        assert o[k] == b[k], k
+
+
 def test_dra_component_renders_with_the_base() -> None:
     """Its content is tests/k8s/test_dra_manifests.py's; here: it combines with the others."""
     spec = pod_spec(daemonset(combo(("dra",)), DEVPLUGIN_DS))
@@ -348,7 +402,8 @@ def test_dra_component_renders_with_the_base() -> None:
 POLICY_STEP = ("app.kubernetes.io/component", "admission-policy")
 
 
-@pytest.mark.parametrize("components", [(), ("dra",)], ids=["base", "dra"])
+@pytest.mark.parametrize("components", [(), ("dra",), ("nodefeature",)],
+                         ids=["base", "dra", "nodefeature"])  # fmt: skip
 def test_the_policy_step_selects_every_policy_and_nothing_else(
     components: tuple[str, ...],
 ) -> None:
@@ -359,21 +414,24 @@ def test_the_policy_step_selects_every_policy_and_nothing_else(
     docs = render([K8S], overlay_dirs(components))
     selected = [d for d in docs if (d["metadata"].get("labels") or {}).get(key) == value]
     policies = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
-    assert selected == policies and len(policies) == (8 if components else 4)
+    # every policy, whatever the options: a component adds rights, never a policy
+    assert selected == policies and len(policies) == 2 * len(POLICIES)
 
 
 def test_dra_evict_adds_only_the_flag() -> None:
-    """On top of dra, in either order: one flag more for devplugin, nothing else."""
+    """On top of dra (listed after it): one flag more for devplugin, nothing else."""
     with_dra = daemonset(combo(("dra",)), DEVPLUGIN_DS)
-    for order in (("dra", "dra-evict"), ("dra-evict", "dra")):
-        evicting = daemonset(combo(order), DEVPLUGIN_DS)
-        assert take_env(container(pod_spec(evicting), "devplugin"), "EDGEFD_EVICT_AFTER") == "5m"
-        assert sorted_env(evicting) == sorted_env(with_dra), order
+    evicting = daemonset(combo(("dra", "dra-evict")), DEVPLUGIN_DS)
+    assert take_env(container(pod_spec(evicting), "devplugin"), "EDGEFD_EVICT_AFTER") == "5m"
+    assert sorted_env(evicting) == sorted_env(with_dra)
 
 
 def test_dra_evict_without_dra_is_refused_by_devplugin_in_one_line(tmp_path: Path) -> None:
-    """The device-plugin API cannot evict: devplugin says so at start, in one line, exit 2."""
-    c = container(pod_spec(daemonset(combo(("dra-evict",)), DEVPLUGIN_DS)), "devplugin")
+    """What kustomize now refuses at render time (test_refusals.py), devplugin still refuses at
+    start, for a patch of one's own setting the variable: the device-plugin API cannot evict;
+    one line, exit 2."""
+    flag = yaml.safe_load((OVERLAYS / "dra-evict" / "flag.yaml").read_text())
+    c = container(pod_spec(flag), "devplugin")
     assert setting(c, "--evict-after") == "5m" and setting(c, "--api") is None
     r = subprocess.run([sys.executable, "-m", "edgefd.devplugin", "--dry-run",
                         f"--host-root={tmp_path}", "--node-name=n1"],
@@ -389,7 +447,9 @@ def test_dra_evict_without_dra_is_refused_by_devplugin_in_one_line(tmp_path: Pat
 def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -> None:
     docs = combo(components)
     for d in docs:
-        if d["kind"] != "DeviceClass":  # resource.k8s.io/v1: newer than the client's models
+        # DeviceClass (resource.k8s.io/v1) is newer than the client's models; PrometheusRule
+        # is no Kubernetes kind (promtool checks the rules: tests/alerts)
+        if d["kind"] not in ("DeviceClass", "PrometheusRule"):
             assert schema_errors(d) is None, (d["kind"], d["metadata"]["name"])
     for ds in daemonsets(docs):
         # the keeper by its own rule (tests/k8s/test_device_keeper_manifests.py)
@@ -438,30 +498,47 @@ def test_combination_is_valid_and_least_privilege(components: tuple[str, ...]) -
         ("microk8s", "dra", "hostnetwork"),
         ("k3s", "no-device-keeper", "nodefeature"),
         ("dra", "hostnetwork", "no-device-keeper", "split-identity"),
-        ("k0s", "dra-evict", "dra", "split-identity"),
+        ("k0s", "dra", "dra-evict", "split-identity"),
         ("microk8s", "dra", "split-identity"),
         ("split-identity", "host-features", "nodefeature"),
+        ("alerts", "dra", "split-identity"),
+        ("k0s", "alerts", "no-devplugin"),
     ],
     ids=lambda c: "+".join(c),
 )
 def test_order_does_not_matter(components: tuple[str, ...], tmp_path: Path) -> None:
     """No component patches what another one moved: every order gives the same objects, but
-    one listing split-identity before a component that patches devplugin, which kustomize
-    refuses, naming that component and the rule."""
+    an order breaking one of the order rules (split-identity after every component that
+    patches devplugin, dra before dra-evict), which both kubectls refuse, naming the rule and
+    the component that refused (`refusal`), in kustomize's one line and no other words."""
     import itertools
 
     first = keyed([sorted_env(d) for d in combo(components)])
     for i, order in enumerate(itertools.permutations(components)):
-        late = refused_after_split(order)
-        if late is None:
+        refused = refusal(order)
+        if refused is None:
             assert keyed([sorted_env(d) for d in combo(order)]) == first, order
             continue
-        (tmp_path / str(i)).mkdir()
         write_kustomization(tmp_path / str(i), order)
-        r = subprocess.run([str(harness_binary("kubectl")), "kustomize", str(tmp_path / str(i))],
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
-        assert r.returncode != 0, order
-        assert SPLIT_REFUSAL in r.stderr and f"k8s/overlays/{late}" in r.stderr, r.stderr
+        for kubectl in (system_kubectl(), str(harness_binary("kubectl"))):
+            r = subprocess.run([kubectl, "kustomize", str(tmp_path / str(i))],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert_refused(r, *refused)
+
+
+def assert_refused(r: subprocess.CompletedProcess, component: str, rule: str) -> None:
+    """kustomize stopped in one line at `component`, naming `rule` and nothing of its own: no
+    source field missing, no test of a value but the rule's key, which no object has."""
+    import re
+
+    assert r.returncode != 0 and not r.stdout, (component, rule, r.stdout[:200])
+    line = r.stderr.strip()
+    assert "\n" not in line, line
+    assert set(re.findall(r"k8s/overlays/([a-z0-9-]+)", line)) == {component}, line
+    assert re.findall(r"edgefd\.io~1([a-z-]+)", line) == [rule], line
+    tests = re.findall(r"testing value (\S+) failed", line)
+    assert tests == [f"/metadata/annotations/edgefd.io~1{rule}"], line
+    assert "fieldPath" not in line and "is missing" not in line, line
 
 
 @pytest.mark.parametrize(
@@ -531,6 +608,7 @@ def test_the_system_kubectl_is_the_old_kustomize() -> None:
 
 
 def write_kustomization(d: Path, components: tuple[str, ...]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
     doc = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -566,11 +644,26 @@ def applied(kube_apiserver: Any) -> Iterator[Any]:
                 "-k", str(K8S))  # fmt: skip
     assert r.returncode == 0, r.stderr
     yield r
-    for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy"):
-        kubectl(kube_apiserver, "delete", kind, *POLICIES, "--ignore-not-found")
-    # what the nodefeature test removed, back as the base has it
+    # what the nodefeature test removed, back as the base has it, and what it added, gone;
+    # then the policies go (this apply brings them back too, and they would hold a relocated
+    # copy's tokens, refusing in their own name: tests/k8s/test_relocation.py)
     kubectl(kube_apiserver, "apply", "--server-side", *SSA,
             "-k", str(K8S))  # fmt: skip
+    for kind in ("rolebinding", "role"):
+        kubectl(kube_apiserver, "delete", kind, "-n", NAMESPACE, "edgefd-nodefeatures",
+                "--ignore-not-found")  # fmt: skip
+    for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy"):
+        kubectl(kube_apiserver, "delete", kind, *POLICIES, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def prometheusrule_kind(kube_apiserver: Any) -> Iterator[None]:
+    """The Prometheus Operator's kind, which the alerts component's object is (a stand-in CRD:
+    tests/k8s/monitoring.py)."""
+    from tests.k8s.monitoring import PROMETHEUSRULE_API, served
+
+    with served(kube_apiserver, PROMETHEUSRULE_API):
+        yield
 
 
 @pytest.mark.realpeer
@@ -596,7 +689,7 @@ def test_the_policy_step_applies_only_the_policies(kube_apiserver: Any) -> None:
         "validatingadmissionpolicy.admissionregistration.k8s.io",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io",
     }, r.stdout
-    assert len(r.stdout.split()) == 4, r.stdout
+    assert len(r.stdout.split()) == 2 * len(POLICIES), r.stdout
 
 
 @pytest.mark.realpeer
@@ -606,7 +699,11 @@ def test_the_policy_step_applies_only_the_policies(kube_apiserver: Any) -> None:
     ids=lambda c: "+".join(c),
 )
 def test_combination_server_side_dry_run(
-    applied: Any, kube_apiserver: Any, components: tuple[str, ...], tmp_path: Path
+    applied: Any,
+    prometheusrule_kind: None,
+    kube_apiserver: Any,
+    components: tuple[str, ...],
+    tmp_path: Path,
 ) -> None:
     overlay_dirs(components)
     write_kustomization(tmp_path, components)

@@ -445,6 +445,71 @@ def privilege_violations(ds: dict[str, Any]) -> list[str]:
                 out.append(f"{c['name']}: {m['mountPath']} must be read-only")
             if m.get("mountPropagation", "None") != "None":
                 out.append(f"{c['name']}: {m['mountPath']} must not propagate mounts")
+    return out + notice_violations(spec)
+
+
+SHARED_EMPTYDIRS = {"features-d"}  # each producer writes its own file; the sink reads them all
+NOTICES = "/run/edgefd/notices"
+
+
+DECISIONS = "decisions"
+
+
+def decisions_violations(here: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """devplugin's decisions (edgefd.inventory.decisions): devplugin alone writes them, where
+    its --decisions names, and device-keeper alone reads them, read-only, at the same path."""
+    out = []
+    for c, m in here:
+        argv = c.get("command", []) + c.get("args", [])
+        flag = f"--decisions={m['mountPath']}/decisions.json"
+        ro = m.get("readOnly") is True
+        if c["name"] not in ("devplugin", "device-keeper"):
+            out.append(f"{c['name']}: mounts devplugin's decisions")
+        elif flag not in argv:
+            out.append(f"{c['name']}: the decisions it mounts are not its --decisions")
+        elif ro != (c["name"] == "device-keeper"):
+            out.append(f"{c['name']}: decisions {'read-only' if ro else 'writable'}")
+    return out
+
+
+def notice_violations(spec: dict[str, Any]) -> list[str]:
+    """Issue 46 item 4: a writer can write only its own notice, and feature-sink knows whose
+    a notice is by where it is (edgefd.core.notices). So every emptyDir but features.d has at
+    most one writer, which names it in --notice-dir; feature-sink alone reads it, read-only,
+    at /run/edgefd/notices/<that writer>, and nothing else is mounted there."""
+    out: list[str] = []
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    mounts = [(c, m) for _, c in all_containers(spec) for m in c.get("volumeMounts", [])]
+    for name, v in volumes.items():
+        if "emptyDir" not in v or name in SHARED_EMPTYDIRS:
+            continue
+        here = [(c, m) for c, m in mounts if m["name"] == name]
+        writers = [c for c, m in here if m.get("readOnly") is not True]
+        if name == DECISIONS:
+            out += decisions_violations(here)
+            continue
+        if len(writers) > 1:
+            who = ", ".join(c["name"] for c in writers)
+            out.append(f"emptyDir {name}: written by {who}: a notices directory has one writer")
+            continue
+        for c, m in here:
+            if c in writers:
+                argv = c.get("command", []) + c.get("args", [])
+                if f"--notice-dir={m['mountPath']}" not in argv:
+                    out.append(f"{c['name']}: {name} is not its --notice-dir")
+            elif c["name"] != "feature-sink":
+                out.append(f"{c['name']}: reads {name}; only feature-sink reads notices")
+            elif not writers or m["mountPath"] != f"{NOTICES}/{writers[0]['name']}":
+                where = m["mountPath"]
+                out.append(f"feature-sink: reads {name} at {where}, not {NOTICES}/<writer>")
+    for c, m in mounts:
+        vol = volumes.get(m["name"], {})
+        if (
+            c["name"] == "feature-sink"
+            and m["mountPath"].startswith(NOTICES + "/")
+            and ("emptyDir" not in vol or m["name"] in SHARED_EMPTYDIRS)
+        ):
+            out.append(f"feature-sink: {m['mountPath']} is not a writer's notices directory")
     return out
 
 
@@ -461,6 +526,40 @@ def pod_violations(ds: dict[str, Any]) -> list[str]:
 
 def test_pod_has_least_privilege() -> None:
     assert pod_violations(daemonset()) == []
+
+
+def test_each_writer_alone_writes_its_notices_and_the_sink_reads_them_by_where() -> None:
+    """Issue 46 item 4: one shared notices directory let bus-scan (uid 65532, no token)
+    replace devplugin's notice, delete the keeper's and post one in any name. Now each writer
+    has its own, mounted into it alone; the sink reads each read-only, named for its writer."""
+    spec = pod_spec(daemonset())
+    sink = container(spec, "feature-sink")
+    read = {m["mountPath"]: m["name"] for m in sink["volumeMounts"]}
+    assert {p: n for p, n in read.items() if p.startswith(NOTICES)} == {
+        f"{NOTICES}/bus-scan": "bus-scan-notices",
+        f"{NOTICES}/devplugin": "devplugin-notices",
+    }
+    assert "--notice-dir=/run/edgefd/notices" in sink["command"]
+    for writer in ("bus-scan", "devplugin"):
+        (m,) = [m for m in container(spec, writer)["volumeMounts"] if m["mountPath"] == NOTICES]
+        assert m["name"] == f"{writer}-notices" and not m.get("readOnly")
+    assert notice_violations(spec) == []
+    # what the rule refuses: the old shared directory, and a sink reading under a wrong name
+    old = copy.deepcopy(spec)
+    old["volumes"].append({"name": "shared", "emptyDir": {}})
+    for writer in ("bus-scan", "devplugin"):
+        for m in container(old, writer)["volumeMounts"]:
+            if m["mountPath"] == NOTICES:
+                m["name"] = "shared"
+    assert "emptyDir shared: written by devplugin, bus-scan: a notices directory has one " \
+        "writer" in notice_violations(old)  # fmt: skip
+    bad = copy.deepcopy(spec)
+    for m in container(bad, "feature-sink")["volumeMounts"]:
+        if m["name"] == "bus-scan-notices":
+            m["mountPath"] = f"{NOTICES}/kubelet"
+    assert notice_violations(bad) == [
+        f"feature-sink: reads bus-scan-notices at {NOTICES}/kubelet, not {NOTICES}/<writer>"
+    ]
 
 
 def test_feature_sink_is_non_root() -> None:
@@ -820,12 +919,19 @@ def test_devplugin_has_no_rights_as_a_device_plugin() -> None:
     assert granted_to(docs, DEVPLUGIN_SA) == set()
     assert not [d for d in docs if d["kind"] == "ServiceAccount" and
                 d["metadata"]["name"] == DEVPLUGIN_SA]  # fmt: skip
-    assert "resource.k8s.io" not in yaml.safe_dump_all(docs)
+    # nothing of DRA but the policies restricting its rights (in force before any is granted)
+    rights = [d for d in docs if not d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert "resource.k8s.io" not in yaml.safe_dump_all(rights)
 
 
 # -- ValidatingAdmissionPolicy -------------------------------------------------------------------
 
-POLICIES = ("edgefd-node-restriction", "edgefd-event-restriction")
+# Every policy is in the base, whatever the options (k8s/admission-policy.yaml says why):
+# feature-sink's two (Nodes, Events), DRA's two (ResourceSlices, claim status) and the
+# NodeFeature one.
+SINK_POLICIES = ("edgefd-node-restriction", "edgefd-event-restriction")
+DRA_POLICIES = ("edgefd-resourceslice-restriction", "edgefd-resourceclaim-status-restriction")
+POLICIES = (*SINK_POLICIES, *DRA_POLICIES, "edgefd-nodefeature-restriction")
 
 
 def mark_condition(expression: str) -> bool:
@@ -960,7 +1066,7 @@ def test_admission_policy_refuses_unqualified_labels() -> None:
 
 
 def test_devplugin_config_is_valid_and_mounted_where_the_flag_points() -> None:
-    from edgefd.inventory.resources import parse_config
+    from edgefd.devplugin.resources import parse_config
 
     docs = load_manifests()
     spec = pod_spec(daemonset(docs, DEVPLUGIN_DS))

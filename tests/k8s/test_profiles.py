@@ -22,6 +22,7 @@ from tests.k8s.test_helm import CHART, helm, normalise, notes, s, template
 from tests.k8s.test_kustomize import (
     DISTRIBUTIONS,
     OVERLAYS,
+    assert_refused,
     system_kubectl,
     write_kustomization,
 )
@@ -115,7 +116,7 @@ def test_the_schema_refuses_what_is_not_a_profile(value: str, says: str) -> None
 WITH = {
     "": ((), ()),
     "dra": (s("devicePlugin.api=dra"), ("dra",)),
-    "dra-evict": (s("devicePlugin.api=dra", "devicePlugin.evictAfter=5m"), ("dra-evict", "dra")),
+    "dra-evict": (s("devicePlugin.api=dra", "devicePlugin.evictAfter=5m"), ("dra", "dra-evict")),
     "no-device-keeper": (s("deviceKeeper.enabled=false"), ("no-device-keeper",)),
     "hostnetwork": (s("hostNetwork=true"), ("hostnetwork",)),
     "no-devplugin": (s("devicePlugin.enabled=false"), ("no-devplugin",)),
@@ -186,13 +187,15 @@ def test_no_kubeadm_kubelet_path_is_left_by_the_components(dist: str) -> None:
 
 @pytest.mark.parametrize("kubectl", ["system", "harness"])
 def test_two_distributions_are_refused(kubectl: str, tmp_path: Path) -> None:
-    """Their paths would pile up; kustomize stops at the second one's test of the mark."""
+    """Their paths would pile up; kustomize stops at the second one, naming the rule, also
+    with no-devplugin between them (which removes the marks on the DaemonSet; the rule reads
+    the components' ledger). Every pair and order: tests/k8s/test_refusals.py."""
     binary = system_kubectl() if kubectl == "system" else str(harness_binary("kubectl"))
-    write_kustomization(tmp_path, ("k3s", "k0s"))
-    r = subprocess.run([binary, "kustomize", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert r.returncode != 0
-    assert "k8s/overlays/k0s" in r.stderr and "edgefd.io~1distribution" in r.stderr, r.stderr
+    for i, order in enumerate((("k3s", "k0s"), ("k0s", "no-devplugin", "microk8s"))):
+        write_kustomization(tmp_path / str(i), order)
+        r = subprocess.run([binary, "kustomize", str(tmp_path / str(i))],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert_refused(r, order[-1], "list-one-distribution-only")
 
 
 @pytest.mark.parametrize("dist", ("microk8s", "k0s"))

@@ -33,11 +33,7 @@ RELOCATED = "edge-relocated"
 PREFIX = "reloc-"
 NODE_A = "edgefd-reloc-node-a"
 NODE_B = "edgefd-reloc-node-b"
-ALL_POLICIES = (
-    *POLICIES,
-    "edgefd-resourceslice-restriction",
-    "edgefd-resourceclaim-status-restriction",
-)
+ALL_POLICIES = POLICIES  # every one, whatever the options
 FEATURE = "feature.node.kubernetes.io~1usb-fe_1a6e_089a.present"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from edgefd.inventory.resources import default_config, parse_config
+from edgefd.devplugin.resources import default_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

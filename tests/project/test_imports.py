@@ -105,6 +105,8 @@ def test_modules_stay_small() -> None:
         ("edgefd.pci_scan.cli", ("logging", "dataclasses", "yaml", "kubernetes", "grpc")),
         ("edgefd.feature_sink.cli", ("kubernetes", "grpc", "yaml", "prometheus_client")),
         ("edgefd.devplugin.cli", ("kubernetes", "yaml", "prometheus_client", "pyudev")),
+        ("edgefd.device_keeper.cli", ("kubernetes", "grpc", "yaml", "jeepney")),
+        ("edgefd.kubectl_edgefd.cli", ("kubernetes", "grpc", "yaml", "celpy", "urllib3")),
     ],
 )
 def test_start_up_imports_only_what_the_command_line_needs(

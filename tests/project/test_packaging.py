@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("dt-labeller", "usb-scan", "pci-scan", "feature-sink", "devplugin")
+SCRIPTS = ("dt-labeller", "usb-scan", "pci-scan", "feature-sink", "devplugin", "kubectl-edgefd")
 
 
 def declared_packages() -> list[str]:

@@ -109,8 +109,16 @@ def test_a_configmap_update_of_the_nfd_config_relabels_without_a_restart(
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
             assert "edgefd_config_reload_failures_total 1.0" in r.read().decode()
         assert "usb-03_046d_c31c.present=true" in f.read_text()
+        # issue 46 item 7: a key given twice (the last would have dropped 03) is kept out too
+        dup = 'sources:\n  usb:\n    deviceClassWhitelist: ["fe", "03"]\n'
+        vol.update({"nfd-worker.conf": dup + '    deviceClassWhitelist: ["fe"]\n'})
+        wait_until(lambda: "duplicate key" in readyz(port)[1], 10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            assert "edgefd_config_reload_failures_total 2.0" in r.read().decode()
+        assert "usb-03_046d_c31c.present=true" in f.read_text()
     finally:
         _, err = stop(proc)
+    assert ":4:5: duplicate key 'deviceClassWhitelist' (first at line 3)" in err, err
     assert f"usb-scan: INFO: {vol.path('nfd-worker.conf')} changed" in err, err
     assert (
         "configuration reloaded from "

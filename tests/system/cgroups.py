@@ -20,11 +20,14 @@ PIDS = "pids"
 
 
 class CgroupRoot:
-    """``/<name>`` in every mounted cgroup v1 hierarchy (``cpu``, ``memory``, ...)."""
+    """``/<name>`` in every mounted cgroup v1 hierarchy (``cpu``, ``memory``, ...); with
+    ``unified``, in the v2 hierarchy of a hybrid layout too (a node whose init is systemd: its
+    cgroup namespace is rooted here in every hierarchy, so all it makes is below)."""
 
-    def __init__(self, name: str, fs: Path = CGROUP_FS) -> None:
+    def __init__(self, name: str, fs: Path = CGROUP_FS, unified: bool = False) -> None:
         self.name = name.strip("/")
         self.fs = fs
+        self.unified = unified
 
     @property
     def path(self) -> str:
@@ -32,12 +35,19 @@ class CgroupRoot:
         return f"/{self.name}"
 
     def hierarchies(self) -> list[Path]:
-        """The v1 hierarchies: directories of the cgroup fs holding a ``cgroup.procs``."""
+        """The v1 hierarchies: directories of the cgroup fs holding a ``cgroup.procs`` (and
+        with ``unified``, the hybrid layout's v2 one)."""
         return sorted(
             h
             for h in self.fs.iterdir()
-            if not h.is_symlink() and (h / "cgroup.procs").exists() and h.name != "unified"
+            if not h.is_symlink()
+            and (h / "cgroup.procs").exists()
+            and (self.unified or h.name != "unified")
         )
+
+    def dirs(self) -> list[Path]:
+        """The root in every hierarchy."""
+        return [h / self.name for h in self.hierarchies()]
 
     def create(self) -> CgroupRoot:
         for h in self.hierarchies():

@@ -42,7 +42,7 @@ from typing import Any
 
 from tests.peers.processes import REPO_ROOT
 
-from . import checks_keeper, checks_pod
+from . import checks_keeper, checks_keeper_opt_out, checks_keeper_systemd, checks_pod
 from .checks_devices import (
     device_problems,
     free_for_new_pod,
@@ -460,6 +460,8 @@ CHECKS = [
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),
     ("6t_overheating", _check_overheating, ("4_workload",)),
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
+    ("6s_keeper_systemd", checks_keeper_systemd.check_keeper_systemd, ("4_workload",)),
+    ("6o_keeper_opt_out", checks_keeper_opt_out.check_keeper_opt_out, ("4_workload",)),
     ("7_unprepare", check_unprepare, ("4_workload",)),
     ("7b_nonroot", check_nonroot, ("7_unprepare",)),
     ("7c_extended_resource", _check_extended_resource, ("7_unprepare",)),

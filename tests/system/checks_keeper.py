@@ -1,9 +1,11 @@
-"""Check 6k: first use works in the default install. A device that re-enumerates inside a
-*running* container (a Coral loading its firmware on the first open: 1a6e:089a comes back at
+"""Checks 6k and 6o: first use works in the default install. A device that re-enumerates inside
+a *running* container (a Coral loading its firmware on the first open: 1a6e:089a comes back at
 the same port as 18d1:9302 with a new device number; an NCS2 booting: 03e7:2485 comes back as
 03e7:f63b) is opened again there, through either API, with no container or pod restart; the
-default install's device-keeper (issue 34 item 3) is what grants it, and the check fails (does
-not skip) when the install has none (keeper_install.py).
+default install's device-keeper is what grants it, at the path devplugin gave (its decisions:
+checks_keeper_paths.py for a PCI device's own path and a USB device's bus path), and the check
+fails (does not skip) when the install has none (keeper_install.py). 6k runs on every tree;
+6o (checks_keeper_opt_out.py), the opt-out, once per way of installing.
 
 In the default install the holder's device re-enumerates ``ROUNDS`` times, the first its
 firmware load. Each time, inside the running holder, the new node must open past the device
@@ -12,7 +14,7 @@ cgroup (ENXIO/ENODEV: no driver behind it here) within ``GRANT_S``, both by
 /dev/bus/usb); the old major:minor is EPERM afterwards (mknod'ed in the container), and a
 running container that was not given the device gets EPERM for both. Before that, every
 other kind of USB device of the tree that has a boot state (the NCS2) boots the same way in a
-running holder (the test's workload holding it, else one of its own). Then the one-value
+running holder (the test's workload holding it, else one of its own). 6o: the one-value
 opt-out (``deviceKeeper.enabled=false``, or k8s/overlays/no-device-keeper over the kustomize
 install): the running holder gets EPERM for the new node, the problem the keeper solves. Then
 the default again: the keeper's first look catches that missed move up (the holder opens the
@@ -35,7 +37,7 @@ from .checks_devices import ALLOWED_OPEN, probe, workload
 from .context import Run
 from .expect import Device
 from .hosttree import DevNode
-from .keeper_install import identity, keeper_metric, keeper_problem_settled, set_keeper
+from .keeper_install import identity, keeper_metric, keeper_problem_settled
 from .kube import wait_for
 
 ROUNDS = 10
@@ -126,15 +128,6 @@ def holder(run: Run) -> tuple[str, Device, list[Device]]:
     return w["pod"], device, run.offer.resources[device.resource]
 
 
-def prepare_node(run: Run) -> None:
-    """What the keeper's mounts need on this node, before any install (it is in the default
-    one): the tree's sys/ holds the mount point of the host cgroup filesystem (the keeper
-    mounts it under its read-only /host/sys, as on a real host). The runtime's socket is
-    already where the node's distribution puts it (layouts.py), which is where the install's
-    profile must point the keeper: the node makes no link to it."""
-    (run.node.spec.host_tree / "sys" / "fs" / "cgroup").mkdir(parents=True, exist_ok=True)
-
-
 def usb_node(port: str, devnum: int) -> DevNode:
     """The node the kernel gives a USB device (usbdev: major 189, (bus-1)*128 + devnum-1)."""
     bus = int(port.split("-", 1)[0])
@@ -142,19 +135,25 @@ def usb_node(port: str, devnum: int) -> DevNode:
 
 
 def reenumerate(
-    run: Run, device: Device, ids: tuple[str, str] | None, container: str = ""
+    run: Run,
+    device: Device,
+    ids: tuple[str, str] | None,
+    container: str = "",
+    at_bus_path: bool = False,
 ) -> dict[str, Any]:
     """The device disconnects and, 0.8 s later, comes back at its port with a new node (and
     ``ids``). With ``container``, a watcher in it opens the new node by both paths from
-    before it comes back; the times are from the moment it came back."""
+    before it comes back (its container path, or with ``at_bus_path``, where a device given
+    without the bus is: its new bus path); the times are from the moment it came back."""
     host = run.node.host
     old = host.unplug_usb(device.location)
     devnum = host.next_devnum(device.location)
     want = usb_node(device.location, devnum)
+    alias = want.path if at_bus_path else device.container_paths[0]
     result: dict[str, Any] = {}
 
     def watch() -> None:
-        argv = ("python3", "-c", WATCH, device.container_paths[0], want.path, _num(want), "6")
+        argv = ("python3", "-c", WATCH, alias, want.path, _num(want), "6")
         result.update(json.loads(run.node.runtime.exec(container, *argv, timeout=30)))
 
     th = threading.Thread(target=watch, daemon=True)
@@ -204,13 +203,13 @@ def pctl(values: list[float], q: float) -> float:
 
 
 def check_keeper(run: Run) -> dict[str, Any]:
-    """6k. First use in the default install, in a running holder; then the opt-out."""
+    """6k. First use in the default install, in a running holder, at every path devplugin
+    gives (checks_keeper_paths: a PCI device's own, a USB device's bus path)."""
+    from .checks_keeper_paths import bus_path_move, pci_move
+
     pod, device, _ = holder(run)
-    if device.bus != "usb":
-        return {
-            "ok": True,
-            "not_applicable": f"{device.dra_name} is on {device.bus}: no re-enumeration",
-        }
+    if device.bus not in ("usb", "pci"):
+        return {"ok": True, "not_applicable": f"{device.dra_name} is on {device.bus}: no move"}
     missing = keeper_problem_settled(run)
     if missing:
         return {"ok": False, "problems": [missing]}
@@ -220,18 +219,22 @@ def check_keeper(run: Run) -> dict[str, Any]:
     other = run.running_container("bystander")["id"]
     container = run.running_container(pod)["id"]
     before = identity(run, pod)
-    desc = run.node.host.builder.describe_usb(device.location)
-    ids = runtime_ids((desc["vendor"], desc["product"]))  # boot -> runtime, in the 1st round
     rounds: list[dict[str, Any]] = []
-    grants, without, caught, keeper_on = 0.0, "", {}, True
-    others: list[dict[str, Any]] = []
+    grants, others, desc, ids = 0.0, [], {}, None
+    out: dict[str, Any] = {}
     try:
         # first the other kinds, each put back before the holder's device changes: a power
         # cycle waits for every label of the tree
         others = [first_use(run, d) for d in boot_state_kinds(run, device)]
         problems += [p for o in others for p in o.pop("problems")]
         grants0 = keeper_metric("edgefd_device_keeper_grants_total")
-        for i in range(ROUNDS):
+        if device.bus == "pci":
+            out["pci"] = pci_move(run, pod, device, container, other)
+            problems += [f"pci: {p}" for p in out["pci"]["problems"]]
+        else:
+            desc = run.node.host.builder.describe_usb(device.location)
+            ids = runtime_ids((desc["vendor"], desc["product"]))  # boot -> runtime, round 1
+        for i in range(ROUNDS if device.bus == "usb" else 0):
             r = reenumerate(run, device, ids if i == 0 else None, container)
             rounds.append(r)
             old, new = r["old"], r["new"]
@@ -244,53 +247,36 @@ def check_keeper(run: Run) -> dict[str, Any]:
                 if set(theirs.values()) != {"EPERM"}:
                     problems.append(f"round {i + 1}: the bystander opens {theirs}")
         grants = keeper_metric("edgefd_device_keeper_grants_total") - grants0
-        # the opt-out: the problem
-        set_keeper(run, False)
-        keeper_on = False
-        r = reenumerate(run, device, None)
-        old, new = r["old"], r["new"]
-        time.sleep(GRANT_S)
-        without = opens(run, container, _num(new))[_num(new)]
-        if without != "EPERM":
-            problems.append(f"without the keeper the holder opened the new node: {without}")
-        # the default again: the keeper's first look catches the move it missed up
-        set_keeper(run, True)
-        keeper_on = True
-        argv = ("python3", "-c", WATCH, device.container_paths[0], new.path, _num(new), "5")
-        caught = json.loads(run.node.runtime.exec(container, *argv, timeout=30))
-        if {v[1] for v in caught["got"].values()} - ALLOWED_OPEN or len(caught["got"]) != 2:
-            problems.append(f"the move missed while the keeper was off was not caught up: {caught}")
-        elif opens(run, container, _num(old))[_num(old)] != "EPERM":
-            problems.append(f"after the catch-up the old node {_num(old)} still opens")
+        out["bus_path"] = bus_path_move(run, device)
+        problems += [f"bus path: {p}" for p in out["bus_path"].get("problems", [])]
     finally:
-        if problems and keeper_on:  # the keeper's own account of it
+        if problems:  # the keeper's own account of it
             with contextlib.suppress(Exception):
                 keeper_log = run.container_log("device-keeper")[:6000]
-        if not keeper_on:  # the default install back for the checks after this one
-            set_keeper(run, True)
         run.delete_pod("bystander")
-        power_cycle(run, device, (desc["vendor"], desc["product"]))
+        if desc:
+            power_cycle(run, device, (desc["vendor"], desc["product"]))
     if identity(run, pod) != before:
         problems.append(f"the holder was restarted: {before} -> {identity(run, pod)}")
-    if grants < ROUNDS:
-        problems.append(f"{grants:.0f} grants counted for {ROUNDS} re-enumerations")
-    lat = [max(x.get("alias_s", 99), x.get("bus_s", 99)) for x in rounds]
+    moves = ROUNDS if device.bus == "usb" else 1
+    if grants < moves:
+        problems.append(f"{grants:.0f} grants counted for {moves} moves")
+    lat = [max(x.get("alias_s", 99), x.get("bus_s", 99)) for x in rounds or [out["pci"]]]
     figures = {
         "keeper_grant_p50_s": round(statistics.median(lat), 3),
         "keeper_grant_p99_s": round(pctl(lat, 0.99), 3),
         "keeper_rounds": len(lat),
     }
     run.figures.update(figures)
-    if not all(x.get("started_before") for x in rounds):
+    if not all(x.get("started_before", True) for x in rounds):
         problems.append("a watcher started after its device came back: latency overstated")
     return {
         "ok": not problems,
         "problems": problems,
         "first_use": {"ids": ids, "round_1": _plain(rounds[0]) if rounds else None},
         "other_kinds": others,
-        "without_keeper": without,
-        "caught_up": caught.get("got"),
         "rounds": [_plain(x) for x in rounds],
+        **out,
         **figures,
         **({"keeper_log": keeper_log} if keeper_log else {}),
     }

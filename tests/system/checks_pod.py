@@ -40,16 +40,15 @@ def _manifest_containers(run: Run) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in spec_containers(run.daemonset["spec"]["template"]["spec"])}
 
 
-def _proc_view(pid: int) -> dict[str, Any]:
-    """What the kernel says about a container's main process."""
+def _proc_view(proc: Path) -> dict[str, Any]:
+    """What the kernel says about a container's main process (`proc`: its /proc directory
+    as the machine reaches it)."""
     status = dict(
-        line.split(":", 1)
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-        if ":" in line
+        line.split(":", 1) for line in (proc / "status").read_text().splitlines() if ":" in line
     )
     root_opts = next(
         line.split()[5]
-        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+        for line in (proc / "mountinfo").read_text().splitlines()
         if line.split()[4] == "/"
     )
     return {
@@ -147,7 +146,7 @@ def check_daemonset(run: Run) -> dict[str, Any]:
         info = run.node.runtime.inspect(cri[name]["id"])
         views[name] = view = _runtime_view(info)
         if cri[name]["state"] == "CONTAINER_RUNNING":
-            view["kernel"] = _proc_view(int(info["info"]["pid"]))
+            view["kernel"] = _proc_view(run.node.proc(int(info["info"]["pid"])))
         problems += _privilege_problems(name, c["securityContext"], view)
     return {
         "ok": not problems,

@@ -17,7 +17,7 @@ import time
 import urllib.error
 from typing import Any
 
-from . import checks_dra, checks_keeper
+from . import checks_dra
 from .checks_devices import device_problems, probe, workload
 from .context import NAMESPACE, Run, metric, plugin_metrics, runtime_time
 from .kube import wait_for
@@ -182,9 +182,6 @@ def _reboot(run: Run, resource: str, other: str | None) -> dict[str, Any]:
 
     run.node.power_cut()
     t_kubelet = run.node.boot()
-    # the runtime's socket where device-keeper (in the default install) mounts it from: /run
-    # went with the power
-    checks_keeper.prepare_node(run)
     wall_kubelet = time.time() - (time.monotonic() - t_kubelet)
     watch = Watch(run, resource, bool(other), frozenset(watch.seen))
     wait_for("the node back after the boot", watch.poll, timeout=TIMEOUT_S, interval=0.1)

@@ -3,8 +3,9 @@
 (within its sync period: 5 s on this node), devplugin reloads it: the resource now shared
 (`replicas: 2`) doubles in the Node's allocatable, the container is the same one, not
 restarted. Then a malformed one (issue 32 item 1): devplugin keeps the configuration in use
-and leaves its notice in the pod's shared directory, and feature-sink, the pod's one identity
-that may post Events, posts it as a `ConfigReloadFailed` Warning Event on the Node. The
+and leaves its notice in its own notices directory, and feature-sink, the pod's one identity
+that may post Events, posts it as a `ConfigReloadFailed` Warning Event on the Node naming
+devplugin by that directory (issue 46 item 4). The
 configuration is then put back, the same way.
 """
 
@@ -19,6 +20,7 @@ from .context import NAMESPACE, Run, statuses_of
 from .kube import wait_for
 
 CONFIGMAP = f"/api/v1/namespaces/{NAMESPACE}/configmaps/edgefd-devplugin"
+DEVPLUGIN_SAYS = "edgefd's devplugin left this notice: "  # edgefd.feature_sink.notices
 
 
 def _set(run: Run, text: str) -> None:
@@ -61,7 +63,7 @@ def check_config_reload(run: Run) -> dict[str, Any]:
         event, failed_s = wait_for(
             "a ConfigReloadFailed Event", lambda: _reload_failed(run), timeout=60, interval=0.5
         )
-        if not event["message"].startswith("devplugin: configuration reload failed: "):
+        if not event["message"].startswith(f'{DEVPLUGIN_SAYS}"configuration reload failed: '):
             problems.append(f"the Event does not say devplugin's failure: {event['message']!r}")
         if not allocatable(2 * count):
             problems.append("a malformed configuration changed the resources in use")
@@ -69,8 +71,8 @@ def check_config_reload(run: Run) -> dict[str, Any]:
         _set(run, original)
     wait_for(f"{resource}: {count} again", lambda: allocatable(count), timeout=60)
     back = time.monotonic() - t0 - took
-    # the Events this check caused (devplugin's, and device-keeper's: it reads the same
-    # ConfigMap) go, so that a later scenario's check 1b on this Node does not count them
+    # the Events this check caused go, so that a later scenario's check 1b on this Node does
+    # not count them
     for e in _reload_events(run):
         run.api.request("DELETE", f"/api/v1/namespaces/default/events/{e['metadata']['name']}")
     if _devplugin(run) != before:
@@ -90,4 +92,4 @@ def _reload_events(run: Run) -> list[dict[str, Any]]:
 
 def _reload_failed(run: Run) -> dict[str, Any] | None:
     """devplugin's ConfigReloadFailed Event on this Node (posted by feature-sink), if any."""
-    return next((e for e in _reload_events(run) if e["message"].startswith("devplugin:")), None)
+    return next((e for e in _reload_events(run) if e["message"].startswith(DEVPLUGIN_SAYS)), None)

@@ -121,8 +121,11 @@ def log_phase(name: str, start: float, seconds: float) -> None:
 
 
 class E2E:
-    def __init__(self, scenarios: list[Scenario], image_archive: Path, keep: bool) -> None:
+    def __init__(
+        self, scenarios: list[Scenario], image_archive: Path, keep: bool, cgroup_driver: str = ""
+    ) -> None:
         self.scenarios = scenarios
+        self.cgroup_driver = cgroup_driver  # "": each layout's distribution's
         self.archive = image_archive
         self.keep_node = keep
         self.work = Path(tempfile.mkdtemp(prefix=CGROUP_PREFIX))
@@ -166,7 +169,9 @@ class E2E:
         t0, wall = time.monotonic(), time.time()
         work = self.work / layout
         work.mkdir()
-        self.session = session = Session(work, harness_bin_dir(), LAYOUTS[layout])
+        self.session = session = Session(
+            work, harness_bin_dir(), LAYOUTS[layout], self.cgroup_driver
+        )
         # the API server's port and where the pod finds the tree, as the overlay says
         port, sys_inside, _ = overlay_settings(rendered_daemonset(session.kubectl))
         session.port, session.tree_inside = port, str(Path(sys_inside).parent)
@@ -308,6 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         " and config: tests/system/layouts.py) and install edgefd with its profile; for every"
         " scenario that names none",
     )
+    ap.add_argument(
+        "--cgroup-driver",
+        choices=("systemd", "cgroupfs"),
+        default="",
+        help="the node's cgroup driver (systemd: a real systemd is its init, tests/system/"
+        "systemd.py); default each layout's distribution's (kubeadm and k3s systemd, MicroK8s"
+        " and k0s cgroupfs)",
+    )
     ap.add_argument("--image-archive", required=True, help="OCI archive of the edgefd image")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -327,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     _on_signals(_interrupt)
     with machine_lock():
         clean_stale()
-        return E2E(scenarios, Path(args.image_archive), args.keep).main()
+        return E2E(scenarios, Path(args.image_archive), args.keep, args.cgroup_driver).main()
 
 
 if __name__ == "__main__":

@@ -116,6 +116,19 @@ def mknod_commands(nodes: list[DevNode]) -> str:
     return "\n".join(["set -e", *cmds])
 
 
+def _renumber(device_dir: Path, minor: int) -> None:
+    """Give the device node of the device at `device_dir` (its class device's `uevent` and
+    `dev`, as a driver's reload would) the minor `minor`."""
+    for dirpath, _, files in os.walk(device_dir):
+        ev = _uevent(Path(dirpath) / "uevent") if "uevent" in files else {}
+        if {"MAJOR", "MINOR", "DEVNAME"} <= ev.keys():
+            ev["MINOR"] = str(minor)
+            text = "".join(f"{k}={v}\n" for k, v in ev.items())
+            (Path(dirpath) / "uevent").write_text(text)
+            if "dev" in files:
+                (Path(dirpath) / "dev").write_text(f"{ev['MAJOR']}:{minor}\n")
+
+
 class SampleHost:
     """The host tree plus the node's /dev, kept in step: plug, unplug, re-plug."""
 
@@ -205,10 +218,13 @@ class SampleHost:
         self.remove_nodes([node])
         return node
 
-    def plug_pci(self, address: str, bus: str = "pci") -> DevNode:
+    def plug_pci(self, address: str, bus: str = "pci", minor: int | None = None) -> DevNode:
         """The function back at its address after a rescan (a platform device under its name
-        once its driver is back), with the same node."""
+        once its driver is back), with the same node; with `minor`, the driver (reloaded) gave
+        its node that minor instead (the same path, another number)."""
         u = self._unplugged.pop(address)
+        if minor is not None:
+            _renumber(Path(u["aside"]), minor)
         shutil.move(u["aside"], u["real"])
         link = self.root / f"sys/bus/{bus}/devices" / address
         os.symlink(u["link"], link)

@@ -41,6 +41,10 @@ The facts, from each distribution's own source:
 * kubeadm: containerd's own defaults (/run/containerd/containerd.sock, /var/lib/containerd,
   /run/containerd, /etc/containerd/config.toml) and the kubelet's (/var/lib/kubelet).
 
+The cgroup driver is the distribution's default (``Layout.cgroup_driver``: systemd for kubeadm
+and k3s, cgroupfs for MicroK8s and k0s; ``scripts/e2e --cgroup-driver`` overrides it): with
+systemd, the node's init is a real systemd (systemd.py) and runc's ``SystemdCgroup`` is on.
+
 Every layout's containerd is stock: no ``device_ownership_from_security_context`` (non-root
 workloads get their devices through CDI's additionalGids, checks 6n and 7b); a node asked for
 it turns it on the way that distribution's user does (k3s ``--nonroot-devices``, an edit of
@@ -84,6 +88,11 @@ class Layout:
     scratch: tuple[str, ...] = ()  # in those, where the node's scratch directories go (binds)
     links: tuple[tuple[str, str], ...] = ()  # (link, target) the distribution's installer makes
     drop_in: str = ""  # k0s: the imported file the node's own settings go into
+    # the cgroup driver the distribution's kubelet and containerd use by default: kubeadm's
+    # since 1.22 (its KubeletConfiguration defaulting), k3s's when it runs as a systemd service
+    # (k3s PR #5462: pkg/agent/containerd/config_linux.go, pkg/daemons/agent/agent_linux.go);
+    # MicroK8s' and k0s' kubelets keep cgroupfs (their default-args, k0s's worker config)
+    cgroup_driver: str = "cgroupfs"
 
     @property
     def endpoint(self) -> str:
@@ -100,11 +109,19 @@ class Layout:
         (for the power cut: every mount below them goes)."""
         return ("/run/", f"{self.kubelet_root}/", "/var/lib/kubelet/", f"{self.root}/")
 
-    def files(self, sandbox: str, runc_root: str, ownership: bool = False) -> dict[str, str]:
+    def files(
+        self, sandbox: str, runc_root: str, ownership: bool = False, systemd: bool = False
+    ) -> dict[str, str]:
         """containerd's configuration as this distribution writes it (stock: no device
         ownership), plus what this machine needs, by path inside the node; `ownership` adds
-        device_ownership_from_security_context where docs/scheduling.md says to put it."""
-        return CONFIGS[self.name](self, sandbox, runc_root, ownership)
+        device_ownership_from_security_context where docs/scheduling.md says to put it;
+        `systemd`, runc's SystemdCgroup (the systemd cgroup driver)."""
+        text = CONFIGS[self.name](self, sandbox, runc_root, ownership)
+        flag = "true" if systemd else "false"
+        return {
+            p: t.replace("SystemdCgroup = false", f"SystemdCgroup = {flag}")
+            for p, t in text.items()
+        }
 
 
 def _machine_v3(layout: Layout, sandbox: str, runc_root: str, ownership: bool) -> str:
@@ -204,6 +221,7 @@ disabled_plugins = {DISABLED}
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = {_s(runc)}
         Root = {_s(runc_root)}
+        SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = {_s(CNI_BIN_DIR)}
     conf_dir = {_s(layout.cni_conf_dir)}
@@ -237,6 +255,7 @@ LAYOUTS: dict[str, Layout] = {
         state="/run/containerd",
         config="/run/containerd/config.toml",  # /etc/containerd stays the machine's
         cni_conf_dir="/var/lib/cni/net.d",
+        cgroup_driver="systemd",
     ),
     "k3s": Layout(
         name="k3s",
@@ -246,6 +265,7 @@ LAYOUTS: dict[str, Layout] = {
         state="/run/k3s/containerd",
         config="/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
         cni_conf_dir="/var/lib/rancher/k3s/agent/etc/cni/net.d",
+        cgroup_driver="systemd",
     ),
     "microk8s": Layout(
         name="microk8s",

@@ -18,8 +18,12 @@ import re
 import select
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.peers.processes import kill, spawn, tail
+
+if TYPE_CHECKING:
+    from .systemd import NodeInit
 
 # Submounts of /dev that the overlay must carry over (a mount does not see through to them).
 DEV_SUBMOUNTS = ("pts", "shm", "mqueue", "hugepages")
@@ -29,6 +33,19 @@ UW = ("upper", "work")  # an overlay's two scratch directories
 def _name(target: str) -> str:
     """The scratch directory of a path inside the namespace (/var/snap: var-snap)."""
     return target.strip("/").replace("/", "-")
+
+
+def tmp_dirs(*paths: Path) -> tuple[Path, ...]:
+    """The directories right under the machine's /tmp or /var/tmp that hold `paths` (what a
+    namespace with a private /tmp must still be shown of them)."""
+    out = []
+    for p in paths:
+        parts = Path(p).resolve().parts
+        for n in (2, 3):
+            if len(parts) > n and "/".join(parts[1:n]) in ("tmp", "var/tmp"):
+                out.append(Path(*parts[: n + 1]))
+                break
+    return tuple(dict.fromkeys(out))
 
 
 class MountNamespaceError(RuntimeError):
@@ -59,6 +76,7 @@ class MountNamespace:
         self.scratch = scratch
         self.log = self.dir / "mountns.log"
         self._holder: subprocess.Popen | None = None
+        self.init: NodeInit | None = None  # a systemd as the node's init (start_init)
 
     def _script(self) -> str:
         d = self.dir
@@ -127,15 +145,49 @@ class MountNamespace:
                 return self.dir / target.strip("/").replace("/", "-") / rest
         raise ValueError(f"{inside} is not under /var/lib, /var/log or /run")
 
+    def start_init(self, cgroup_dirs: list[Path], keep: tuple[Path, ...] = ()) -> NodeInit:
+        """A real systemd as the node's init (systemd.py), in a copy of this namespace; from
+        then on every process of the node runs in its namespaces (`argv`). `keep`: the
+        directories under the machine's /tmp it still sees (its own: the rest is hidden)."""
+        from .systemd import NodeInit
+
+        lines = [
+            f"mount --bind {self.dir / 'overrides' / str(n)} {inside} && "
+            f"mount -o remount,bind,ro {inside}"
+            for n, inside in enumerate(self.file_overrides)
+        ]
+        init = NodeInit(self.dir.parent, self._enter(), cgroup_dirs, "\n".join(lines), keep)
+        self.init = init.start()
+        return init
+
+    def stop_init(self) -> None:
+        """The node's init killed (a power cut, the teardown): with it every process it holds
+        and every mount its namespace had."""
+        if self.init is not None:
+            self.init.stop()
+        self.init = None
+
     @property
-    def ns_path(self) -> str:
+    def _holder_pid(self) -> int:
         if self._holder is None or self._holder.poll() is not None:
             raise MountNamespaceError("the mount namespace is not running")
-        return f"/proc/{self._holder.pid}/ns/mnt"
+        return self._holder.pid
+
+    def _enter(self) -> list[str]:
+        return ["nsenter", f"--mount=/proc/{self._holder_pid}/ns/mnt", "--"]
+
+    @property
+    def ns_path(self) -> str:
+        if self.init is not None:
+            return self.init.ns_path
+        return f"/proc/{self._holder_pid}/ns/mnt"
 
     def argv(self, argv: list[str]) -> list[str]:
-        """``argv`` run inside the namespace (nsenter execs it: same pid, same signals)."""
-        return ["nsenter", f"--mount={self.ns_path}", "--", *argv]
+        """``argv`` run inside the namespace (nsenter execs it: same pid, same signals); with
+        an init, in its namespaces."""
+        if self.init is not None:
+            return self.init.argv(argv)
+        return [*self._enter(), *argv]
 
     def run(self, argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
         r = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=60)
@@ -163,7 +215,8 @@ class MountNamespace:
         if self._holder is None:
             return []
         points = []
-        for line in Path(f"/proc/{self._holder.pid}/mountinfo").read_text().splitlines():
+        pid = self.init.pid if self.init is not None and self.init.pid else self._holder.pid
+        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
             point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
             if point.startswith(prefixes):
                 points.append(point)
@@ -174,6 +227,7 @@ class MountNamespace:
 
     def stop(self) -> None:
         """Stop holding the namespace; it and its mounts vanish with its last process."""
+        self.stop_init()
         kill(self._holder, grace=2.0)
         self._holder = None
 

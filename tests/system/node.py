@@ -20,14 +20,14 @@ from typing import Any
 
 from tests.helpers import free_ports
 from tests.peers.apiserver import KubeAPIServer
-from tests.peers.processes import kill, spawn, tail
+from tests.peers.processes import REPO_ROOT, kill, spawn, tail
 
 from .cgroups import CgroupRoot
 from .hosttree import DevNode, SampleHost
 from .images import PAUSE_REF, pause_archive
 from .kube import Api, wait_for
 from .layouts import LAYOUTS, Layout
-from .mountns import MountNamespace
+from .mountns import MountNamespace, tmp_dirs
 from .runtime import Containerd
 
 log = logging.getLogger("e2e.node")
@@ -55,6 +55,11 @@ class NodeSpec:
     cgroup_root: str
     cache: Path  # kept between runs (the pause image)
     layout: Layout = LAYOUTS["kubeadm"]  # where the distribution puts kubelet and containerd
+    cgroup_driver: str = ""  # systemd | cgroupfs; "" the layout's (its distribution's)
+
+    @property
+    def driver(self) -> str:
+        return self.cgroup_driver or self.layout.cgroup_driver
 
 
 class Node:
@@ -62,7 +67,8 @@ class Node:
         self.spec = spec
         self.cp = cp
         self.dir = spec.workdir
-        self.cgroups = CgroupRoot(spec.cgroup_root)
+        self.systemd = spec.driver == "systemd"
+        self.cgroups = CgroupRoot(spec.cgroup_root, unified=self.systemd)
         self.ns = MountNamespace(
             self.dir / "ns",
             {spec.host_tree_inside: spec.host_tree},
@@ -73,8 +79,9 @@ class Node:
         self.host = SampleHost(spec.host_tree, self.ns)
         self.layout = spec.layout
         self.runtime = Containerd(
-            self.dir, spec.bin_dir, self.ns, self.cgroups, PAUSE_REF, spec.layout
-        )
+            self.dir, spec.bin_dir, self.ns, self.cgroups, PAUSE_REF, spec.layout,
+            systemd=self.systemd,
+        )  # fmt: skip
         self.kubelet_log = self.dir / "kubelet.log"
         self.device_nodes: list[DevNode] = []
         self.timings: dict[str, float] = {}
@@ -89,6 +96,7 @@ class Node:
         t0 = time.monotonic()
         self.cgroups.create()
         self.ns.start()
+        self.start_init()
         self.make_links()
         self.device_nodes = self.host.create_nodes()
         self.runtime.start()
@@ -98,6 +106,33 @@ class Node:
         self.timings["image_import_s"] = round(time.monotonic() - t1, 2)
         self.timings["runtime_s"] = round(time.monotonic() - t0, 2)
         return self
+
+    def start_init(self) -> None:
+        """The systemd cgroup driver's node: a real systemd as its init (systemd.py), every
+        process of the node in its namespaces from now on."""
+        if self.systemd:
+            t = time.monotonic()
+            # what the node's processes read under the machine's /tmp, if any: the session's
+            # directory (its node, host tree, the control plane's kubeconfigs), the binaries
+            # and images, the checkout (a clone there)
+            spec = self.spec
+            keep = tmp_dirs(spec.workdir.parent, spec.bin_dir, spec.cache, REPO_ROOT)
+            self.ns.start_init(self.cgroups.dirs(), keep)
+            self.timings["init_s"] = round(time.monotonic() - t, 2)
+
+    def proc(self, pid: int) -> Path:
+        """Where the machine reads /proc of a pid as the node's runtime numbers it (the CRI's
+        `info.pid`): the node's own PID namespace when its init is systemd."""
+        init = self.ns.init
+        if init is not None and init.pid:
+            return Path(f"/proc/{init.pid}/root/proc/{pid}")
+        return Path(f"/proc/{pid}")
+
+    def systemctl(self, *args: str) -> str:
+        """systemctl of the node's init (the systemd cgroup driver's node only)."""
+        if self.ns.init is None:
+            raise RuntimeError("this node's cgroup driver is cgroupfs: no systemd runs")
+        return self.ns.init.systemctl(*args)
 
     def make_links(self) -> None:
         """The links the distribution's installer makes (MicroK8s: /var/lib/kubelet to its
@@ -133,6 +168,8 @@ class Node:
         if left:
             problems.append(f"killed {len(left)} leftover process(es) of the node")
         self.ns.stop()
+        if self.systemd:  # its init's processes are its cgroups' (and it made many)
+            self.cgroups.kill_all()
         problems += [f"cgroup not removed: {d}" for d in self.cgroups.remove()]
         return problems
 
@@ -156,11 +193,13 @@ class Node:
             "authorization": {"mode": "AlwaysAllow"},
             "containerRuntimeEndpoint": self.runtime.endpoint,
             "imageServiceEndpoint": self.runtime.endpoint,
-            # cgroup v1 here: kubelets from 1.35 refuse it unless told; cgroupfs, since there
-            # is no systemd; pods under our own cgroup, not the machine's /kubepods
+            # cgroup v1 here: kubelets from 1.35 refuse it unless told; the layout's driver:
+            # with cgroupfs, pods under our own cgroup, not the machine's /kubepods; with
+            # systemd, kubepods.slice of the node's systemd (its cgroup namespace's root is
+            # our own cgroup)
             "failCgroupV1": False,
-            "cgroupDriver": "cgroupfs",
-            "cgroupRoot": self.cgroups.path,
+            "cgroupDriver": self.spec.driver,
+            "cgroupRoot": "/" if self.systemd else self.cgroups.path,
             "cgroupsPerQOS": True,
             "enforceNodeAllocatable": [],
             "failSwapOn": False,
@@ -219,6 +258,7 @@ class Node:
         self.cgroups.kill_all()
         kill(self._kubelet, grace=0.0)  # reaped: it is dead already
         self._kubelet = None
+        self.ns.stop_init()  # killed with the rest: its namespaces and their mounts are gone
         self.ns.unmount_under((*self.layout.scratch_roots, f"{self.layout.state}/"))
         self.runtime.power_cut()
         run = self.ns.outside("/run")
@@ -233,8 +273,10 @@ class Node:
         self.cgroups.create()
 
     def boot(self) -> float:
-        """containerd, then the kubelet, as a node's init starts them after a power cut;
-        returns time.monotonic() of the kubelet's start."""
+        """The node's init (systemd, for that driver), then containerd, then the kubelet, as a
+        node's init starts them after a power cut; returns time.monotonic() of the kubelet's
+        start."""
+        self.start_init()
         self.runtime.start()
         t = time.monotonic()
         self.start_kubelet()

@@ -42,6 +42,7 @@ class Containerd:
         sandbox: str,
         layout: Layout = LAYOUTS["kubeadm"],
         device_ownership: bool = False,
+        systemd: bool = False,
     ) -> None:
         self.dir = Path(workdir) / "containerd"
         self.bin_dir = Path(bin_dir)
@@ -55,11 +56,14 @@ class Containerd:
         # stock, as a distribution ships it: non-root workloads get their devices without
         # it (checks_nonroot.py); True adds the setting docs/scheduling.md gives per distribution
         self.device_ownership = device_ownership
+        self.systemd = systemd  # runc's SystemdCgroup: the systemd cgroup driver
         self._proc: subprocess.Popen | None = None
 
     def files(self) -> dict[str, str]:
         """containerd's configuration files by path inside the node (layouts.py)."""
-        return self.layout.files(self.sandbox, str(self.dir / "runc"), self.device_ownership)
+        return self.layout.files(
+            self.sandbox, str(self.dir / "runc"), self.device_ownership, self.systemd
+        )
 
     def _write_files(self) -> None:
         for sub in ("runc",):

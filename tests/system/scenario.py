@@ -37,6 +37,8 @@ from . import (
     checks_devices,
     checks_dra,
     checks_keeper,
+    checks_keeper_opt_out,
+    checks_keeper_systemd,
     checks_lifecycle,
     checks_nonroot,
     checks_pod,
@@ -70,6 +72,8 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
     ("6t_overheating", checks_thermal.check_overheating, ("4_workload",)),
     # the keeper before 6c: its holder is check 4's workload, which 6c deletes to make room
     ("6k_keeper", checks_keeper.check_keeper, ("4_workload",)),
+    ("6s_keeper_systemd", checks_keeper_systemd.check_keeper_systemd, ("4_workload",)),
+    ("6o_keeper_opt_out", checks_keeper_opt_out.check_keeper_opt_out, ("4_workload",)),
     ("6c_nonroot", checks_nonroot.check_nonroot, ("6_replug",)),
     ("6n_nonroot_cdi", checks_nonroot.check_nonroot_cdi, ("6c_nonroot",)),
     ("6d_config_reload", checks_reload.check_config_reload, ("3_allocatable",)),
@@ -81,15 +85,23 @@ CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
 
 
 # the lifecycle of the install (checks_lifecycle, checks_dra's delete) and the figures; and
-# the device-keeper's check and the device plugin's CDI one, for their cost (two rollouts of
-# devplugin's pod each; the keeper's ten re-enumerations):
-# the first scenario of each way has a USB Coral to re-enumerate (rpi4-coral)
+# the device-keeper's opt-out and the device plugin's CDI check, for their cost (two rollouts
+# of devplugin's pod each; the keeper's own check, 6k, runs on every tree: the paths and
+# kinds a tree has are its own): the first scenario of each way has a USB Coral to
+# re-enumerate (rpi4-coral)
 # and no Warning Event at start (1b): an install's start, once per way; a tree's later
 # scenario starts on a node reset under it (edgefd's namespace deleted and made again), where
 # the kubelet's ConfigMap cache of the re-made namespace may post "failed to sync configmap
 # cache" once for the token volume: the reset's, not the install's
 ONCE_PER_WAY = frozenset(
-    {"7_rolling_update", "8_delete", "9_figures", "6k_keeper", "6n_nonroot_cdi", "1b_no_warnings"}
+    {
+        "7_rolling_update",
+        "8_delete",
+        "9_figures",
+        "6o_keeper_opt_out",
+        "6n_nonroot_cdi",
+        "1b_no_warnings",
+    }
 )
 # checks that the chart's install cannot run: 6n applies its CDI overlay with kustomize over
 # the running install (6k turns device-keeper off and on with the chart's value
@@ -217,8 +229,7 @@ def run_scenario(
         result["node"] = node.spec.name
         result["tree"] = sc.tree or "rpi4-coral"
         result["layout"] = sc.layout
-        # device-keeper's mounts (it is in the default install, issue 34 item 3)
-        checks_keeper.prepare_node(run)
+        result["cgroup_driver"] = node.spec.driver
         run.t_apply = time.monotonic()
         if helm:
             helm.install()

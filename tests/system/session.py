@@ -54,10 +54,17 @@ def node_name_of(tree: Path) -> str:
 class Session:
     """One control plane and one node on ``work``; the host tree is ``work/host``."""
 
-    def __init__(self, work: Path, bin_dir: Path, layout: Layout = LAYOUTS["kubeadm"]) -> None:
+    def __init__(
+        self,
+        work: Path,
+        bin_dir: Path,
+        layout: Layout = LAYOUTS["kubeadm"],
+        cgroup_driver: str = "",
+    ) -> None:
         self.work = work
         self.bin = bin_dir
         self.layout = layout
+        self.cgroup_driver = cgroup_driver or layout.cgroup_driver
         self.port = 0  # the API server's (the overlay names it)
         self.tree_inside = ""  # where the pod's hostPath finds the tree in the node
         self.host = work / "host"
@@ -83,6 +90,7 @@ class Session:
             cgroup_root=cgroup,
             cache=cache,
             layout=self.layout,
+            cgroup_driver=self.cgroup_driver,
         )
         self.node = node = Node(spec, self.cp)
         self.keeper = Keeper(lambda: start_control_plane(self.cp), self.cp.stop)

@@ -3,12 +3,15 @@ offers devices (device plugin with kustomize, DRA with kustomize, DRA with the H
 on host trees of other shapes: an RK3588 whose NPU is on the platform bus (the chart's DRA
 scenario); two Corals (one in its boot state), as a snapshot of a real host with real device
 nodes in dev/; an x86 host with a PCIe Coral and nothing on USB, whose Coral runs hot and cools
-down. These run on one node brought up once (tests/system/session.py), laid out as kubeadm lays
+down and whose driver is reloaded under its workload; a Pi with every USB state at once, with
+both APIs. These run on one node brought up once (tests/system/session.py), laid out as kubeadm lays
 a node out; then the node is laid out as each other distribution does
 (tests/system/layouts.py), a node each, and edgefd installed there with that distribution's
 profile, one way each, both device APIs across them: k3s with the chart (device plugin),
 MicroK8s with kustomize in DRA mode, split by identity into two DaemonSets, k0s with
-kustomize (device plugin). Each check of each is a test outcome.
+kustomize (device plugin). Each check of each is a test outcome. Each layout has its
+distribution's cgroup driver: kubeadm's and k3s's nodes run the systemd driver with a real
+systemd as their init (tests/system/systemd.py; check 6s), MicroK8s's and k0s's cgroupfs.
 
 It runs wherever the machine can run a node: as root, with cgroup v1 hierarchies (the node's
 pods live in them); scripts/e2e installs the Debian packages it needs. Otherwise it skips,
@@ -35,14 +38,21 @@ from .scenario import CHECKS, NOT_WITH_HELM, ONCE_PER_API, ONCE_PER_WAY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-# the cgroup v1 controllers the kubelet (cgroupfs driver) puts pods into
+# the cgroup v1 controllers the kubelet puts pods into (either driver)
 NODE_CGROUPS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
-NEEDS = {"runc": "runc", "buildah": "buildah", "gcc": "gcc", "nsenter": "util-linux"}
+NEEDS = {
+    "runc": "runc",
+    "buildah": "buildah",
+    "gcc": "gcc",
+    "nsenter": "util-linux",
+    "systemd-run": "systemd",  # the systemd driver's nodes: systemd as their init
+}
 SNAPSHOT = "rpi4-two-corals"  # made into a snapshot with real device nodes
 
 ALL = [k for k, _, _ in CHECKS]
 # a way's later scenarios: the tree's checks (and the device plugin's API was seen already)
-TREE = [k for k in ALL if k not in ONCE_PER_WAY | ONCE_PER_API]
+ONCE = ONCE_PER_WAY | ONCE_PER_API
+TREE = [k for k in ALL if k not in ONCE]
 # label -> (scenario spec, the checks it reports); {snapshot} is the snapshot tree's directory
 DRA = [k for k, _, _ in checks_dra.CHECKS]
 SCENARIOS: dict[str, tuple[str, list[str]]] = {
@@ -52,8 +62,13 @@ SCENARIOS: dict[str, tuple[str, list[str]]] = {
     # after kustomize's DRA scenario, which reboots the node for that API
     "helm-dra-rk3588-npu": ("helm+dra@rk3588-npu", [k for k in DRA if k not in ONCE_PER_API]),
     SNAPSHOT: ("device-plugin@{snapshot}", TREE),
-    # a PCIe Coral and nothing on USB; it runs hot and cools down (check 6t)
+    # a PCIe Coral and nothing on USB; it runs hot and cools down (check 6t); its driver is
+    # reloaded under a running holder (6k: the same path, another number)
     "x86-coral-pcie": ("device-plugin@x86-coral-pcie", TREE),
+    # every USB state at once (two Corals on two buses, one in its boot state; an NCS2 whose
+    # boot device has a serial): the keeper follows each, also at a bus path (6k), both APIs
+    "rpi4-mixed-states": ("device-plugin@rpi4-mixed-states", TREE),
+    "rpi4-mixed-states-dra": ("dra@rpi4-mixed-states", [k for k in DRA if k not in ONCE]),
     # a node of its own each (every check: a fresh node), after the kubeadm node's
     "k3s-helm": ("helm%k3s", [k for k in ALL if k not in NOT_WITH_HELM]),
     # DRA with the two DaemonSets split by identity (k8s/overlays/split-identity)
@@ -71,7 +86,7 @@ def why_not() -> str | None:
     if missing:
         return (
             f"needs the cgroup v1 hierarchies {', '.join(missing)} under {CGROUP_FS} (the node's"
-            " kubelet uses cgroupfs v1); on a cgroup v2-only system boot with"
+            " kubelet uses cgroup v1); on a cgroup v2-only system boot with"
             " systemd.unified_cgroup_hierarchy=0"
         )
     packages = sorted({pkg for cmd, pkg in NEEDS.items() if shutil.which(cmd) is None})

@@ -390,12 +390,13 @@ def test_cri_log_text_joins_partial_lines() -> None:
     )
 
 
-def test_the_keeper_check_runs_once_per_way() -> None:
+def test_the_keeper_check_runs_on_every_tree_and_its_opt_out_once_per_way() -> None:
     def keys(spec: str, first: bool = True) -> set[str]:
         return {k for k, _, _ in Scenario.parse(spec).checks(first)}
 
-    assert "6k_keeper" in keys("device-plugin") and "6k_keeper" in keys("dra")
-    assert "6k_keeper" not in keys("device-plugin@rpi4-two-corals", first=False)
+    assert {"6k_keeper", "6o_keeper_opt_out"} <= keys("device-plugin") & keys("dra")
+    later = keys("device-plugin@rpi4-two-corals", first=False)
+    assert "6k_keeper" in later and "6o_keeper_opt_out" not in later
     # the default install has the keeper, whoever installed it: the chart's too
     assert "6k_keeper" in keys("helm") & keys("helm+dra") & keys("helm%k3s")
 

@@ -129,6 +129,7 @@ def test_trees_without_a_temperature_have_no_check_6t(tmp_path: Path, node: str)
 def test_check_6t_runs_in_both_apis_after_the_workload() -> None:
     for keys in ([k for k, _, _ in CHECKS], [k for k, _, _ in checks_dra.CHECKS]):
         assert keys.index("4_workload") < keys.index("6t_overheating") < keys.index("6k_keeper")
+        assert keys.index("6k_keeper") < keys.index("6o_keeper_opt_out")
     for spec in ("device-plugin@x86-coral-pcie", "dra@x86-coral-pcie", "helm+dra@rk3588-npu"):
         sc = Scenario.parse(spec)
         assert "6t_overheating" in [k for k, _, _ in sc.checks(first_of_way=False)]
@@ -149,3 +150,8 @@ def test_cis_scenarios_cover_every_check_on_a_tree_it_applies_to() -> None:
         assert not missing, f"{api}: no scenario reports {missing}"
     assert "x86-coral-pcie" in reported["device-plugin 6t_overheating"]
     assert "rk3588-npu" in reported["dra 6_hotplug"]
+    # the keeper at a PCI device's own path, and on a tree of every USB state (two Corals on
+    # two buses, one in its boot state; an NCS2 whose boot device has a serial), both APIs
+    assert "x86-coral-pcie" in reported["device-plugin 6k_keeper"]
+    for api in ("device-plugin", "dra"):
+        assert "rpi4-mixed-states" in reported[f"{api} 6k_keeper"]

@@ -350,10 +350,18 @@ def _parse_yaml(text: str, path: Path) -> Any:
     import json
 
     try:
-        return json.loads(body)
+        # a key given twice is left to the YAML reader, which refuses it naming both lines
+        return json.loads(body, object_pairs_hook=_unique_keys)
     except ValueError:
         pass
     return parse_yaml(text, path)  # hand-written catalogues in block style
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
 
 
 def load_catalogue(path: Path | None = None) -> Catalogue:

@@ -23,13 +23,64 @@ _HEX = re.compile(r"[0-9a-f]+")
 
 
 def parse_yaml(text: str, source: str | Path) -> Any:
-    """Parse YAML text (safe loader, the C one when present); a syntax error is BadInput."""
+    """Parse YAML text (safe loader, the C one when present); a syntax error or a key given
+    twice in one mapping is BadInput."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_loader())
+    except _DuplicateKey as e:
+        raise BadInput(f"{source}:{e}") from None
     except yaml.YAMLError as e:
         raise BadInput(yaml_error(e, source)) from None
+
+
+class _DuplicateKey(Exception):
+    """`line:col: duplicate key …`: a mapping names a key twice."""
+
+
+_LOADER: Any = None
+
+
+def _loader() -> Any:
+    """The safe loader, refusing a key given twice in one mapping. PyYAML keeps the last
+    silently (so does the YAML spec's own leniency in practice): a resource pasted twice with
+    an edit in the first copy, or a `replicas:` repeated further down, would run a
+    configuration nobody reads in the file. Made on first use: PyYAML is imported only here."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                if isinstance(node, yaml.MappingNode):
+                    _refuse_duplicates(self, node)
+                return super().construct_mapping(node, deep=deep)
+
+        _LOADER = Loader
+    return _LOADER
+
+
+def _refuse_duplicates(loader: Any, node: Any) -> None:
+    """Raise _DuplicateKey for the second of two keys of `node` that are equal as Python
+    keys (`1` and `0x1`, or `true` and `1`, would also become one key). Merge keys (`<<`)
+    are left to PyYAML: a key given beside a merge overrides the merged one, by design."""
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node)
+        except TypeError:  # an unhashable key: PyYAML refuses it itself
+            continue
+        if first is not key_node:
+            text = key_node.value if isinstance(key_node.value, str) else str(key)
+            mark, was = key_node.start_mark, first.start_mark
+            raise _DuplicateKey(
+                f"{mark.line + 1}:{mark.column + 1}: duplicate key {text!r} (first at line "
+                f"{was.line + 1}); a key may appear only once in a mapping"
+            )
 
 
 # PyYAML's "while parsing a block collection" says what was open, in its grammar's words

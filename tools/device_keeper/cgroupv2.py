@@ -151,11 +151,22 @@ def _sorted(cgroup: str, found: list[Patch | Other]) -> list[Patch]:
     return patches
 
 
+# systemd's own device program (src/core/bpf-devices.c), built from the scope's DeviceAllow=:
+# under the systemd cgroup driver the keeper changes that list first (systemd.py), and systemd
+# rebuilds the program from it, so it never denies what the grant allows
+SYSTEMD_PROGRAM = "sd_devices"
+
+
 def _blocked(
-    cgroup: str, found: list[Patch | Other], allow: dict[DeviceNumber, str], done: str
+    cgroup: str,
+    found: list[Patch | Other],
+    allow: dict[DeviceNumber, str],
+    done: str,
+    kept: frozenset[str] = frozenset(),
 ) -> None:
-    """BlockedByOther when a program that is not the runtime's may still deny `allow`."""
-    others = [str(p) for p in found if isinstance(p, Other)]
+    """BlockedByOther when a program that is not the runtime's may still deny `allow` (one
+    named in `kept` is its owner's, kept in step by it)."""
+    others = [str(p) for p in found if isinstance(p, Other) and p.name not in kept]
     if others and allow:
         nodes = ", ".join(str(n) for n in sorted(allow))
         raise BlockedByOther(
@@ -165,7 +176,12 @@ def _blocked(
         )
 
 
-def plan(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> list[Patch]:
+def plan(
+    cgroup: str,
+    allow: dict[DeviceNumber, str],
+    revoke: set[DeviceNumber],
+    kept: frozenset[str] = frozenset(),
+) -> list[Patch]:
     """What a grant would load, program by program; changes nothing (the dry run)."""
     with _fd(cgroup, os.O_RDONLY | os.O_DIRECTORY) as cfd:
         _, progs = _read(cfd)
@@ -175,14 +191,19 @@ def plan(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber])
             for _, fd in progs:
                 os.close(fd)
     patches = _sorted(cgroup, found)
-    _blocked(cgroup, found, allow, "the runtime's program would be extended")
+    _blocked(cgroup, found, allow, "the runtime's program would be extended", kept)
     return patches
 
 
-def apply(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]) -> list[Patch]:
+def apply(
+    cgroup: str,
+    allow: dict[DeviceNumber, str],
+    revoke: set[DeviceNumber],
+    kept: frozenset[str] = frozenset(),
+) -> list[Patch]:
     """Replace the runtime's device program of `cgroup` by its patched copy (Unrestricted:
     no program is attached; GrantRefused: none is the runtime's; BlockedByOther, after the
-    replacement: another program may still deny the granted node)."""
+    replacement: another program, not one of `kept`, may still deny the granted node)."""
     with _fd(cgroup, os.O_RDONLY | os.O_DIRECTORY) as cfd:
         for attempt in range(ATTEMPTS):
             flags, progs = _read(cfd)
@@ -197,7 +218,7 @@ def apply(cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber]
                 for patch, (_, old) in zip(found, progs, strict=True):
                     if isinstance(patch, Patch) and patch.changed:
                         _swap(cfd, flags, old, patch)
-                _blocked(cgroup, found, allow, "the runtime's program was extended")
+                _blocked(cgroup, found, allow, "the runtime's program was extended", kept)
                 return patches
             except bpf.BpfError as e:
                 if e.errno == errno.ENOENT and attempt + 1 < ATTEMPTS:

@@ -1,14 +1,14 @@
 """`device-keeper`: keep a re-enumerating device reachable inside running containers.
 
     device-keeper grant --cgroup DIR --allow c:189:5 [--revoke c:189:4] [--dry-run]
-    device-keeper serve [--host-root /host]        (the service: follows the host's devices)
-    device-keeper serve --events FILE|- [--follow] (moves as JSON lines: tests, by hand)
-
+    device-keeper serve [--host-root /host] [--decisions FILE]   (follows devplugin's decisions)
+    device-keeper serve --dry-run                                 (what it would do now; exits)
 
 Exit codes as every edgefd tool, listed at the end of each `--help` (GRANT_EXIT_CODES,
-SERVE_EXIT_CODES): 0 done, 1 refused, 2 usage, 3 bad input (grant: the cgroup; serve: a config,
-an --events file, a host root that is not there), 4 the kernel refused the write, 70 a bug
-(also: a component of `serve` that died).
+SERVE_EXIT_CODES): 0 done, 1 refused, 2 usage, 3 bad input (grant: the cgroup; serve: a host
+root that is not there, a decisions file that is not right), 4 the kernel refused the write,
+5 a peer (the kubelet, the runtime) not reachable in a dry run, 70 a bug (also: a component of
+`serve` that died).
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from edgefd.cli import (
     guarded,
     host_root_option,
     listen_option,
-    notice_dir_option,
     output_option,
     verbose_option,
-    watch_options,
 )
 
 TOOL = "device-keeper"
@@ -48,11 +46,12 @@ GRANT_EXIT_CODES = {
     5: None,
 }
 SERVE_EXIT_CODES = {
-    3: "bad input: a malformed config or --events file, or a host root that is not there",
+    3: "bad input: a host root that is not there; --dry-run: a decisions file that is not right",
     4: None,
-    5: None,
+    5: "--dry-run: the kubelet or the runtime cannot be reached",
     70: "internal error: a bug, or a component of serve that died (-v for the traceback)",
 }
+DEFAULT_DECISIONS = "/run/edgefd/decisions/decisions.json"
 
 
 class Group(Command, click.Group):
@@ -72,10 +71,9 @@ class Group(Command, click.Group):
     cls=Group,
     exit_codes={
         1: "refused or failed (grant: see device-keeper grant --help)",
-        3: "bad input: grant's cgroup missing or not a cgroup; serve's config, --events file "
-        "or host root",
+        3: "bad input: grant's cgroup missing or not a cgroup; serve's host root or decisions",
         4: "grant: the kernel refused the write (capabilities)",
-        5: None,
+        5: "serve --dry-run: the kubelet or the runtime cannot be reached",
         70: SERVE_EXIT_CODES[70],
     },
 )
@@ -95,6 +93,21 @@ def _nodes(values: tuple[str, ...], what: str) -> dict[Any, str]:
             raise UsageError(f"{what} {node.spec} given twice")
         out[node] = access
     return out
+
+
+def systemd_socket_option(help_root: str) -> Any:
+    """`--systemd-socket`: systemd's private socket, through which a systemd scope's grant
+    is also its DeviceAllow= ('' for none: such containers are refused, saying why)."""
+    return click.option(
+        "--systemd-socket",
+        default="/run/systemd/private",
+        show_default=True,
+        envvar="EDGEFD_SYSTEMD_SOCKET",
+        help="systemd's private socket"
+        + help_root
+        + ": under the systemd cgroup driver a grant is the container scope's DeviceAllow= "
+        "too, or a daemon-reload undoes it ('': none; such grants are refused).",
+    )
 
 
 @main.command("grant", cls=Command, epilog=exit_codes_help(GRANT_EXIT_CODES))
@@ -118,6 +131,7 @@ def _nodes(values: tuple[str, ...], what: str) -> dict[Any, str]:
     metavar="T:MAJ:MIN",
     help="Revoke this node for every access (e.g. c:189:4), also if its number is reused.",
 )
+@systemd_socket_option("")
 @dry_run_option
 @output_option
 @verbose_option
@@ -126,6 +140,7 @@ def grant_cmd(
     cgroup: str,
     allow: tuple[str, ...],
     revoke: tuple[str, ...],
+    systemd_socket: str,
     dry_run: bool,
     output: str,
     verbose: int,
@@ -135,12 +150,14 @@ def grant_cmd(
     from edgefd.core.output import emit_json, write_stdout
 
     from .grant import grant
+    from .systemd import Systemd
 
     allowed = _nodes(allow, "--allow")
     revoked = set(_nodes(revoke, "--revoke"))
     if not allowed and not revoked:
         raise UsageError("nothing to do: give --allow and/or --revoke")
-    out = grant(cgroup, allowed, revoked, dry_run=dry_run)
+    systemd = Systemd(systemd_socket) if systemd_socket else None
+    out = grant(cgroup, allowed, revoked, dry_run, systemd)
     if output == "json":
         emit_json(out.as_json())
     elif dry_run:
@@ -157,25 +174,14 @@ def grant_cmd(
 
 @main.command("serve", cls=Command, epilog=exit_codes_help(SERVE_EXIT_CODES))
 @click.option(
-    "--events",
-    default=None,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Read moves as JSON lines from this file ('-': stdin) instead of following the "
-    "host's devices (for tests and by hand).",
-)
-@click.option(
-    "--follow",
-    is_flag=True,
-    help="Keep reading --events as it grows (and wait for it to appear), until SIGTERM.",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(),  # a directory is bad input (3), as a missing file: the reader says so
-    envvar="EDGEFD_DEVPLUGIN_CONFIG",
-    help="devplugin's resources YAML (the same ConfigMap), so that the devices followed and "
-    "their names are devplugin's; reloaded when it changes (default: one resource per "
-    "catalogue accelerator, as devplugin without --config).",
+    "--decisions",
+    "decisions_path",
+    default=DEFAULT_DECISIONS,
+    show_default=True,
+    envvar="EDGEFD_DECISIONS",
+    type=click.Path(dir_okay=False),
+    help="devplugin's decisions (its --decisions file): the devices it hands out, as what, "
+    "at which container path and number. The keeper follows exactly those.",
 )
 @host_root_option
 @click.option(
@@ -192,13 +198,6 @@ def grant_cmd(
     help="The runtime's CRI socket (CRI-O: /var/run/crio/crio.sock).",
 )
 @click.option(
-    "--node-name",
-    envvar="NODE_NAME",
-    default="",
-    help="This node's name: the pool of its DRA devices (default $NODE_NAME; unset: any pool "
-    "of edgefd's DRA driver).",
-)
-@click.option(
     "--state-dir",
     default="/var/lib/edgefd/device-keeper",
     show_default=True,
@@ -206,52 +205,43 @@ def grant_cmd(
     help="Where the keeper remembers what it granted (granted.json), so that after a restart "
     "every node it granted is still revoked when the device moves on ('': remember nothing).",
 )
-@watch_options
+@systemd_socket_option(" on the host")
 @listen_option(DEFAULT_LISTEN)
-@notice_dir_option()
 @dry_run_option
 @output_option
 @verbose_option
 @guarded(TOOL)
 def serve_cmd(
-    events: str | None,
-    follow: bool,
-    config_path: str | None,
+    decisions_path: str,
     host_root: str,
     kubelet_dir: str,
     cri_socket: str,
-    node_name: str,
     state_dir: str,
-    poll_interval: float,
-    rescan_interval: float,
+    systemd_socket: str,
     listen: Listen,
-    notice_dir: str | None,
     dry_run: bool,
     output: str,
     verbose: int,
 ) -> int:
-    """Grant each re-enumerated device to exactly the running containers holding it."""
+    """Grant each re-enumerated device to exactly the running containers holding it.
+
+    With --dry-run: what it would grant and revoke now (each device devplugin hands out, as a
+    keeper starting now would catch it up), printed; nothing is changed, and it exits."""
     import os
 
-    from edgefd.core.output import write_stdout
-    from edgefd.core.service import WatchSettings
     from edgefd.core.version import startup_line
-    from edgefd.inventory.resources import load_config
-    from edgefd.runtime.runner import Lifeline, Reload, run
+    from edgefd.runtime.runner import Lifeline, run
 
     from .containers import Runtime
     from .ledger import FILE, Ledger
     from .metrics import KeeperMetrics
     from .podresources import PodResources
     from .service import Keeper
+    from .systemd import Systemd
 
-    if follow and events is None:
-        from edgefd.core.errors import UsageError
-
-        raise UsageError("--follow follows an --events file")
     if not os.path.isdir(host_root):
-        # every mode reads the host (its /proc and cgroups, even with --events): said at once,
-        # as the other tools say it, rather than a service that runs and can never grant
+        # every mode reads the host (its /proc and cgroups): said at once, as the other
+        # tools say it, rather than a service that runs and can never grant
         from edgefd.core.errors import HostUnreadable
 
         what = "is not a directory" if os.path.exists(host_root) else "does not exist"
@@ -261,90 +251,89 @@ def serve_cmd(
         return os.path.join(host_root, path.lstrip("/"))
 
     metrics = KeeperMetrics()
+    runtime = Runtime(host(cri_socket))
+    systemd = Systemd(host(systemd_socket)) if systemd_socket else None
     keeper = Keeper(
         PodResources(host(os.path.join(kubelet_dir, "pod-resources", "kubelet.sock"))),
-        Runtime(host(cri_socket)),
+        runtime,
         cgroup_fs=host("/sys/fs/cgroup"),
         proc=host("/proc"),
         metrics=metrics,
         dry_run=dry_run,
         ledger=Ledger(os.path.join(state_dir, FILE) if state_dir else None),
+        systemd=systemd,
     )
+    if dry_run:
+        from .dryrun import show
+
+        return show(decisions_path, keeper, output)
     keeper.forget_gone()
 
     def report(move: Any, done: list[Any]) -> None:
         if output == "json":  # one line a move: a stream to follow, not one document
-            import json
+            from edgefd.core.output import write_stdout
 
-            doc = {
-                "device": move.device.name,
-                "old": str(move.old) if move.old is not None else None,
-                "new": str(move.new),
-                "seen": move.seen or None,
-                "containers": [d.as_json() for d in done],
-            }
-            write_stdout(json.dumps(doc, sort_keys=True).encode() + b"\n")
+            write_stdout(move_json(move, done))
 
     shown: dict[str, object] = {
         "host-root": host_root,
-        "events": events or "off",
+        "decisions": decisions_path,
         "state-dir": state_dir or "off",
+        "listen": "off" if listen is None else f"{listen[0]}:{listen[1]}",
+        **drivers(runtime, systemd),
     }
-    reload = None
-    if events is None:
-        config = load_config(config_path)
-        shown["config"] = config.source
-        from edgefd.core.notices import board_for
-        from edgefd.inventory.confdiff import config_changes
-
-        reload = Reload(
-            lambda: load_config(config_path),
-            config_path,
-            current=config,
-            changes=config_changes,
-            notices=board_for(notice_dir, TOOL),
-        )
-    shown["listen"] = "off" if listen is None else f"{listen[0]}:{listen[1]}"
 
     def build(lifeline: Lifeline) -> list[Any]:
-        from .events import EventsFeed
-        from .watch import Following, keeper_inventory
+        from .follow import Following
 
-        if events is None:
-            settings = WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval)
-            inventory = keeper_inventory(host_root, config, settings, metrics)
-            return [Following(inventory, keeper, report, lifeline, node_name)]
-        return [EventsFeed(_lines(events, follow, lifeline), keeper, report, lifeline)]
+        return [Following(decisions_path, keeper, report, lifeline, metrics)]
 
-    mode = "dry-run" if dry_run else "events" if events is not None else "follow devices"
     return run(
         build,
-        startup_line=startup_line(mode, shown),
+        startup_line=startup_line("follow devplugin's decisions", shown),
         listen=listen,
         metrics=metrics.m,
-        reload=reload,
     )
 
 
-def _lines(events: str, follow: bool, lifeline: Any) -> Any:
-    """The event lines: a file followed as it grows, stdin, or a file read once; each line
-    bounded (events.bounded), bytes that are not UTF-8 read as replacement characters."""
-    import io
-    import sys
+def drivers(runtime: Any, systemd: Any) -> dict[str, str]:
+    """The startup line's cgroup driver (as the runtime says) and systemd (its version, or
+    why it is not reached): the first thing to read when a grant under the systemd driver is
+    refused. Neither stops the keeper: the runtime may come up after it."""
+    from edgefd.core.errors import EdgefdError
 
-    from .events import bounded
+    try:
+        driver = runtime.cgroup_driver() or "not said by the runtime"
+    except EdgefdError as e:
+        driver = f"unknown ({e})"
+    if systemd is None:
+        reached = "off"
+    else:
+        try:
+            reached = f"{systemd.version()} at {systemd.socket_path}"
+        except EdgefdError as e:
+            reached = f"not reached ({e})"
+    if driver == "systemd" and not reached[:1].isdigit():
+        log.warning(
+            "the runtime uses the systemd cgroup driver and systemd is %s: every grant will "
+            "be refused (see device-keeper's README, the systemd cgroup driver)",
+            reached,
+        )
+    return {"cgroup-driver": driver, "systemd": reached}
 
-    if follow:
-        from .events import follow as follow_file
 
-        return follow_file(events, lambda: lifeline.stopping, lifeline.wait)
-    if events == "-":
-        return bounded(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
-    # opened here, so a missing file is said at once
-    f = open(events, encoding="utf-8", errors="replace")  # noqa: SIM115
+def move_json(move: Any, done: list[Any]) -> bytes:
+    """One move as a JSON line (`-o json`): the device, its old and new node and path, when
+    the scan saw it, and per container what was done."""
+    import json
 
-    def read() -> Any:
-        with f:
-            yield from bounded(f)
-
-    return read()
+    doc = {
+        "device": move.device,
+        "old": str(move.old) if move.old is not None else None,
+        "new": str(move.new),
+        "path": move.path,
+        "old_path": move.old_path or None,
+        "seen": move.seen or None,
+        "containers": [d.as_json() for d in done],
+    }
+    return json.dumps(doc, sort_keys=True).encode() + b"\n"

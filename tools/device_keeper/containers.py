@@ -59,7 +59,7 @@ class Container:
         """The start time of the container's pid, once the pid is seen in its cgroup;
         NotThisContainer otherwise."""
         start = process_start(proc, self.pid)
-        want = [c for c in self.cgroups_path.split("/") if c][-2:]
+        want = [c for c in cgroup_path(self.cgroups_path).split("/") if c][-2:]
         try:
             with open(f"{proc}/{self.pid}/cgroup", encoding="utf-8", errors="replace") as f:
                 lines = f.read(65536).splitlines()
@@ -87,10 +87,27 @@ class Container:
         return cgroup_dirs(self.cgroups_path, cgroup_fs)
 
 
+def cgroup_path(cgroups_path: str) -> str:
+    """The container's cgroup below the hierarchies' root: the runtime's `cgroupsPath`, or
+    under the systemd driver (`slice:prefix:name`) its scope in its slices (systemd.Scope);
+    "" for a systemd path that names no scope."""
+    if cgroups_path.startswith("/") or cgroups_path.count(":") != 2:
+        return cgroups_path
+    from .systemd import Scope
+
+    try:
+        return Scope.of(cgroups_path).path
+    except ValueError:
+        return ""
+
+
 def cgroup_dirs(cgroups_path: str, cgroup_fs: str) -> list[str]:
     """Where a container's device rules live under the cgroup filesystem mount: the v1
     devices controller's directory and/or the v2 directory (both exist on a hybrid host; the
     kernel applies both). None: the container is gone."""
+    cgroups_path = cgroup_path(cgroups_path)
+    if not cgroups_path:
+        return []
     rel = cgroups_path.lstrip("/")
     out = []
     v1 = os.path.join(cgroup_fs, "devices", rel)
@@ -170,6 +187,21 @@ class Runtime:
     def __init__(self, socket: str = SOCKETS["containerd"], timeout: float = 5.0) -> None:
         self.socket = socket
         self.timeout = timeout
+
+    def cgroup_driver(self) -> str:
+        """ "systemd" or "cgroupfs" as the runtime says (CRI RuntimeConfig, containerd >= 2.0,
+        CRI-O); "" when it cannot say (an older runtime: each container's cgroupsPath says)."""
+        from .api import cri_pb2 as pb
+
+        try:
+            resp = self._call("RuntimeConfig", pb.RuntimeConfigRequest())
+        except Unreachable as e:
+            if "UNIMPLEMENTED" in str(e):
+                return ""
+            raise
+        if not resp.HasField("linux"):
+            return ""
+        return "systemd" if resp.linux.cgroup_driver == pb.SYSTEMD else "cgroupfs"
 
     def _call(self, method: str, request: Any) -> Any:
         import grpc

@@ -3,9 +3,11 @@ path of `device-keeper grant` and of the service.
 
 Which cgroup version a directory is: a v1 devices controller directory has `devices.list`;
 a v2 directory has `cgroup.controllers`. A cgroup managed by systemd (the systemd cgroup
-driver: `…/kubepods-….slice/cri-containerd-<id>.scope`, `crio-<id>.scope`) is refused: a
-`systemctl daemon-reload` re-applies the scope's own `DeviceAllow=` and would silently undo
-the grant (nvidia-container-toolkit #251, runc #4859), so the keeper says so instead.
+driver: `…/kubepods-….slice/cri-containerd-<id>.scope`, `crio-<id>.scope`) is granted through
+systemd first, the scope's `DeviceAllow=` (systemd.py: a `daemon-reload` or any property change
+of the scope re-applies that list, and would undo a grant made only in the cgroup), then in the
+cgroup itself as on cgroupfs (runc's own program is extended on v2, beside systemd's, which
+systemd rebuilt from the list). Without a way to reach systemd it is refused, saying why.
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ import errno
 import os
 from dataclasses import dataclass, field
 
-from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError
+from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError, Unreachable
 
 from . import cgroupv1, cgroupv2
 from .bpf import BpfError
-from .cgroupv2 import GrantRefused
+from .cgroupv2 import SYSTEMD_PROGRAM, GrantRefused
 from .rules import DeviceNumber, disjoint
+from .systemd import Systemd, SystemdError, device_path
 
 
 class SystemdManaged(GrantRefused):
-    """The cgroup belongs to a systemd scope; a daemon-reload would undo a grant."""
+    """The cgroup belongs to a systemd scope that the keeper cannot reach systemd about: a
+    grant made only in the cgroup would be undone by the next daemon-reload."""
 
 
 class GrantFailed(EdgefdError):
@@ -41,6 +45,8 @@ class GrantOutcome:
     applied: bool
     writes: list[cgroupv1.Write] = field(default_factory=list)
     patches: list[cgroupv2.Patch] = field(default_factory=list)
+    unit: str = ""  # the systemd scope granted through (its DeviceAllow=), "" for none
+    device_allow: list[tuple[str, str]] = field(default_factory=list)  # its list after
 
     @property
     def changed(self) -> bool:
@@ -55,6 +61,9 @@ class GrantOutcome:
             "applied": self.applied,
             "changed": self.changed,
         }
+        if self.unit:
+            allowed = [" ".join(e) for e in self.device_allow]
+            doc["systemd"] = {"unit": self.unit, "device_allow": allowed}
         if self.version == "v1":
             doc["writes"] = [{"file": w.file, "line": w.line} for w in self.writes]
         else:
@@ -62,10 +71,11 @@ class GrantOutcome:
         return doc
 
     def text(self) -> str:
-        """What --dry-run prints: the lines it would write, or the program's rule list."""
+        """What --dry-run prints: the lines it would write, or the program's rule list (and
+        under the systemd driver, the scope's DeviceAllow= first)."""
+        lines = [f"{self.unit}: DeviceAllow={p} {a}" for p, a in self.device_allow]
         if self.version == "v1":
-            return "".join(f"{w}\n" for w in self.writes)
-        lines = []
+            return "".join(f"{line}\n" for line in [*lines, *map(str, self.writes)])
         for p in self.patches:
             lines.append(f"# program {p.prog_id} on {self.cgroup}: replaced by")
             lines += [str(r) for r in p.after]
@@ -92,31 +102,64 @@ def version(cgroup: str) -> str:
 
 
 def grant(
-    cgroup: str, allow: dict[DeviceNumber, str], revoke: set[DeviceNumber], dry_run: bool = False
+    cgroup: str,
+    allow: dict[DeviceNumber, str],
+    revoke: set[DeviceNumber],
+    dry_run: bool = False,
+    systemd: Systemd | None = None,
 ) -> GrantOutcome:
-    """Allow `allow`, revoke `revoke` on one cgroup (or, dry, say what that would do)."""
+    """Allow `allow`, revoke `revoke` on one cgroup (or, dry, say what that would do); a
+    systemd scope's through `systemd` first (SystemdManaged when there is none)."""
     disjoint(allow, revoke)
     ver = version(cgroup)
-    if systemd_scope(cgroup):
-        raise SystemdManaged(
-            f"{cgroup}: a systemd scope (systemd cgroup driver); a daemon-reload would undo "
-            "the grant, so none is made"
-        )
     out = GrantOutcome(cgroup, ver, dict(allow), set(revoke), applied=not dry_run)
+    kept: frozenset[str] = frozenset()
+    if systemd_scope(cgroup):
+        if systemd is None:
+            raise SystemdManaged(
+                f"{cgroup}: a systemd scope (systemd cgroup driver) and no systemd to grant it "
+                "through (its DeviceAllow=); a daemon-reload would undo a grant made only in "
+                "the cgroup, so none is made"
+            )
+        out.unit, kept = os.path.basename(os.path.normpath(cgroup)), frozenset({SYSTEMD_PROGRAM})
+        out.device_allow = _scope_grant(systemd, out.unit, allow, revoke, dry_run)
     try:
         if ver == "v1":
             out.writes = cgroupv1.plan(cgroup, allow, revoke)
             if not dry_run:
                 cgroupv1.apply(cgroup, out.writes)
         elif dry_run:
-            out.patches = cgroupv2.plan(cgroup, allow, revoke)
+            out.patches = cgroupv2.plan(cgroup, allow, revoke, kept)
         else:
-            out.patches = cgroupv2.apply(cgroup, allow, revoke)
+            out.patches = cgroupv2.apply(cgroup, allow, revoke, kept)
     except GrantRefused:
         raise
     except OSError as e:
         raise refusal(cgroup, ver, e) from None
     return out
+
+
+def _scope_grant(
+    systemd: Systemd,
+    unit: str,
+    allow: dict[DeviceNumber, str],
+    revoke: set[DeviceNumber],
+    dry_run: bool,
+) -> list[tuple[str, str]]:
+    """The scope's DeviceAllow= after the grant (dry: what it would be)."""
+    try:
+        if not dry_run:
+            return systemd.set_device_allow(unit, allow, revoke)
+        gone = {device_path(n) for n in revoke} | {device_path(n) for n in allow}
+        kept = [e for e in systemd.device_allow(unit) if e[0] not in gone]
+        return kept + [(device_path(n), a) for n, a in sorted(allow.items())]
+    except SystemdError as e:
+        raise GrantRefused(f"{unit}: {e}") from None
+    except Unreachable as e:
+        raise SystemdManaged(
+            f"{unit}: a systemd scope and {e}: a grant made only in the cgroup would be undone "
+            "by the next daemon-reload, so none is made"
+        ) from None
 
 
 def refusal(cgroup: str, ver: str, e: OSError) -> EdgefdError:

@@ -25,6 +25,7 @@ from typing import Any
 from edgefd.core.errors import EdgefdError
 from edgefd.core.publish import write_atomic
 from edgefd.core.regular import Refused, read_regular
+from edgefd.inventory.decisions import BadDecisions, checked_path
 
 from .rules import DeviceNumber
 
@@ -36,19 +37,27 @@ MAX_BYTES = 1 << 20
 MAX_CONTAINERS = 1024
 MAX_PATHS = 16
 MAX_NUMBERS = 32
-_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-_PATH = re.compile(r"^/dev/[A-Za-z0-9_.@:+-]{1,200}(/[A-Za-z0-9_.@:+-]{1,200}){0,4}$")
-_NUMBER = re.compile(r"^([cb]):(\d{1,10}):(\d{1,10})$")
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_NUMBER = re.compile(r"([cb]):(\d{1,10}):(\d{1,10})")
 
 
 def _number(text: Any) -> DeviceNumber | None:
-    m = _NUMBER.match(text) if isinstance(text, str) else None
+    m = _NUMBER.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         return None
     try:
         return DeviceNumber(m.group(1), int(m.group(2)), int(m.group(3)))
     except ValueError:
         return None
+
+
+def _is_path(p: Any) -> bool:
+    """A container path as devplugin's decisions may name one (the keeper granted there)."""
+    try:
+        checked_path(p)
+    except BadDecisions:
+        return False
+    return True
 
 
 class Entry:
@@ -102,14 +111,14 @@ class Ledger:
 
     @staticmethod
     def _entry(cid: Any, obj: Any) -> Entry | None:
-        if not isinstance(cid, str) or not _ID.match(cid) or not isinstance(obj, dict):
+        if not isinstance(cid, str) or not _ID.fullmatch(cid) or not isinstance(obj, dict):
             return None
         cgroup, paths = obj.get("cgroup"), obj.get("paths")
         if not isinstance(cgroup, str) or len(cgroup) > 4096 or not isinstance(paths, dict):
             return None
         entry = Entry(cgroup)
         for p, numbers in list(paths.items())[:MAX_PATHS]:
-            if not isinstance(p, str) or not _PATH.match(p) or not isinstance(numbers, list):
+            if not _is_path(p) or not isinstance(numbers, list):
                 return None
             got = [_number(n) for n in numbers[-MAX_NUMBERS:]]
             if any(n is None for n in got):

@@ -3,7 +3,6 @@ registry it is handed (one /metrics per process)."""
 
 from __future__ import annotations
 
-from edgefd.inventory.naming import CONTAINER_DIR
 from edgefd.runtime.metrics import Metrics
 
 
@@ -26,12 +25,14 @@ class KeeperMetrics:
         )
         self.nodes = m.counter(
             "edgefd_device_keeper_node_replacements_total",
-            f"Container paths ({CONTAINER_DIR}/<name>) made to name the new node, by result",
+            "Container paths of a device made to name its new node, by result",
             ["result"],
         )
         self.refused = m.counter(
             "edgefd_device_keeper_refused_total",
-            "Containers left without the grant, by reason (systemd: the systemd cgroup driver)",
+            "Grants not made, by reason (systemd: a systemd scope whose systemd is not reached; "
+            "program: a device program that cannot be extended; decisions: devplugin's file "
+            "not acted on)",
             ["reason"],
         )
         self.errors = m.counter(

@@ -1,5 +1,7 @@
-"""Making a running container's own path for a device (`/dev/edgefd/<name>`) name its new
-node, in the container's mount namespace.
+"""Making a running container's own path for a device node (devplugin's: `/dev/edgefd/<name>`
+for a USB device beside the host's bus, the node's own path otherwise) name its new node, in
+the container's mount namespace, and taking away a stale node the runtime or the keeper made
+where the path moved with the number (a USB device given at its bus path).
 
 The container's root is reached through `/proc/<pid>/root` of one of its processes, and every
 path under it is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
@@ -15,9 +17,11 @@ exception that escapes: the keeper serves every container of the node from one w
 one container must not be able to stop it for the others.
 
 No setns: a thread of a multi-threaded process cannot enter another mount namespace, and the
-directory fd of the container's /dev is all mknodat/renameat need. libusb's
-`/dev/bus/usb/BBB/DDD` needs nothing here: it is the host's /dev/bus/usb, bind-mounted
-read-only, where the new node already exists.
+directory fd of the container's /dev is all mknodat/renameat need. Where a container has the
+host's /dev/bus/usb bind-mounted read-only (a USB device given beside the bus, the default),
+libusb's `/dev/bus/usb/BBB/DDD` needs nothing here: the new node exists there already. Without
+the bind (`usb_bus_mount: false`) the node is the container's own, at its bus path, and moves
+with the number: made at the new path, the old one removed.
 """
 
 from __future__ import annotations
@@ -117,11 +121,55 @@ def replace(
     old: DeviceNumber | None,
     proc: str = "/proc",
     check: Callable[[], None] | None = None,
+    like: os.stat_result | None = None,
 ) -> Replaced:
     """Make `path` (absolute, inside the container of `pid`) the device node `new`, where it
-    names `old` or is missing. Idempotent: a path already naming `new` is left as it is."""
+    names `old` or is missing. Idempotent: a path already naming `new` is left as it is. A
+    missing path gets the mode and owner of `like` (the node it replaces at another path)."""
     with _parent(pid, path, proc, check) as (dfd, name):
-        return _swap(dfd, pid, path, name, new, old)
+        return _swap(dfd, pid, path, name, new, old, like)
+
+
+def node_stat(
+    pid: int, path: str, proc: str = "/proc", check: Callable[[], None] | None = None
+) -> os.stat_result | None:
+    """The stat of the device node at `path` in the container of `pid` (None: missing, or not
+    a device node)."""
+    with _parent(pid, path, proc, check) as (dfd, name):
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise NodeNotReplaced(f"process {pid}: {path}: {e.strerror}; left alone") from None
+        return st if _node_of(st) is not None else None
+
+
+def remove(
+    pid: int,
+    path: str,
+    numbers: set[DeviceNumber],
+    proc: str = "/proc",
+    check: Callable[[], None] | None = None,
+) -> DeviceNumber | None:
+    """Unlink `path` in the container of `pid` where it is a device node of one of `numbers`
+    (a stale node the device left behind); what it named, or None when left alone."""
+    with _parent(pid, path, proc, check) as (dfd, name):
+        try:
+            current = _node_of(os.stat(name, dir_fd=dfd, follow_symlinks=False))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise NodeNotReplaced(f"process {pid}: {path}: {e.strerror}; left alone") from None
+        if current is None or current not in numbers:
+            return None
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise NodeNotReplaced(f"process {pid}: {path}: cannot remove: {e.strerror}") from None
+        return current
 
 
 def current(
@@ -138,7 +186,13 @@ def current(
 
 
 def _swap(
-    dfd: int, pid: int, path: str, name: str, new: DeviceNumber, old: DeviceNumber | None
+    dfd: int,
+    pid: int,
+    path: str,
+    name: str,
+    new: DeviceNumber,
+    old: DeviceNumber | None,
+    like: os.stat_result | None = None,
 ) -> Replaced:
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -155,7 +209,8 @@ def _swap(
         raise NodeNotReplaced(
             f"process {pid}: {path} names {current}, not the old node {old}; left alone"
         )
-    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o660
+    template = st if st is not None else like
+    mode = stat.S_IMODE(template.st_mode) if template is not None else 0o660
     kind = stat.S_IFCHR if new.type == "c" else stat.S_IFBLK
     tmp = f".{name}.edgefd-keeper"
     try:
@@ -174,8 +229,9 @@ def _swap(
             os.mknod(tmp, kind | mode, new.rdev, dir_fd=dfd)
         finally:
             os.umask(mask)
-        if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-            os.chown(tmp, st.st_uid, st.st_gid, dir_fd=dfd, follow_symlinks=False)
+        owner = (template.st_uid, template.st_gid) if template is not None else None
+        if owner is not None and owner != (os.geteuid(), os.getegid()):
+            os.chown(tmp, *owner, dir_fd=dfd, follow_symlinks=False)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except OSError as e:
         with contextlib.suppress(OSError):

@@ -1,12 +1,12 @@
-"""The service: for each "device X moved from node A to node B" event, every running container
-the kubelet gave X to (either API) is allowed B and denied A, and its container path for X
-(edgefd.inventory.naming) is made to name B. Nothing else is touched: a container that does
-not hold X never gains B.
+"""The service: for each move of a device devplugin hands out (moves.py: its node went from
+number A to number B, at the path devplugin gave it), every running container the kubelet gave
+it to (either API) is allowed B and denied A, and its path for the node is made to name B.
+Nothing else is touched: a container that does not hold the device never gains B, and a number
+the container holds through another device is never revoked for this one.
 
-Events come from an injected source (any iterable of `Move`): the device inventory's
-re-enumerations (source.py, the default), or a JSON-lines stream for operators and tests
-(events.py). Who holds what is asked of the kubelet at each event, not cached: a
-re-enumeration is rare and the answer must be current.
+Moves come from an injected source (any iterable of `Move`): devplugin's decisions, followed
+(follow.py), or a list in a test. Who holds what is asked of the kubelet at each move, not
+cached: a re-enumeration is rare and the answer must be current.
 """
 
 from __future__ import annotations
@@ -19,42 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from edgefd.core.errors import EdgefdError
-from edgefd.inventory.naming import container_path
 from edgefd.runtime.runner import Lifeline
 
 from . import nodes
 from .cgroupv2 import GrantRefused, Unrestricted
 from .containers import Container, NotThisContainer, cgroup_dirs
 from .grant import SystemdManaged, grant
-from .holders import DeviceRef, Holder, holders
+from .holders import Holder, holders
 from .ledger import Ledger
 from .metrics import KeeperMetrics
-from .rules import DEFAULT_ACCESS, DeviceNumber
+from .moves import Move, number
+from .rules import DeviceNumber
+from .systemd import Systemd
 
 log = logging.getLogger("device-keeper")
-
-
-@dataclass(frozen=True)
-class Move:
-    """Device `device` re-enumerated at its place: its node went from `old` to `new`.
-
-    `old` None is a catch-up (this process's first look at a device): a holder that the
-    runtime gave another node at the path, or the keeper (its ledger), missed a move while the
-    keeper was not running or not following; it gets `new` and loses those. What the
-    holder's path names is never asked: the container owns it."""
-
-    device: DeviceRef
-    old: DeviceNumber | None
-    new: DeviceNumber
-    access: str = DEFAULT_ACCESS
-    path: str = ""  # the container's path for this node; default the device's first
-    seen: float = 0.0  # wall clock of the scan that saw the new node (0: not known)
-
-    @property
-    def container_path(self) -> str:
-        """Where the runtime put the node in the container (a device's second node, if it
-        has one, is `<name>.1`: the event says so)."""
-        return self.path or container_path(self.device.name)
 
 
 @dataclass
@@ -64,8 +42,10 @@ class Done:
     holder: Holder
     container: str = ""
     cgroups: list[str] = field(default_factory=list)
-    node: str = ""  # replaced / unchanged / skipped / failed: why
+    node: str = ""  # current / replaced / unchanged / skipped / failed: why
     refused: str = ""
+    allowed: str = ""  # the number allowed (or, in a dry run, that would be)
+    revoked: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -77,7 +57,22 @@ class Done:
             "cgroups": self.cgroups,
             "node": self.node,
             "refused": self.refused or None,
+            "allowed": self.allowed or None,
+            "revoked": self.revoked,
         }
+
+
+def held_numbers(pods: list[Any], holder: Holder, move: Move) -> set[DeviceNumber]:
+    """The numbers `holder` holds now through what it was given (every present handout of the
+    move's decisions that the kubelet gave it, this one's other nodes included): none is
+    revoked for this move, whatever it once was to this device (the kernel gives a freed
+    minor to the next device that comes)."""
+    out: set[DeviceNumber] = set()
+    for h in move.decisions.handouts:
+        if h.present and holder in holders(pods, h):
+            out |= {number(n.number) for n in h.nodes}
+    out.discard(move.new)
+    return out
 
 
 class PodLister(Protocol):
@@ -98,8 +93,12 @@ class Keeper:
         metrics: KeeperMetrics,
         dry_run: bool = False,
         ledger: Ledger | None = None,
+        systemd: Systemd | None = None,
     ) -> None:
+        """`systemd`: the host's systemd, for containers under its cgroup driver (grants go
+        through their scope's DeviceAllow= too; None: such containers are refused)."""
         self.ledger = ledger if ledger is not None else Ledger(None)
+        self.systemd = systemd
         self.pods = pods
         self.runtime = runtime
         self.cgroup_fs = cgroup_fs
@@ -110,15 +109,16 @@ class Keeper:
     def handle(self, move: Move) -> list[Done]:
         if move.old is not None:
             self.metrics.moves.inc()
-            what = f"{move.device.name} re-enumerated {move.old} -> {move.new}"
+            what = f"{move.device} re-enumerated {move.old} -> {move.new}"
         else:
-            what = f"{move.device.name} at {move.new}"
+            what = f"{move.device} at {move.new}"
         try:
-            held = holders(self.pods.list(), move.device)
+            pods = self.pods.list()
         except EdgefdError as e:
             self.metrics.errors.labels("holders").inc()
             log.error("%s: cannot ask who holds it: %s", what, e)
             return []
+        held = holders(pods, move.handout)
         if not held and move.old is not None:
             log.info("%s: no running container holds it", what)
         out = []
@@ -130,16 +130,17 @@ class Keeper:
                 log.error("%s: cannot find its container: %s", h, e)
                 out.append(Done(h, refused=str(e)))
                 continue
-            out += [self._contained(move, c) for c in found]
+            kept = held_numbers(pods, h, move)
+            out += [self._contained(move, c, kept) for c in found]
         self.forget_gone(d.container for d in out)
         return out
 
-    def _contained(self, move: Move, c: Container) -> Done:
+    def _contained(self, move: Move, c: Container, kept: set[DeviceNumber]) -> Done:
         """One container's grant, whatever it did to its own /dev or cgroup: a failure is
         its own (logged with its traceback, counted), and the other holders are still
         granted by the same worker, which goes on with the next move."""
         try:
-            return self._container(move, c)
+            return self._container(move, c, kept)
         except Exception as e:
             self.metrics.errors.labels("container").inc()
             log.error(
@@ -153,34 +154,17 @@ class Keeper:
             )
             return Done(c.holder, c.id, node=f"failed: {e}", refused=f"{type(e).__name__}: {e}")
 
-    def _container(self, move: Move, c: Container) -> Done:
+    def _container(self, move: Move, c: Container, kept: set[DeviceNumber]) -> Done:
         done = Done(c.holder, c.id)
-        path = move.container_path
-        # what to take away: every node the runtime made at the path and every node the
-        # keeper allowed there, never what the path names now (the container owns it)
-        revoke = c.spec_numbers(path) | self.ledger.granted(c.id, path)
-        if move.old is not None:
-            revoke.add(move.old)
-        revoke.discard(move.new)
-        revoke -= self._held_elsewhere(c, path)
+        revoke = self.stale(move, c) - kept
         if move.old is None and not revoke:
             done.node = "current"
             return done
-        if c.systemd:
-            self.metrics.refused.labels("systemd").inc()
-            done.refused = "systemd cgroup driver"
-            log.warning(
-                "%s (container %s): not granted %s: the systemd cgroup driver re-applies the "
-                "scope's DeviceAllow= on a daemon-reload and would undo it",
-                c.holder,
-                c.id[:12],
-                move.new,
-            )
-            return done
+        done.allowed, done.revoked = str(move.new), [str(n) for n in sorted(revoke)]
         changed = False
         for d in c.cgroup_dirs(self.cgroup_fs):
             try:
-                res = grant(d, {move.new: move.access}, revoke, dry_run=self.dry_run)
+                res = grant(d, {move.new: move.access}, revoke, self.dry_run, self.systemd)
             except Unrestricted:
                 continue
             except EdgefdError as e:
@@ -203,7 +187,7 @@ class Keeper:
                 res.version,
                 d,
                 extra={
-                    "device": move.device.name,
+                    "device": move.device,
                     "holder": str(c.holder),
                     "container": c.id[:12],
                     "allowed": str(move.new),
@@ -221,21 +205,28 @@ class Keeper:
                 "while the keeper was not running",
                 c.holder,
                 c.id[:12],
-                path,
+                move.path,
                 ", ".join(str(n) for n in sorted(revoke)),
                 move.new,
             )
         if not self.dry_run:
-            self.ledger.record(c.id, c.cgroups_path, path, move.new)
+            self.ledger.record(c.id, c.cgroups_path, move.path, move.new)
         done.node = self._node(move, c, revoke)
         return done
 
-    def _held_elsewhere(self, c: Container, path: str) -> set[DeviceNumber]:
-        """The nodes the keeper last granted the container at its other paths: never revoked
-        for this path's move (the kernel may have numbered another device the container holds
-        with this one's boot minor). The runtime's nodes at other paths are not kept so: one
-        may be this device's own (a resource without the bus mount puts it at its host path)."""
-        return {n for p, n in self.ledger.latest(c.id).items() if p != path}
+    def stale(self, move: Move, c: Container) -> set[DeviceNumber]:
+        """What the container loses: every number the runtime made at the node's path now,
+        or at a (path, number) the node was given before, and every number the keeper allowed
+        at any of its paths; never what the container's path names now (the container owns
+        it), never the new number."""
+        given = set(move.was) | ({(move.old_path, move.old)} if move.old is not None else set())
+        out = {n for p, n in c.devices if p == move.path or (p, n) in given}
+        for p in move.paths:
+            out |= self.ledger.granted(c.id, p)
+        if move.old is not None:
+            out.add(move.old)
+        out.discard(move.new)
+        return out
 
     def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
         """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
@@ -270,13 +261,7 @@ class Keeper:
             c.same(self.proc, start)
 
         try:
-            names = nodes.current(c.pid, move.container_path, proc=self.proc, check=check)
-            old = names if names in revoke else move.old
-            if old is None and revoke:  # a catch-up: the node the path should name, said
-                old = min(revoke)
-            r = nodes.replace(
-                c.pid, move.container_path, move.new, old, proc=self.proc, check=check
-            )
+            return self._name_node(move, c, revoke, check)
         except NotThisContainer as e:
             self.metrics.nodes.labels("failed").inc()
             log.error("%s (container %s): its path not written: %s", c.holder, c.id[:12], e)
@@ -285,9 +270,32 @@ class Keeper:
             self.metrics.nodes.labels("failed").inc()
             log.error("%s: %s", c.holder, e)
             return f"failed: {e}"
+
+    def _name_node(
+        self, move: Move, c: Container, revoke: set[DeviceNumber], check: Callable[[], None]
+    ) -> str:
+        proc = self.proc
+        names = nodes.current(c.pid, move.path, proc=proc, check=check)
+        old = names if names in revoke else move.old
+        if old is None and revoke:  # a catch-up: the node the path should name, said
+            old = min(revoke)
+        # the node's other paths, where the path moved with the number: only where the
+        # runtime or the keeper made a node (never a path of a bind-mounted host directory)
+        made = {p for p, _ in c.devices} | set(self.ledger.latest(c.id))
+        others = sorted((move.paths & made) - {move.path})
+        like = None
+        if names is None:  # the new path gets the mode and owner of the node it replaces
+            like = next(
+                (st for p in others if (st := nodes.node_stat(c.pid, p, proc, check))), None
+            )
+        r = nodes.replace(c.pid, move.path, move.new, old, proc=proc, check=check, like=like)
         result = "replaced" if r.changed else "unchanged"
         self.metrics.nodes.labels(result).inc()
         log.info("%s: %s now names %s (was %s)", c.holder, r.path, r.new, r.old or "missing")
+        for p in others:
+            gone = nodes.remove(c.pid, p, revoke, proc=proc, check=check)
+            if gone is not None:
+                log.info("%s: %s (%s) removed: the device moved to %s", c.holder, p, gone, r.path)
         return result
 
     def forget_gone(self, keep: Iterable[str] = ()) -> None:
@@ -304,9 +312,7 @@ class Keeper:
             if move.seen and any(d.cgroups for d in done):
                 took = max(0.0, time.time() - move.seen)
                 self.metrics.latency.set(took)
-                log.info(
-                    "%s: granted %.0f ms after the scan that saw it", move.device.name, took * 1e3
-                )
+                log.info("%s: granted %.0f ms after the scan that saw it", move.device, took * 1e3)
             report(move, done)
 
 

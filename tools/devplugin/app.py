@@ -1,14 +1,18 @@
-"""The devplugin process put together: one inventory, and beside it, as its subscribers, the
-device links, the device plugin's CDI specs and the front-ends (`--api device-plugin`: the
-v1beta1 one; `dra`: the DRA one; `both`: both, on the one inventory), as one component of the
-runner (edgefd.runtime.runner), which owns the signals, the probes server and reloads.
+"""The devplugin process put together: its components, flat, for the one runner
+(edgefd.runtime.runner), which owns their start and stop order, the probes, the signals and
+reloads. In order:
 
-Subscription order is the order things must happen in after a scan: the links first (an
-Allocate answered after the device list changed names a link that is already current), then
-the CDI specs, then the front-ends. The inventory starts first (every subscriber gets the
-first snapshot before anything is served) and stops last; on a reload the front-ends take the
-new configuration first and the inventory then rescans with its selectors, so the front-ends'
-next snapshot is the new configuration's.
+1. the inventory (one per process: the host's devices, both buses, the catalogue and the
+   resources' selectors), started first so that every subscriber has the first snapshot
+   before anything is served, stopped last, reconfigured last (its rescan then hands everyone
+   the new configuration's snapshot);
+2. the bookkeeping that follows each snapshot (`Bookkeeping`): the device log, the stable
+   links, the device plugin's CDI specs and the decisions device-keeper follows, subscribed
+   in the order things must happen in after a scan (an Allocate answered after the device list
+   changed names a link that is already current);
+3. the front-ends `--api` asks for (`device-plugin`: the v1beta1 one; `dra`: the DRA one;
+   `both`), each subscribed to the same inventory;
+4. the one watch of the kubelet's socket directories both front-ends listen to.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ from edgefd.core.duration import format_duration
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WATCH_DEFAULTS, Listen, WatchSettings
 from edgefd.inventory.inventory import DEFAULT_HOLD, Inventory
-from edgefd.inventory.resources import Config
 from edgefd.inventory.snapshot import Snapshot
 from edgefd.runtime.metrics import Metrics
 
+from .kubeletsocket import SocketDirs
 from .links import LinkKeeper, LinkLayout
+from .resources import Config
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,8 @@ class Options:
     listen: Listen = None
     settings: WatchSettings = WATCH_DEFAULTS
     use_uevents: bool | None = None
+    decisions: str | None = None  # where device-keeper reads what was decided (decide.py)
+    node_name: str | None = None  # DRA: the pool
 
     @property
     def device_plugin(self) -> bool:
@@ -86,8 +93,8 @@ def make_inventory(opts: Options, config: Config, metrics: Metrics | None = None
     )
 
 
-# the DRA front-end is built by the CLI (it needs the API client): config, links, registry
-DraFactory = Callable[[Config, LinkLayout, Metrics], Any]
+# the DRA front-end is built by the CLI (it needs the API client)
+DraFactory = Callable[[Config, LinkLayout, Metrics, Inventory, SocketDirs], Any]
 
 
 def shown(o: Options, config: Config) -> dict[str, object]:
@@ -103,51 +110,43 @@ def shown(o: Options, config: Config) -> dict[str, object]:
     out["links-dir"] = o.links_dir or "off (raw device nodes)"
     if o.cdi_spec_dir:
         out["cdi-spec-dir"] = o.cdi_spec_dir
+    if o.decisions:
+        out["decisions"] = o.decisions
     out["poll"] = format_duration(o.settings.poll_interval)
     out["rescan"] = format_duration(o.settings.rescan_interval)
     out["listen"] = "off" if o.listen is None else f"{o.listen[0] or '0.0.0.0'}:{o.listen[1]}"
     return out
 
 
-class App:
-    def __init__(
-        self,
-        opts: Options,
-        config: Config,
-        dra: DraFactory | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.opts = opts
+class Bookkeeping:
+    """What follows each snapshot besides the front-ends: the device log, the stable links,
+    the device plugin's CDI specs and the decisions file, subscribed in that order. A
+    component of the runner with nothing to run: it says whether the configuration serves
+    anything at all (/readyz) and takes a new one."""
+
+    def __init__(self, opts: Options, config: Config, inventory: Inventory) -> None:
         self.config = config
-        self.metrics = metrics if metrics is not None else Metrics()
-        self.inventory = make_inventory(opts, config, self.metrics)
         self.links = LinkKeeper(opts.layout)
-        self.inventory.subscribe(self._tell_devices, name="device log")
-        self.inventory.subscribe(self._keep_links, name="device links")
+        inventory.subscribe(self._tell_devices, name="device log")
+        inventory.subscribe(self._keep_links, name="device links")
         self.cdi_specs: Any = None
         if opts.cdi_spec_dir and opts.device_plugin:
             from .cdi import DEFAULT_VENDOR, ResourceSpecs
 
             specs = ResourceSpecs(opts.cdi_spec_dir, opts.cdi_prefix or DEFAULT_VENDOR, opts.layout)
             self.cdi_specs = specs
-            self.inventory.subscribe(
-                lambda snap: specs.sync(self._by_resource(snap)), name="CDI specs"
-            )
-        self.frontends: list[Any] = []
-        self.v1: Any = None
-        if opts.device_plugin:
-            from .v1beta1.frontend import DevicePluginFrontend
+            inventory.subscribe(lambda snap: specs.sync(self._by_resource(snap)), name="CDI specs")
+        self.decisions: Any = None
+        if opts.decisions:
+            from .decide import DecisionsFile
 
-            written = self.cdi_specs.written if self.cdi_specs is not None else None
-            self.v1 = DevicePluginFrontend(
-                config, opts.plugin_dir, opts.layout, opts.cdi_prefix, self.metrics, written
-            )
-            self.frontends.append(self.v1)
-        self.dra = dra(config, opts.layout, self.metrics) if dra is not None else None
-        if self.dra is not None:
-            self.frontends.append(self.dra)
-        for fe in self.frontends:
-            fe.attach(self.inventory)
+            pool = opts.node_name if opts.api != "device-plugin" else None
+            self.decisions = DecisionsFile(opts.decisions, config, opts.device_plugin, pool)
+            inventory.subscribe(self.decisions.on_snapshot, name="decisions")
+
+    @property
+    def cdi_written(self) -> Callable[[str], bool] | None:
+        return self.cdi_specs.written if self.cdi_specs is not None else None
 
     def _by_resource(self, snap: Snapshot) -> list[tuple[Any, Any]]:
         return [(res, snap.of_resource(res.name)) for res in self.config.resources]
@@ -158,7 +157,7 @@ class App:
         for c in snap.diff.changes:
             dev = c.after or c.before
             assert dev is not None
-            mine = [r.name for r in self.config.resources if r.name in dev.resources]
+            mine = [r.name for r in self.config.selecting(dev)]
             if not mine:
                 continue  # a device no resource selects is served by neither API
             what = ", ".join(mine)
@@ -176,40 +175,64 @@ class App:
         for res, devices in self._by_resource(snap):
             self.links.sync(res.name, devices)
 
-    def start(self) -> App:
-        """Watch and scan (every subscriber gets the first snapshot), then serve."""
-        self.inventory.start()
-        for fe in self.frontends:
-            fe.start()
-        return self
+    def start(self) -> None:
+        """Nothing to run: it follows the inventory's snapshots."""
 
-    def alive(self) -> tuple[bool, str]:
-        return self.inventory.alive()
+    def stop(self) -> None:
+        """Nothing to stop."""
 
     def ready(self) -> tuple[bool, str]:
         empty = self.config.serves_nothing()  # valid, but a plugin serving nothing is not ready
-        if empty:
-            return False, empty
-        details = []
-        for fe in self.frontends:
-            ok, detail = fe.ready()
-            if not ok:
-                return False, detail
-            details.append(detail)
-        return True, "; ".join(details)
+        return (False, empty) if empty else (True, "ok")
 
-    def reconfigure(self, new: Config) -> None:
-        """A new configuration: resources started, stopped or restarted as they changed
-        (unchanged ones stay registered), then a scan with the new selectors."""
-        self.config = new
-        for fe in self.frontends:
-            fe.reconfigure(new)
-        self.inventory.configure(
-            selectors=new.selectors, forget_after=new.memory, temperature=new.temperature
+    def reconfigure(self, config: Config) -> None:
+        """The next snapshot (the inventory's rescan) is kept with the new resources."""
+        self.config = config
+        if self.decisions is not None:
+            self.decisions.reconfigure(config)
+
+
+@dataclass
+class Parts:
+    """devplugin's components, by name for those who need one (tests, the dry run)."""
+
+    inventory: Inventory
+    books: Bookkeeping
+    dirs: SocketDirs
+    v1: Any = None
+    dra: Any = None
+
+    @property
+    def components(self) -> list[Any]:
+        """In the runner's order (the module's docstring says why)."""
+        frontends = [f for f in (self.v1, self.dra) if f is not None]
+        return [self.inventory, self.books, *frontends, self.dirs]
+
+
+def build(
+    opts: Options,
+    config: Config,
+    dra: DraFactory | None = None,
+    metrics: Metrics | None = None,
+) -> Parts:
+    metrics = metrics if metrics is not None else Metrics()
+    inventory = make_inventory(opts, config, metrics)
+    books = Bookkeeping(opts, config, inventory)
+    dirs = SocketDirs()
+    parts = Parts(inventory, books, dirs)
+    if opts.device_plugin:
+        from .v1beta1.frontend import DevicePluginFrontend
+
+        parts.v1 = DevicePluginFrontend(
+            config,
+            opts.plugin_dir,
+            opts.layout,
+            opts.cdi_prefix,
+            metrics,
+            inventory,
+            dirs,
+            books.cdi_written,
         )
-        self.inventory.refresh()  # the runner says what changed (inventory.confdiff)
-
-    def stop(self) -> None:
-        for fe in reversed(self.frontends):
-            fe.stop()
-        self.inventory.stop()
+    if dra is not None:
+        parts.dra = dra(config, opts.layout, metrics, inventory, dirs)
+    return parts

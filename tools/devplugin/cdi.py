@@ -48,9 +48,9 @@ from typing import Any
 
 from edgefd.core.errors import OutputError
 from edgefd.core.publish import write_atomic
+from edgefd.devplugin.resources import Resource
 from edgefd.inventory.device import Device
 from edgefd.inventory.naming import DOMAIN, qualified
-from edgefd.inventory.resources import Resource
 
 from .container import USB_DEV_DIR
 from .container import env as container_env

@@ -1,12 +1,13 @@
-"""`devplugin`: the kubelet device plugin command. Thin: options in, the App (one inventory and
-the front-ends `--api` asks for) out. grpc, the metrics client and the Kubernetes client are
-imported only once a command actually runs."""
+"""`devplugin`: the kubelet device plugin command. Thin: options in, its components out to the
+runner (app.py: one inventory, the bookkeeping, the front-ends `--api` asks for, the socket
+watch). grpc, the metrics client and the Kubernetes client are imported only once a command
+actually runs."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
@@ -29,9 +30,9 @@ from edgefd.core.errors import UsageError
 from edgefd.inventory.naming import DOMAIN
 
 if TYPE_CHECKING:
-    from edgefd.inventory.resources import Config
+    from edgefd.devplugin.resources import Config
 
-    from .app import App, DraFactory, Options
+    from .app import DraFactory, Options
 
 TOOL = "devplugin"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -101,6 +102,15 @@ log = logging.getLogger(TOOL)
     help="DRA: a device absent this long beyond the re-enumeration hold gets a NoExecute "
     "taint in the ResourceSlice, which evicts the pods using it (default: never).",
 )
+@click.option(
+    "--decisions",
+    "decisions",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write what is decided for each device served (its kubelet IDs, its DRA device, the "
+    "container path and number of each node) to this file, atomically, after every change: "
+    "what device-keeper follows (default: not written).",
+)
 @api_options("DRA: ")
 @listen_option(":8082")
 @notice_dir_option()
@@ -120,6 +130,7 @@ def main(
     kubelet_dir: str,
     cdi_dir: str,
     evict_after: float | None,
+    decisions: str | None,
     node_name: str | None,
     kubeconfig: str | None,
     api_timeout: float,
@@ -157,9 +168,9 @@ def main(
         raise UsageError("--dry-run -o json shows one API: pass --api device-plugin or dra")
     from edgefd.core.hostroot import HostRoot
     from edgefd.core.service import WatchSettings
-    from edgefd.inventory.resources import load_config
+    from edgefd.devplugin.resources import load_config
 
-    from .app import App, Options
+    from .app import Options
 
     config = load_config(config_path)
     opts = Options(
@@ -171,28 +182,31 @@ def main(
         api=api_mode,
         listen=listen,
         settings=WatchSettings(poll_interval=poll_interval, rescan_interval=rescan_interval),
+        decisions=os.path.abspath(decisions) if decisions else None,
+        node_name=node_name,
     )
     if dry_run:
         return _dry_run(config, opts, output, node_name, evict_after)
 
     from edgefd.core.notices import board_for
     from edgefd.core.version import startup_line
-    from edgefd.inventory.confdiff import config_changes
+    from edgefd.devplugin.confdiff import config_changes
     from edgefd.runtime.metrics import Metrics
     from edgefd.runtime.runner import Reload, run
 
+    from .app import build as build_parts
     from .app import shown
 
     metrics = Metrics()
 
-    def build(_lifeline: object) -> list[App]:
+    def build(_lifeline: object) -> list[object]:
         dra_factory = None
         if dra:
             assert node_name
             dra_factory = _dra_frontend(
                 DraSettings(node_name, kubelet_dir, cdi_dir, evict_after), kubeconfig, api_timeout
             )
-        return [App(opts, config, dra_factory, metrics)]
+        return build_parts(opts, config, dra_factory, metrics).components
 
     return run(
         build,
@@ -256,4 +270,8 @@ def _dra_frontend(s: DraSettings, kubeconfig: str | None, timeout: float) -> Dra
         evict_after=s.evict_after,
     )
     claims = api.claim_reader()  # never queued behind the publisher's requests (kubeapi.py)
-    return lambda config, links, metrics: DraFrontend(opts, config, links, api, metrics, claims)
+
+    def make(config: Any, links: Any, metrics: Any, inventory: Any, dirs: Any) -> DraFrontend:
+        return DraFrontend(opts, config, links, api, metrics, inventory, dirs, claims)
+
+    return make

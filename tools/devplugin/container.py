@@ -1,5 +1,5 @@
 """What a container gets for a device, whichever API hands it out, beyond its nodes (their
-paths are the resource's: edgefd.inventory.resources): the read-only view of the host's USB
+paths are the resource's: edgefd.devplugin.resources): the read-only view of the host's USB
 bus and the environment. The device plugin's Allocate answer (v1beta1/allocate.py) and the CDI
 specs (cdi.py) both say this.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from edgefd.devplugin.resources import Resource
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Resource
 
 USB_DEV_DIR = "/dev/bus/usb"
 

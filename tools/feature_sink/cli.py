@@ -187,9 +187,10 @@ def _checked(kind: click.ParamType, value: str, option: str) -> str:
 )
 @listen_option(":8081")
 @notice_dir_option(
-    "Directory where the pod's other edgefd tools leave their notices (a failed "
-    "configuration reload: they hold no right to post Events); each is posted once as a "
-    "Warning Event on the Node, and again if it comes back after clearing."
+    "Directory holding one directory per writer, named for it: where each of the pod's "
+    "other edgefd containers leaves its notice (a failed configuration reload: they hold no "
+    "right to post Events). Each is posted as a Warning Event on the Node naming its writer; "
+    "a writer's changing notices, at most 3 Events, then one every 5 minutes."
 )
 @click.option(
     "--ready-max-age",

@@ -70,7 +70,7 @@ class Desired:
     authoritative: bool = True
     settling: frozenset[str] = frozenset()
     recheck_at: datetime | None = None
-    notices: tuple[Notice, ...] = ()  # the pod's other tools' (edgefd.core.notices): Events
+    notices: tuple[Notice, ...] = ()  # the pod's other containers' (edgefd.core.notices)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -210,8 +210,9 @@ def read_stream(
 
 
 def with_notices(desired: Desired, directory: Path) -> Desired:
-    """`desired` with the notices the pod's other tools left in `directory` (each becomes a
-    Warning Event on the Node); a file that is not one is a warning of its own."""
+    """`desired` with the notices of the writers whose directories are in `directory` (they
+    become Warning Events on the Node, notices.py); what is there and is not a writer's
+    directory is a warning."""
     notices, warnings = read_notices(directory)
     if not notices and not warnings:
         return desired

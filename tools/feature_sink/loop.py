@@ -3,8 +3,9 @@ back off; stop cleanly. A component of the runner (edgefd.runtime.runner): its o
 its probes, no signals of its own.
 
 One thread decides: it sleeps until the next deadline (retry, safety resync, grace expiry) or
-until it is woken (a stop; the features.d watcher saying something changed, the burst
-already coalesced; the object's watch saying someone else changed its labels). Nothing can run
+until it is woken (schedule.Triggers: a stop; the features.d watcher saying something
+changed, the burst already coalesced; the object's watch saying someone else changed its
+labels). What it does next is schedule.next_step's decision, a pure function. Nothing can run
 two syncs at once and every wake-up is accounted for, which is what keeps the write count
 bounded under a burst.
 
@@ -32,6 +33,7 @@ from edgefd.kube.retry import Retry
 from .desired import Desired, FeaturesDirGone
 from .metrics import SinkMetrics
 from .nodeapi import ApiUnreachable
+from .schedule import State, Triggers, next_step
 from .sync import OwnershipUntrusted, Syncer
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,9 @@ class SinkLoop:
 
     `read_desired` is called at every sync (a re-read is cheap; it is what makes a missed
     notification harmless). The desired state is kept in memory across failures, so when the
-    API comes back the sink converges from what it last read, then re-reads.
+    API comes back the sink converges from what it last read, then re-reads. `triggers` is
+    what the watchers wake it with (made first and given to them too: schedule.py); `retry`
+    owns the failure streak and its backoff.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class SinkLoop:
         syncer: Syncer,
         metrics: SinkMetrics,
         config: LoopConfig,
+        triggers: Triggers | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_crash: Callable[[BaseException], None] | None = None,
     ) -> None:
@@ -92,8 +97,7 @@ class SinkLoop:
         self.config = config
         self.clock = clock
         self.on_crash = on_crash
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
+        self.triggers = triggers if triggers is not None else Triggers(clock)
         self._thread: threading.Thread | None = None
         self.retry = Retry(
             "sync",
@@ -101,26 +105,20 @@ class SinkLoop:
             cap=config.max_backoff,
             on_retry=lambda reason: metrics.retries.labels(loop="sync", reason=reason).inc(),
             speak=False,  # the loop says it itself, with how long the failure lasted
+            clock=clock,
         )
-        self._changed = False
-        self._drift = False
         self.heartbeat = clock()
         self.last_success: float | None = None
         self.syncing_since: float | None = None
         self._expiry: datetime | None = None
+        self._retry_in = 0.0
         # the repair backoff (see FIGHT_WINDOW)
         self._fight = Backoff(initial=0.5, cap=config.max_backoff)
         self._repairs = 0
         self._last_repair: float | None = None
-        self._drift_seen = 0.0  # when the pending drift was first seen
-        self._repairing_since = 0.0  # ... and the one the running sync repairs
+        self._repairing_since = 0.0  # when the drift the running sync repairs was seen
         self._repair_at = 0.0
         self._quiet_until = 0.0  # see DRIFT_COALESCE
-        # the failure being lived through (its reason), since when, and how many attempts
-        self.failing: str | None = None
-        self.failing_since: float | None = None
-        self.failed_attempts = 0
-        self.last_error: str | None = None
 
     def sync_once(self, trigger: str = "start", fresh: bool = True) -> bool:
         """One sync attempt; returns success. Never raises for API trouble."""
@@ -136,34 +134,27 @@ class SinkLoop:
             self.metrics.failures.labels(reason=reason).inc()
             # once per kind of failure: an unreachable API's message differs at every attempt
             # (connection objects, addresses), and a steady outage must not fill the log
-            if reason != self.failing:
+            if reason != self.retry.last_reason:
                 log.warning("sync failed (%s): %s; retrying with backoff", reason, e)
             else:
                 log.debug("sync failed again (%s): %s", reason, e)
-            if self.failing is None:
-                self.failing_since = self.clock()
-            self.failing, self.failed_attempts = reason, self.failed_attempts + 1
-            self.last_error = str(e)
             self._retry_in = self.retry.failed(e, reason)
-            cache = getattr(self.syncer, "cache", None)
-            if cache is not None and isinstance(e, ApiUnreachable) and e.retry_after is None:
+            if isinstance(e, ApiUnreachable) and e.retry_after is None:
                 # no answer at all: what the watch last said may be stale (its connection may
                 # not have noticed yet), so the retries read the object until it speaks again
-                cache.lost()
+                self.syncer.lost()
             self._expiry = None
             return False
         finally:
             self.syncing_since = None
-        self.retry.succeeded()
-        if self.failing is not None:
+        if self.retry.failing:
             log.info(
                 "sync succeeded again after %d failed attempt(s) over %.0fs (%s)",
-                self.failed_attempts,
-                self.clock() - (self.failing_since or self.clock()),
-                self.failing,
+                self.retry.failures,
+                self.retry.lasted(),
+                self.retry.last_reason,
             )
-        self.failing, self.failing_since, self.failed_attempts = None, None, 0
-        self.last_error = None
+        self.retry.succeeded()
         self.metrics.syncs.labels(result="success").inc()
         self.last_success = self.clock()
         self.metrics.last_success.set(time.time())
@@ -173,8 +164,6 @@ class SinkLoop:
         if trigger == "drift":
             self._quiet_until = 0.0 if result.wrote else self.clock() + DRIFT_COALESCE
         return True
-
-    _retry_in = 0.0
 
     def _repaired(self, seen: float) -> None:
         """A write undid someone else's change, seen at `seen`: count it, and back off a
@@ -208,16 +197,12 @@ class SinkLoop:
         return max(self._repair_at, self._quiet_until)
 
     def changed(self, _names: frozenset[str] = frozenset()) -> None:
-        """Something in features.d changed (called on the watcher's thread, debounced)."""
-        self._changed = True
-        self._wake.set()
+        """Something in features.d changed (the watcher's `on_change`)."""
+        self.triggers.features_changed()
 
     def drifted(self) -> None:
-        """The object changed under the sink (called on its watch's thread)."""
-        if not self._drift:
-            self._drift_seen = self.clock()
-        self._drift = True
-        self._wake.set()
+        """The object changed under the sink."""
+        self.triggers.drifted()
 
     # -- as a component of the runner
 
@@ -236,51 +221,38 @@ class SinkLoop:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop after the sync under way (its requests have timeouts); labels are kept."""
-        self._stopping.set()
-        self._wake.set()
+        self.triggers.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def _wait(self, timeout: float) -> None:
-        self._wake.wait(timeout)
-        self._wake.clear()
-
     def run(self) -> None:
         """Loop until `stop()`. The first sync happens immediately."""
-        cfg = self.config
-        next_sync = self.clock()  # the scheduled sync (start, retry, resync, expiry)
-        why = "start"
-        while not self._stopping.is_set():
+        cfg, t = self.config, self.triggers
+        next_sync, why = self.clock(), "start"  # the scheduled sync
+        while not t.stopping:
             now = self.clock()
             self.heartbeat = now
-            # While syncs fail, a change does not bring the retry forward (that would hammer
-            # a struggling API server); the retry re-reads everything anyway.
-            if self._changed and not self.retry.failing:
-                self._changed = self._drift = False
-                next_sync, why = now, "features"
-            elif self._drift and not self.retry.failing and now >= self._drift_due():
-                self._drift = False
-                self._repairing_since = self._drift_seen
-                next_sync, why = now, "drift"
-            if now >= next_sync:
-                # the first sync and the safety resync read the object from the API server;
-                # the others plan against the watch's copy (when the watch is up: a retry after
-                # an outage or a 429 then costs one request, not two)
-                if self.sync_once(why, fresh=why in ("start", "resync")):
-                    next_sync, why = self.clock() + cfg.resync_interval, "resync"
-                    if self._expiry is not None:
-                        until = (self._expiry - datetime.now(UTC)).total_seconds()
-                        at = self.clock() + max(0.0, until) + 0.05
-                        if at < next_sync:
-                            next_sync, why = at, "expiry"
-                else:
-                    next_sync, why = self.clock() + self._retry_in, "retry"
+            state = State(next_sync, why, self.retry.failing, t.changed, t.drift, self._drift_due())
+            step = next_step(state, now)
+            if step.run is None:
+                # at most 1 s, to keep the heartbeat fresh for /healthz
+                t.wait(min(1.0, max(0.0, step.wake_at - now)))
                 continue
-            wake_at = next_sync
-            if self._drift and not self.retry.failing:
-                wake_at = min(wake_at, self._drift_due())
-            # at most 1 s, to keep the heartbeat fresh for /healthz
-            self._wait(min(1.0, max(0.0, wake_at - now)))
+            seen = t.take(step.took)
+            if step.run == "drift":
+                self._repairing_since = seen
+            # the first sync and the safety resync read the object from the API server; the
+            # others plan against the watch's copy (when the watch is up: a retry after an
+            # outage or a 429 then costs one request, not two)
+            if self.sync_once(step.run, fresh=step.run in ("start", "resync")):
+                next_sync, why = self.clock() + cfg.resync_interval, "resync"
+                if self._expiry is not None:
+                    until = (self._expiry - datetime.now(UTC)).total_seconds()
+                    at = self.clock() + max(0.0, until) + 0.05
+                    if at < next_sync:
+                        next_sync, why = at, "expiry"
+            else:
+                next_sync, why = self.clock() + self._retry_in, "retry"
         log.info("stopped")
 
     def alive(self, wedged_after: float | None = None) -> tuple[bool, str]:
@@ -296,9 +268,10 @@ class SinkLoop:
 
     def ready(self, max_age: float | None = None) -> tuple[bool, str]:
         max_age = self.config.ready_max_age if max_age is None else max_age
+        error = self.retry.last_error
         if self.last_success is None:
-            return False, f"no successful sync yet ({self.last_error or 'starting'})"
+            return False, f"no successful sync yet ({error or 'starting'})"
         age = self.clock() - self.last_success
         if age > max_age:
-            return False, f"last successful sync {age:.0f}s ago ({self.last_error or 'idle'})"
+            return False, f"last successful sync {age:.0f}s ago ({error or 'idle'})"
         return True, f"ok (last sync {age:.0f}s ago)"

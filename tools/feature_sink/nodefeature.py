@@ -13,6 +13,7 @@ the sink (e.g. nfd-worker's own, in the same namespace) is never overwritten.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,8 +74,9 @@ class NodeFeatureSyncer(Syncer):
         rules: Rules,
         metrics: SinkMetrics,
         reporter: Reporter,
+        on_drift: Callable[[], None] | None = None,
     ) -> None:
-        super().__init__(api, node_name, rules, metrics, reporter)
+        super().__init__(api, node_name, rules, metrics, reporter, on_drift)
         self.namespace = namespace
         self.what = f"NodeFeature {namespace}/{node_name}"
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from .budget import OverBudget
 from .desired import Desired
 from .metrics import SinkMetrics
 from .nodeapi import NodeAPI
+from .notices import NoticeGate
 from .ownership import Conflict, DroppedClaim
 from .patch import NodeView
+from .problem import Problem
 
 log = logging.getLogger(__name__)
 
@@ -27,25 +28,12 @@ COMPONENT = "feature-sink"
 MAX_EVENTS_PER_SYNC = 10
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing a person should fix. `key` identifies it across syncs (and names its Event,
-    so the API server deduplicates across restarts); neither it nor `message` holds refused
-    content. `detail` may, and is only logged at debug level."""
-
-    reason: str  # the Event reason
-    message: str
-    key: str
-    detail: str = ""
-
-
-def desired_problems(desired: Desired) -> list[Problem]:
+def desired_problems(desired: Desired, notices: NoticeGate | None = None) -> list[Problem]:
+    """The problems of what was read: the files' and, through `notices` (the sink's one
+    gate; a one-shot run takes a fresh one), the other containers' notices."""
     out = [Problem("FeatureFileProblem", w, f"file|{w}") for w in desired.warnings]
-    # another tool's degraded state, checked when read (edgefd.core.notices): its own words
-    out.extend(
-        Problem(n.reason, f"{n.tool}: {n.message}", f"notice|{n.tool}|{n.reason}|{n.message}")
-        for n in desired.notices
-    )
+    # the other containers' degraded states, each its writer's (edgefd.core.notices), few
+    out.extend((notices or NoticeGate()).problems(desired.notices))
     out.extend(
         Problem("LabelRejected", str(r), f"rejected|{r.source}|{r.reason}", r.detail())
         for r in desired.rejected
@@ -98,6 +86,7 @@ class Reporter:
     def __init__(self, metrics: SinkMetrics, events: bool = True) -> None:
         self._metrics = metrics
         self._events = events
+        self.notices = NoticeGate()  # which notice of each writer is told now (notices.py)
         self._logged: set[str] = set()
         self._posted: set[str] = set()
 

@@ -22,6 +22,7 @@ from edgefd.core.errors import BadInput, EdgefdError
 from edgefd.core.featuresd import MAX_FILE_SIZE
 from edgefd.core.labels import NamespacePolicy
 from edgefd.core.log import say
+from edgefd.core.notices import writer_directories
 from edgefd.core.output import emit_json
 from edgefd.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
@@ -136,17 +137,27 @@ def _features_source(settings: Settings) -> ReadDesired:
     return lambda: read_directory(directory, settings.policy, settle=settings.settle, host=host)
 
 
-def make_syncer(settings: Settings, api: Any, metrics: SinkMetrics) -> Syncer:
+def make_syncer(
+    settings: Settings, api: Any, metrics: SinkMetrics, on_drift: Callable[[], None] | None = None
+) -> Syncer:
+    """The syncer of the mode's object; with `on_drift`, one whose copy of it a watch keeps
+    (watch_object), calling `on_drift` when someone else changes it."""
     reporter = Reporter(metrics, events=settings.events)
     if settings.mode == "nodefeature":
         from .nodefeature import NodeFeatureSyncer
 
         return NodeFeatureSyncer(
-            api, settings.node_name, settings.namespace, settings.rules, metrics, reporter
+            api,
+            settings.node_name,
+            settings.namespace,
+            settings.rules,
+            metrics,
+            reporter,
+            on_drift,
         )
     from .sync import NodeSyncer
 
-    return NodeSyncer(api, settings.node_name, settings.rules, metrics, reporter)
+    return NodeSyncer(api, settings.node_name, settings.rules, metrics, reporter, on_drift)
 
 
 def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
@@ -163,18 +174,16 @@ def connect(settings: Settings, metrics: SinkMetrics | None = None) -> Any:
     )
 
 
-def watch_object(settings: Settings, syncer: Syncer, api: Any, loop: Any, metrics: SinkMetrics):
-    """Keep the syncer's object current through one watch that wakes `loop` on drift: the
-    ListWatch (a component: start it, stop it), or None with `--no-watch`."""
-    if not settings.watch:
+def watch_object(settings: Settings, syncer: Syncer, api: Any, metrics: SinkMetrics):
+    """Keep the syncer's copy of its object current through one watch (its drift wakes the
+    loop: make_syncer's `on_drift`): the ListWatch (a component: start it, stop it), or None
+    when the object is not watched (`--no-watch`)."""
+    cache = syncer.cache
+    if cache is None:
         return None
     from edgefd.kube.listwatch import ListWatch
     from edgefd.kube.retry import Retry
 
-    from .watched import WatchedObject
-
-    cache = WatchedObject(syncer.node_name, syncer.fingerprint, loop.drifted, metrics)
-    syncer.cache = cache
     resource, path = syncer.query()
 
     def retried(reason: str) -> None:
@@ -295,28 +304,31 @@ def serve(settings: Settings) -> int:
     from edgefd.runtime.watch import Watcher
 
     from .loop import LoopConfig, SinkLoop
+    from .schedule import Triggers
 
     metrics = SinkMetrics()
 
     def build(lifeline: Lifeline) -> list[Any]:
         read_desired = desired_source(settings)
         api = connect(settings, metrics)
-        syncer = make_syncer(settings, api, metrics)
+        triggers = Triggers(time.monotonic)  # what the watches below wake the loop with
+        on_drift = triggers.drifted if settings.watch else None
+        syncer = make_syncer(settings, api, metrics, on_drift)
         config = LoopConfig(
             settings.resync_interval,
             settings.max_backoff,
             wedged_after=max(60.0, 12 * settings.api_timeout),
             ready_max_age=settings.ready_max_age or 2 * settings.resync_interval + 60,
         )
-        loop = SinkLoop(read_desired, syncer, metrics, config, on_crash=lifeline.fail)
+        loop = SinkLoop(read_desired, syncer, metrics, config, triggers, on_crash=lifeline.fail)
         parts: list[Any] = []
         watcher = None
         if settings.features_dir is not None:
             watched = [settings.features_dir]
-            if settings.notice_dir is not None:
-                watched.append(settings.notice_dir)
+            if settings.notice_dir is not None:  # each writer's own directory (a mount)
+                watched.extend(d for _, d in writer_directories(settings.notice_dir))
             watcher = Watcher(
-                loop.changed,
+                triggers.features_changed,
                 watched,
                 poll_interval=settings.poll_interval,
                 debounce=settings.debounce,
@@ -325,7 +337,7 @@ def serve(settings: Settings) -> int:
                 name="features-watch",
             )
             parts.append(watcher)
-        object_watch = watch_object(settings, syncer, api, loop, metrics)
+        object_watch = watch_object(settings, syncer, api, metrics)
         if object_watch is not None:
             parts.append(object_watch)
         started = _Started(settings, syncer.what, metrics, watcher, object_watch is not None)

@@ -10,6 +10,7 @@ conflicting labels, once for both targets.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,8 +35,8 @@ from .ownership import (
     vet,
 )
 from .patch import LabelChange, NodeView, build_patch, label_changes
+from .problem import Problem
 from .report import (
-    Problem,
     Reporter,
     budget_problems,
     conflict_problems,
@@ -43,6 +44,7 @@ from .report import (
     ownership_problems,
     untrusted_problem,
 )
+from .watched import WatchedObject
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +168,6 @@ class Syncer:
     nothing changed."""
 
     what = "object"
-    cache: Any = None  # a watched.WatchedObject, or None: every sync GETs the object
 
     def __init__(
         self,
@@ -175,7 +176,10 @@ class Syncer:
         rules: Rules,
         metrics: SinkMetrics,
         reporter: Reporter,
+        on_drift: Callable[[], None] | None = None,
     ) -> None:
+        """`on_drift`: the object is watched (its copy kept: `cache`), and this is called
+        when someone else changes what a sync depends on; None: every sync GETs it."""
         self.api = api
         self.node_name = node_name
         self.rules = rules
@@ -183,6 +187,15 @@ class Syncer:
         self.reporter = reporter
         # the owned labels as the last successful sync left them (None: none yet)
         self.applied: dict[str, str] | None = None
+        self.cache: WatchedObject | None = None
+        if on_drift is not None:
+            self.cache = WatchedObject(node_name, self.fingerprint, on_drift, metrics)
+
+    def lost(self) -> None:
+        """No answer at all from the API server: the watch's copy may be stale (its
+        connection may not have noticed yet); read the object until the watch speaks again."""
+        if self.cache is not None:
+            self.cache.lost()
 
     def read(self, fresh: bool = True) -> Any:
         """The object as `plan` takes it: from the watch's copy when trusted and not `fresh`,
@@ -228,11 +241,12 @@ class Syncer:
         """Converge once. Raises the nodeapi errors, and OwnershipUntrusted; the caller
         decides about retrying. `fresh=False`: plan against the watch's copy when it has one
         (a refused write reads again from the API server)."""
-        self.reporter.observe(desired_problems(desired), complete=False)
+        notices = self.reporter.notices
+        self.reporter.observe(desired_problems(desired, notices), complete=False)
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
             current = self.read(fresh=fresh or attempt > 1)
             plan = self.plan(current, desired, now)
-            problems = desired_problems(desired) + list(plan.problems)
+            problems = desired_problems(desired, notices) + list(plan.problems)
             self.reporter.observe(problems)
             if plan.blocked:
                 self.metrics.owned.set(0)
@@ -266,7 +280,12 @@ class Syncer:
             self.metrics.kept.set(len(plan.outcome.kept_for_grace))
             if self.api is not None:
                 self.reporter.post_events(self.api, self.event_target(current), problems)
-            expiry = _earliest(plan.outcome.next_expiry, desired.recheck_at)
+            held = notices.next_due()  # a writer's notice, held back to bound its Events
+            expiry = _earliest(
+                plan.outcome.next_expiry,
+                desired.recheck_at,
+                None if held is None else now + timedelta(seconds=held),
+            )
             return SyncResult(wrote, plan.changes, owned, expiry)
         raise ApiConflict(
             f"{self.what} kept changing; gave up after {MAX_CONFLICT_RETRIES} attempts"

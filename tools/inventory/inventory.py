@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgefd.bus.catalogue import Catalogue
 from edgefd.bus.enumerate import BusReader, ScanResult
@@ -50,10 +50,20 @@ log = get_logger(__name__)
 
 DEFAULT_HOLD = 3.0
 
-_KEEP: Any = object()
-
 OnSnapshot = Callable[[Snapshot], None]
 OnError = Callable[[EdgefdError], None]
+
+
+class Settings(Protocol):
+    """What of a configuration the inventory takes: devplugin's resources configuration is one
+    (the inventory knows no tool's type)."""
+
+    @property
+    def selectors(self) -> Sequence[Selector]: ...
+    @property
+    def memory(self) -> float | None: ...
+    @property
+    def temperature(self) -> Mapping[str, TemperatureLimit]: ...
 
 
 class _Subscriber(Record):
@@ -149,22 +159,16 @@ class Inventory:
 
     # -- configuration
 
-    def configure(
-        self,
-        *,
-        selectors: Sequence[Selector] = _KEEP,
-        forget_after: float | None = _KEEP,
-        temperature: Mapping[str, TemperatureLimit] = _KEEP,
-    ) -> None:
-        """New selectors, memory and/or temperature settings (a configuration reload); the
-        next scan uses them."""
+    def reconfigure(self, config: Settings) -> None:
+        """A reloaded configuration (a component of the runner: edgefd.runtime.runner): its
+        selectors, memory and temperature settings, then a scan with them, so that every
+        subscriber's next snapshot is the new configuration's."""
         with self._lock:
-            if selectors is not _KEEP:
-                self.selectors = tuple(selectors)
-            if forget_after is not _KEEP:
-                self._presence.forget_after = forget_after
-            if temperature is not _KEEP and self._temperature is not None:
-                self._temperature.configure(temperature)
+            self.selectors = tuple(config.selectors)
+            self._presence.forget_after = config.memory
+            if self._temperature is not None:
+                self._temperature.configure(config.temperature)
+        self.refresh()
 
     @property
     def hold(self) -> float:
@@ -272,6 +276,10 @@ class Inventory:
 
                 readings = self._temperature.readings.items()
                 replace_series(self.metrics.temperature, (({"device": n}, t) for n, t in readings))
+                limits = self._temperature.limits.items()
+                replace_series(
+                    self.metrics.temperature_limit, (({"device": n}, t) for n, t in limits)
+                )
         return snap
 
     # -- the state file

@@ -26,3 +26,10 @@ class InventoryMetrics:
             "at the last scan; none while it cannot be read)",
             ["device"],
         )
+        self.temperature_limit = m.gauge(
+            "edgefd_inventory_device_temperature_limit_celsius",
+            "The limit that device is judged by (the resource's, else its driver's), for each "
+            "device with a temperature: from it up the device is Unhealthy, until it is below it "
+            "by the hysteresis",
+            ["device"],
+        )

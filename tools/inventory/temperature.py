@@ -102,6 +102,9 @@ class TemperatureSource:
         self._states: dict[str, _State] = {}
         self._unreadable: set[str] = set()  # told once each, while it stays present
         self.readings: dict[str, float] = {}  # °C by device, as last read (for the metrics)
+        # °C by device: the limit it is judged by, for as long as it has a reading (the metrics:
+        # an alert compares the two, so it agrees with the verdict whatever set the limit)
+        self.limits: dict[str, float] = {}
 
     def configure(self, settings: Mapping[str, TemperatureLimit]) -> None:
         """The resources' settings (a reload); hot devices are judged by them from the next scan."""
@@ -123,7 +126,7 @@ class TemperatureSource:
         setting = self.setting(dev)
         if thermal is None or not setting.enabled:
             self._states.pop(dev.name, None)
-            self.readings.pop(dev.name, None)
+            self._forget_reading(dev.name)
             return ""
         node = dev.nodes[0].path.rpartition("/")[2]
         base = f"/sys/class/{thermal.cls}/{node}"
@@ -133,7 +136,7 @@ class TemperatureSource:
         milli = self._read(dev, f"{base}/{thermal.input}")
         if milli is None:
             st.hot, st.shown = False, None
-            self.readings.pop(dev.name, None)
+            self._forget_reading(dev.name)
             return ""
         self.readings[dev.name] = celsius(milli)
         if setting.limit is not None:
@@ -142,6 +145,7 @@ class TemperatureSource:
             if st.driver_limit is None:
                 st.driver_limit = self._driver_limit(thermal, base)
             limit = st.driver_limit
+        self.limits[dev.name] = limit
         t = celsius(milli)
         if t >= limit:
             st.hot = True
@@ -161,7 +165,12 @@ class TemperatureSource:
         for name in [n for n in self._states if n not in names]:
             del self._states[name]
         self.readings = {n: t for n, t in self.readings.items() if n in names}
+        self.limits = {n: t for n, t in self.limits.items() if n in names}
         self._unreadable &= names
+
+    def _forget_reading(self, name: str) -> None:
+        self.readings.pop(name, None)
+        self.limits.pop(name, None)
 
     def _read(self, dev: Device, path: str) -> int | None:
         """The reading in milli-°C, or None (said once per device) when there is none."""

@@ -14,6 +14,7 @@ steady outage must not fill the log); the first success after failures says so.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from edgefd.core.backoff import Backoff
@@ -32,6 +33,7 @@ class Retry:
         on_retry: Callable[[str], None] | None = None,
         logger: logging.Logger | None = None,
         speak: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`speak=False`: no log lines (a caller that reports failures in its own words)."""
         self.what = what
@@ -39,7 +41,10 @@ class Retry:
         self.on_retry = on_retry or (lambda reason: None)
         self.log = logger or log
         self.speak = speak
-        self.failures = 0  # in the current streak
+        self.clock = clock
+        # the current streak of failures: how many, since when, the last one's reason and text
+        self.failures = 0
+        self.since: float | None = None
         self.last_error: str | None = None
         self.last_reason: str | None = None
 
@@ -49,6 +54,8 @@ class Retry:
         asked = getattr(exc, "retry_after", None)
         if asked is not None:
             delay = max(delay, float(asked))
+        if self.failures == 0:
+            self.since = self.clock()
         self.failures += 1
         msg = str(exc)
         if not self.speak:
@@ -67,9 +74,14 @@ class Retry:
         if self.failures and self.speak:
             self.log.warning("%s succeeded again after %d failure(s)", self.what, self.failures)
         self.failures = 0
+        self.since = None
         self.last_error = self.last_reason = None
         self.backoff.reset()
 
     @property
     def failing(self) -> bool:
         return self.failures > 0
+
+    def lasted(self) -> float:
+        """How long the current streak has lasted (0 without one)."""
+        return self.clock() - self.since if self.since is not None else 0.0

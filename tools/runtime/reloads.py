@@ -10,9 +10,10 @@ away), and /readyz names the reason beside the components' own details.
 The Event: the tools that reload hold no right to Events (devplugin has no token in
 device-plugin mode, device-keeper and the scanners have none; feature-sink is the identity
 that may post them), so a failed reload is written as the tool's notice
-(edgefd.core.notices) into the directory its pod shares with feature-sink (`--notice-dir`),
-which posts it as a Warning Event on the Node. The notice is removed by the next reload that
-succeeds, and at start (the configuration just loaded is the file's).
+(edgefd.core.notices) into its own directory (`--notice-dir`), which the pod mounts
+read-only into feature-sink; the sink posts it as a Warning Event on the Node, naming the
+writer by that directory. The notice is removed by the next reload that succeeds, and at
+start (the configuration just loaded is the file's).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ log = get_logger(__name__)
 
 FAILURES = "edgefd_config_reload_failures_total"
 LAST_SUCCESS = "edgefd_config_last_reload_success_timestamp_seconds"
+# 1 while the configuration in use is the file's, 0 while a failed reload is kept from it: the
+# state itself, which an alert can hold for as long as it lasts (the counter only says that a
+# failure happened; Prometheus' own `prometheus_config_last_reload_successful` is the model)
+SUCCESSFUL = "edgefd_config_last_reload_successful"
 
 
 class Notices(Protocol):
@@ -42,7 +47,7 @@ class Notices(Protocol):
 class ReloadStatus:
     """The outcome of the last reload: `failed(why)`, `succeeded()`, and `ready()` for /readyz.
     `metrics` (an edgefd.runtime.metrics.Metrics, or None when the tool serves none) gets the
-    two series; the configuration loaded at start counts as the first success (and clears a
+    three series; the configuration loaded at start counts as the first success (and clears a
     notice an earlier run of the tool left)."""
 
     def __init__(
@@ -56,7 +61,7 @@ class ReloadStatus:
         self._lock = threading.Lock()
         self._failure = ""  # why the configuration in use is not the file's; "" when it is
         self._unreadable = ""  # the failure that is the file being unreadable, if it is one
-        self._failures = self._last_success = None
+        self._failures = self._last_success = self._successful = None
         if metrics is not None:
             self._failures = metrics.counter(
                 FAILURES,
@@ -67,6 +72,12 @@ class ReloadStatus:
                 "When the configuration in use was loaded (Unix time; start-up counts).",
             )
             self._last_success.set(clock())
+            self._successful = metrics.gauge(
+                SUCCESSFUL,
+                "Whether the configuration in use is the file's (0 while a failed reload is "
+                "kept from it).",
+            )
+            self._successful.set(1)
         if notices is not None:
             notices.clear()
 
@@ -81,6 +92,8 @@ class ReloadStatus:
             self._failure = why
         if self._failures is not None:
             self._failures.inc()
+        if self._successful is not None:
+            self._successful.set(0)
         if self._notices is not None:
             self._notices.post(
                 EVENT_REASON, f"configuration reload failed: {why}; kept the one in use"
@@ -91,6 +104,8 @@ class ReloadStatus:
             self._failure = self._unreadable = ""
         if self._last_success is not None:
             self._last_success.set(self._clock())
+        if self._successful is not None:
+            self._successful.set(1)
         if self._notices is not None:
             self._notices.clear()
 
@@ -108,6 +123,8 @@ class ReloadStatus:
             if cleared:
                 self._failure = ""
             self._unreadable = ""
+        if cleared and self._successful is not None:
+            self._successful.set(1)
         if cleared and self._notices is not None:
             self._notices.clear()
 

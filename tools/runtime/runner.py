@@ -3,9 +3,11 @@ what they would otherwise each hand-write (signals, the probes and metrics serve
 the order things start and stop in, and how a failure anywhere ends the process).
 
 A component is anything with `start()` (returns once it serves: its threads run) and `stop()`
-(returns once they are done), and, if it has them, `ready()` (/readyz), `alive()` (/healthz),
-each giving `(ok, why)`, and `reconfigure(config)`. A bus watcher, an inventory, a list-watch,
-a sync loop, a device-plugin front-end: each is one, and knows nothing of signals.
+(returns once they are done); what else it is, it says by what it implements, each a protocol
+below: `Readiness` (`ready()`, for /readyz) and `Liveness` (`alive()`, for /healthz), each
+giving `(ok, why)`, and `Reconfigurable` (`reconfigure(config)`). A bus watcher, an inventory,
+a list-watch, a sync loop, a device-plugin front-end: each is one, and knows nothing of
+signals.
 
 `run` builds the components inside its signal handling (building can block: a FIFO given as a
 file, an API server that does not answer; a stop signal then ends it at once), starts them in
@@ -29,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from edgefd.core.errors import EXIT_INTERNAL, EdgefdError
 from edgefd.core.log import get_logger
@@ -45,6 +47,27 @@ log = get_logger(__name__)
 class Component(Protocol):
     def start(self) -> object: ...
     def stop(self) -> object: ...
+
+
+@runtime_checkable
+class Readiness(Protocol):
+    """A component that says whether it serves (/readyz): `(ok, why)`."""
+
+    def ready(self) -> tuple[bool, str]: ...
+
+
+@runtime_checkable
+class Liveness(Protocol):
+    """A component that says whether it is stuck (/healthz): `(ok, why)`."""
+
+    def alive(self) -> tuple[bool, str]: ...
+
+
+@runtime_checkable
+class Reconfigurable(Protocol):
+    """A component that takes a reloaded configuration (the tool's own type)."""
+
+    def reconfigure(self, config: Any) -> None: ...
 
 
 class ComponentDied(EdgefdError):
@@ -109,8 +132,12 @@ class Reload:
         self.notices = notices
 
 
-def _checks(components: Sequence[object], name: str) -> list[Check]:
-    return [getattr(c, name) for c in components if callable(getattr(c, name, None))]
+def readiness(components: Sequence[object]) -> list[Check]:
+    return [c.ready for c in components if isinstance(c, Readiness)]
+
+
+def liveness(components: Sequence[object]) -> list[Check]:
+    return [c.alive for c in components if isinstance(c, Liveness)]
 
 
 def combined(checks: Sequence[Check]) -> Check:
@@ -166,9 +193,7 @@ def run(
                         reload.path, signals.request_reload, on_unreadable=status.unreadable
                     ).start()
                 components = build(lifeline)
-                for c in components:
-                    started.append(c)  # before: one interrupted while starting is stopped too
-                    c.start()
+                start_in_order(components, started)
                 checked = [*components, status] if status is not None else components
                 server = serve_probes(listen, metrics, checked)
             while not (signals.stop_requested or lifeline.stopping):
@@ -183,16 +208,30 @@ def run(
         finally:
             if config_watch is not None:
                 config_watch.stop()
-            for c in reversed(started):
-                try:
-                    c.stop()
-                except Exception:  # the others must still stop
-                    log.exception("stopping %s failed", type(c).__name__)
+            stop_in_reverse(started)
             if server is not None:
                 server.stop()
     if lifeline.failure is not None:
         raise died(lifeline.failure)
     return 0
+
+
+def start_in_order(components: Sequence[Component], started: list[Component]) -> None:
+    """Start each component in turn, each noted in `started` before its start (one that is
+    interrupted while it starts is stopped too)."""
+    for c in components:
+        started.append(c)
+        c.start()
+
+
+def stop_in_reverse(started: Sequence[Component]) -> None:
+    """Stop what was started, last first; a component that fails to stop is logged and the
+    others still stop."""
+    for c in reversed(started):
+        try:
+            c.stop()
+        except Exception:
+            log.exception("stopping %s failed", type(c).__name__)
 
 
 def died(failure: BaseException) -> BaseException:
@@ -212,8 +251,7 @@ def serve_probes(listen: Listen, metrics: Any, components: Sequence[object]) -> 
         return None
     from .health import serve
 
-    alive, ready = _checks(components, "alive"), _checks(components, "ready")
-    return serve(listen, metrics, combined(alive), combined(ready))
+    return serve(listen, metrics, combined(liveness(components)), combined(readiness(components)))
 
 
 def _reload(reload: Reload, components: Sequence[object], status: ReloadStatus) -> None:
@@ -226,9 +264,8 @@ def _reload(reload: Reload, components: Sequence[object], status: ReloadStatus) 
         status.failed(str(e))
         return
     for c in reversed(components):
-        reconfigure = getattr(c, "reconfigure", None)
-        if callable(reconfigure):
-            reconfigure(config)
+        if isinstance(c, Reconfigurable):
+            c.reconfigure(config)
     status.succeeded()
     if reload.changes is not None and reload.current is not None:  # else the components say it
         changes = reload.changes(reload.current, config)

@@ -53,6 +53,7 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             - --host-root=/host
             - --config=/etc/edgefd/devplugin/resources.yaml
             - --notice-dir=/run/edgefd/notices
+            - --decisions=/run/edgefd/decisions/decisions.json
           env:
             - name: NODE_NAME
               valueFrom:
@@ -127,7 +128,9 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             - {name: host-sys, mountPath: /host/sys, readOnly: true}
             - {name: host-dev, mountPath: /host/dev, readOnly: true}
             - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
-            - {name: notices, mountPath: /run/edgefd/notices}
+            - {name: devplugin-notices, mountPath: /run/edgefd/notices}
+            # what it decides for each device it serves, for device-keeper (read-only there)
+            - {name: decisions, mountPath: /run/edgefd/decisions}
 {{- end }}
 
 {{- /* device-keeper, an ordinary container in either DaemonSet */ -}}
@@ -146,17 +149,12 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             - device-keeper
             - serve
             - --host-root=/host
-            - --config=/etc/edgefd/devplugin/resources.yaml
+            - --decisions=/run/edgefd/decisions/decisions.json
             - --state-dir=/host/var/lib/edgefd/device-keeper
-            - --notice-dir=/run/edgefd/notices
           env:
             - {name: EDGEFD_LISTEN, value: "{{ $listen }}:8084"}
             - {name: EDGEFD_KUBELET_DIR, value: {{ $kubeletDir }}}
             - {name: EDGEFD_CRI_SOCKET, value: {{ $criSocket }}}
-            - name: NODE_NAME  # the pool of the node's DRA devices
-              valueFrom:
-                fieldRef:
-                  fieldPath: spec.nodeName
           ports:
             - {name: keeper-http, containerPort: 8084, protocol: TCP}
           securityContext:
@@ -197,17 +195,19 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             timeoutSeconds: 3
             failureThreshold: 3
           volumeMounts:
-            - {name: host-sys, mountPath: /host/sys, readOnly: true}
             - {name: host-proc, mountPath: /host/proc, readOnly: true}
             - {name: host-cgroup, mountPath: /host/sys/fs/cgroup}
             - {name: pod-resources, mountPath: /host{{ $podResources }}, readOnly: true}
             - {name: cri-socket, mountPath: /host{{ $criSocket }}}
+            # systemd's private socket in it: under the systemd cgroup driver a grant is also
+            # the container scope's DeviceAllow=, or a daemon-reload takes it back
+            - {name: host-systemd, mountPath: /host/run/systemd, readOnly: true}
             # what it granted (granted.json): revoked after a restart too, not what a
             # container's own /dev names
             - {name: keeper-state, mountPath: /host/var/lib/edgefd/device-keeper}
-            # devplugin's own: the keeper follows the devices it serves, named as it names them
-            - {name: devplugin-config, mountPath: /etc/edgefd/devplugin, readOnly: true}
-            - {name: notices, mountPath: /run/edgefd/notices}
+            # devplugin's decisions: which devices it hands out, as what, at which container
+            # path and number; the keeper follows exactly those
+            - {name: decisions, mountPath: /run/edgefd/decisions, readOnly: true}
         {{- end }}
 {{- end }}
 
@@ -251,6 +251,15 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
         - name: devplugin-config
           configMap:
             name: edgefd-devplugin
+        # devplugin's notice (a failed reload), read by feature-sink in the one pod; in a pod
+        # of its own nobody reads it (/readyz and the metrics say it)
+        - name: devplugin-notices
+          emptyDir:
+            sizeLimit: 1Mi
+        # devplugin writes (decisions.json, atomically), device-keeper reads: a few KiB
+        - name: decisions
+          emptyDir:
+            sizeLimit: 1Mi
         {{- if .Values.deviceKeeper.enabled }}
         - name: host-proc
           hostPath:
@@ -271,6 +280,12 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
         - name: keeper-state
           hostPath:
             path: /var/lib/edgefd/device-keeper
+            type: DirectoryOrCreate
+        # a directory systemd makes at boot; created empty on a node without systemd (whose
+        # containers are no systemd scopes: the keeper never connects there)
+        - name: host-systemd
+          hostPath:
+            path: /run/systemd
             type: DirectoryOrCreate
         {{- end }}
 {{- end }}

@@ -98,6 +98,19 @@ kubelet's device-plugin directory (devplugin --api takes the same three) */ -}}
 {{- if not (or .Values.labels.enabled .Values.devicePlugin.enabled) }}
 {{- fail "labels.enabled and devicePlugin.enabled are both false: nothing would run" }}
 {{- end }}
+{{- /* The combinations kustomize refuses (k8s/KustomizeComponents), refused here in the same
+words: the rule's key first, as kustomize names it, then the values that break it. (Two
+distributions, the fourth rule, cannot be said in values: `distribution` is one.) */ -}}
+{{- $dp := .Values.devicePlugin }}
+{{- if and (not $dp.enabled) (ne $dp.api "device-plugin") }}
+{{- fail (printf "edgefd.io/list-dra-or-no-devplugin-not-both: devicePlugin.api is %s but devicePlugin.enabled is false: no devplugin would serve DRA" $dp.api) }}
+{{- end }}
+{{- if and $dp.evictAfter (eq $dp.api "device-plugin") }}
+{{- fail "edgefd.io/list-dra-before-dra-evict: devicePlugin.evictAfter needs devicePlugin.api dra or both: the device-plugin API cannot evict" }}
+{{- end }}
+{{- if and .Values.splitByIdentity (not $dp.enabled) }}
+{{- fail "edgefd.io/list-split-identity-or-no-devplugin-not-both: splitByIdentity is true but devicePlugin.enabled is false: no device plugin to give a pod of its own" }}
+{{- end }}
 {{- if and .Values.apiServer.host (not .Values.apiServer.port) }}
 {{- fail "apiServer.host needs apiServer.port" }}
 {{- end }}

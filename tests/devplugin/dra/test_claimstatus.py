@@ -137,8 +137,8 @@ def test_an_unprepared_claim_is_forgotten() -> None:
 def test_a_platform_device_says_its_platform_device() -> None:
     """Issue 31: an RK3588 NPU in a claim's status is found by its platform device name."""
     from edgefd.bus.key import DeviceKey, DevNode
+    from edgefd.devplugin.resources import default_config
     from edgefd.inventory.device import Device
-    from edgefd.inventory.resources import default_config
 
     npu = Device(
         "rockchip-npu-rknn", DeviceKey("platform", "rknn"), "rockchip-npu", "npu",

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.devplugin.dra.hardware import expected_devices
+from tests.devplugin.running import Running
 from tests.fixturegen import build_host
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,10 +46,10 @@ def test_the_dry_run_slice_is_what_the_live_front_end_publishes(short_dir: Path)
     slicing, so its devices are the ones the live plugin publishes for the same host."""
     from edgefd.core.hostroot import HostRoot
     from edgefd.core.service import WatchSettings
-    from edgefd.devplugin.app import App, Options, make_inventory
+    from edgefd.devplugin.app import Options, make_inventory
     from edgefd.devplugin.dra.dryrun import slices
     from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
     from tests.devplugin.dra.fakeapi import FakeSliceApi
     from tests.helpers import wait_until
 
@@ -63,7 +64,11 @@ def test_the_dry_run_slice_is_what_the_live_front_end_publishes(short_dir: Path)
     [dry] = slices(default_config(), make_inventory(opts.scratch(), default_config()), "n1")
     api = FakeSliceApi()
     dra = DraOptions(node="n1", kubelet_dir=str(short_dir / "k"), cdi_dir=str(short_dir / "c"))
-    app = App(opts, default_config(), lambda cfg, links, m: DraFrontend(dra, cfg, links, api, m))
+    app = Running(
+        opts,
+        default_config(),
+        lambda cfg, links, m, inv, dirs: DraFrontend(dra, cfg, links, api, m, inv, dirs),
+    )
     try:
         app.start()
         wait_until(lambda: api.devices(), timeout=10)

@@ -1,4 +1,4 @@
-"""The DRA front-end (frontend.py) in a running App over the stand-in slice API
+"""The DRA front-end (frontend.py) in a running devplugin over the stand-in slice API
 (fakeapi.FakeSliceApi): with `--evict-after`, an unplugged device's taint turns from
 NoSchedule to NoExecute after the inventory's hold plus the duration counted from the unplug
 (a scan the front-end asks the inventory for at the deadline, nothing else happening then),
@@ -13,10 +13,11 @@ from pathlib import Path
 
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
-from edgefd.devplugin.app import App, Options
+from edgefd.devplugin.app import Options
 from edgefd.devplugin.dra.frontend import DraFrontend, DraOptions
-from edgefd.inventory.resources import default_config
+from edgefd.devplugin.resources import default_config
 from tests.devplugin.dra.fakeapi import FakeSliceApi
+from tests.devplugin.running import Running
 from tests.fixturegen import HostBuilder, build_host
 from tests.helpers import wait_until
 
@@ -52,11 +53,11 @@ def test_an_unplugged_device_is_tainted_noexecute_after_hold_and_duration(
     )
     fe: list[DraFrontend] = []
 
-    def make(cfg, links, m) -> DraFrontend:  # type: ignore[no-untyped-def]
-        fe.append(DraFrontend(dra_opts, cfg, links, api, m))
+    def make(cfg, links, m, inv, dirs) -> DraFrontend:  # type: ignore[no-untyped-def]
+        fe.append(DraFrontend(dra_opts, cfg, links, api, m, inv, dirs))
         return fe[0]
 
-    app = App(opts, default_config(), dra=make)
+    app = Running(opts, default_config(), dra=make)
     try:
         app.start()
         wait_until(lambda: "coral-usb-2-1" in api.devices())
@@ -118,7 +119,11 @@ def test_after_a_restart_a_device_away_at_the_first_scan_gets_the_whole_hold(
         api="dra",
         settings=WatchSettings(rescan_interval=3600),
     )
-    app = App(opts, default_config(), dra=lambda cfg, lk, m: DraFrontend(dra_opts, cfg, lk, api, m))
+    app = Running(
+        opts,
+        default_config(),
+        dra=lambda cfg, lk, m, inv, dirs: DraFrontend(dra_opts, cfg, lk, api, m, inv, dirs),
+    )
     start = time.time()
     try:
         app.start()

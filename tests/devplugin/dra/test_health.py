@@ -31,6 +31,7 @@ from edgefd.devplugin.dra.checkpoint import Checkpoint
 from edgefd.devplugin.dra.claims import Preparer
 from edgefd.devplugin.dra.health import MAX_STREAMS, TIMEOUT, HealthBoard, health_of
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
+from edgefd.devplugin.kubeletsocket import SocketDirs
 from edgefd.devplugin.links import LinkLayout
 from tests.devplugin.devices import CORAL, NODE, apex, coral, table
 from tests.devplugin.dra.fakeapi import Claims
@@ -57,7 +58,7 @@ def plugin(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, HealthBoard]]:
         NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), CLAIMS
     )
     preparer.update(table((coral(), CORAL)))
-    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    kp = KubeletPlugin(str(kubelet_dir), preparer, SocketDirs(), health=board).start()
     try:
         yield kp, board
     finally:
@@ -172,7 +173,7 @@ def test_stop_ends_an_open_stream_at_once(kubelet_dir: Path) -> None:
     preparer = Preparer(
         NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
     )
-    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    kp = KubeletPlugin(str(kubelet_dir), preparer, SocketDirs(), health=board).start()
     with channel(kp.service_socket) as ch:
         stream = health_pb2_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
             health_pb2.NodeWatchResourcesRequest(), timeout=60
@@ -194,7 +195,7 @@ def test_a_hot_coral_pcie_streams_unhealthy_with_its_temperature(
     the health stream: Unhealthy with the temperature as the message, Healthy once cool."""
     from edgefd.core.hostroot import HostRoot
     from edgefd.devplugin.app import Options, make_inventory
-    from edgefd.inventory.resources import default_config
+    from edgefd.devplugin.resources import default_config
     from tests.fixturegen import build_host
 
     host = build_host("x86-coral-pcie", tmp_path / "host", devicetree=False)
@@ -209,7 +210,7 @@ def test_a_hot_coral_pcie_streams_unhealthy_with_its_temperature(
     preparer = Preparer(
         NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(kubelet_dir, NODE), Claims()
     )
-    kp = KubeletPlugin(str(kubelet_dir), preparer, health=board).start()
+    kp = KubeletPlugin(str(kubelet_dir), preparer, SocketDirs(), health=board).start()
     pb = health_pb2
     try:
         with channel(kp.service_socket) as ch:

@@ -27,6 +27,7 @@ from edgefd.devplugin.dra.api import pluginregistration_pb2_grpc as reg_grpc
 from edgefd.devplugin.dra.checkpoint import Checkpoint
 from edgefd.devplugin.dra.claims import ClaimRef, Preparer
 from edgefd.devplugin.dra.kubeletplugin import KubeletPlugin
+from edgefd.devplugin.kubeletsocket import SocketDirs
 from edgefd.devplugin.links import LinkLayout
 from tests.devplugin.devices import CORAL, NODE, coral, table
 from tests.devplugin.dra.fakeapi import Claims
@@ -56,7 +57,7 @@ def served(kubelet_dir: Path) -> Iterator[tuple[KubeletPlugin, Claims, list]]:
     preparer.update(table((coral(), CORAL)))
     calls: list = []
     kp = KubeletPlugin(
-        str(kubelet_dir), preparer, on_call=lambda op, ok: calls.append((op, ok))
+        str(kubelet_dir), preparer, SocketDirs(), on_call=lambda op, ok: calls.append((op, ok))
     ).start()
     try:
         yield kp, claims, calls
@@ -90,7 +91,7 @@ def test_a_reboot_leaves_a_socket_the_new_process_does_not_reuse(kubelet_dir: Pa
     (registry / "edgefd.io-reg-notes.sock").write_text("not a socket")
     checkpoint = Checkpoint(kubelet_dir / "plugins" / "edgefd.io", NODE)
     preparer = Preparer(NODE, str(kubelet_dir / "cdi"), LinkLayout(None), checkpoint, Claims())
-    kp = KubeletPlugin(str(kubelet_dir), preparer)
+    kp = KubeletPlugin(str(kubelet_dir), preparer, SocketDirs())
     try:
         kp.start()
         assert Path(kp.registration_socket) not in stale
@@ -215,7 +216,7 @@ def test_a_failing_write_is_that_claims_error_not_the_calls(kubelet_dir: Path) -
         NODE, str(kubelet_dir / "cdi"), LinkLayout(None), Checkpoint(blocker, NODE), claims
     )
     preparer.update(table((coral(), CORAL)))
-    kp = KubeletPlugin(str(kubelet_dir), preparer).start()
+    kp = KubeletPlugin(str(kubelet_dir), preparer, SocketDirs()).start()
     try:
         ref = claims.add("c1", ["coral-usb-2-1"])
         with channel(kp.service_socket) as ch:

@@ -16,9 +16,9 @@ from edgefd.devplugin.app import Options, make_inventory
 from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.dryrun import slices as dry_slices
 from edgefd.devplugin.dra.eviction import Eviction
+from edgefd.devplugin.resources import default_config
 from edgefd.inventory import device as facts
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import default_config
 from tests.devplugin.devices import coral
 from tests.devplugin.dra.hardware import expected_devices
 from tests.fixturegen import build_host

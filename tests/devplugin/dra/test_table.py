@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from edgefd.devplugin.dra import slices
 from edgefd.devplugin.dra.table import build
+from edgefd.devplugin.resources import Config
 from edgefd.inventory.device import Device
 from edgefd.inventory.snapshot import Diff, Snapshot
 from tests.devplugin.devices import CORAL, PCIE, apex, coral
@@ -24,13 +25,13 @@ def test_each_selected_device_once_with_the_first_configured_resource() -> None:
     gone = coral(port="1-1.2", resources=(CORAL.name,), present=False, reason="unplugged")
     stray = coral(port="1-1.3", resources=("example.com/not-configured",))
     snap = snapshot(usb, gone, stray, apex(resources=(PCIE.name,)))
-    both = build(snap, {r.name: r for r in (CORAL, tpu, PCIE)})
+    both = build(snap, Config((CORAL, tpu, PCIE)))
     assert {n: e.resource.name for n, e in both.items()} == {
         "coral-usb-2-1": "example.com/tpu",  # its first resource, not the configuration's
         "coral-usb-1-1-2": CORAL.name,
         "coral-pcie-0000-02-00-0": PCIE.name,
     }
-    only = build(snap, {CORAL.name: CORAL})
+    only = build(snap, Config((CORAL,)))
     assert {n: e.resource.name for n, e in only.items()} == {
         "coral-usb-2-1": CORAL.name,
         "coral-usb-1-1-2": CORAL.name,
@@ -47,5 +48,5 @@ def test_each_selected_device_once_with_the_first_configured_resource() -> None:
 
 
 def test_nothing_selected_is_an_empty_table() -> None:
-    assert build(snapshot(coral()), {CORAL.name: CORAL}) == {}  # selected by no resource
-    assert build(snapshot(), {CORAL.name: CORAL}) == {}
+    assert build(snapshot(coral()), Config((CORAL,))) == {}  # selected by no resource
+    assert build(snapshot(), Config((CORAL,))) == {}

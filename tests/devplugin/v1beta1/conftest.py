@@ -12,10 +12,11 @@ import pytest
 
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
-from edgefd.devplugin.app import App, Options
-from edgefd.inventory.resources import default_config
+from edgefd.devplugin.app import Options
+from edgefd.devplugin.resources import default_config
 from edgefd.runtime.runner import serve_probes
 from tests.devplugin.kubelet import FakeKubelet
+from tests.devplugin.running import Running
 
 SLOW_RESCAN = WatchSettings(rescan_interval=30)
 
@@ -28,7 +29,7 @@ def kubelet(plugin_dir: Path) -> Iterator[FakeKubelet]:
 
 
 @pytest.fixture
-def plugin(host: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[App]:
+def plugin(host: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[Running]:
     opts = Options(
         plugin_dir=str(plugin_dir),
         host=HostRoot.of(host),
@@ -36,8 +37,8 @@ def plugin(host: Path, plugin_dir: Path, kubelet: FakeKubelet) -> Iterator[App]:
         listen=("127.0.0.1", 0),
         settings=SLOW_RESCAN,
     )
-    p = App(opts, default_config()).start()
-    server = serve_probes(opts.listen, p.metrics, [p])  # as the runner serves them
+    p = Running(opts, default_config()).start()
+    server = serve_probes(opts.listen, p.metrics, p.components)  # as the runner serves them
     p.port = server.port  # type: ignore[attr-defined]
     yield p
     server.stop()

@@ -14,6 +14,7 @@ from edgefd.bus.catalogue import UsbId as UsbMatch
 from edgefd.bus.key import DeviceKey, DevNode
 from edgefd.devplugin.cdi import cdi_name
 from edgefd.devplugin.links import LinkLayout
+from edgefd.devplugin.resources import Resource, parse_config
 from edgefd.devplugin.v1beta1.advertised import Advertised
 from edgefd.devplugin.v1beta1.allocate import (
     UnknownDevice,
@@ -22,7 +23,6 @@ from edgefd.devplugin.v1beta1.allocate import (
     resolve,
 )
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Resource, parse_config
 from tests.devplugin import devices
 
 CORAL = Resource(

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from edgefd.devplugin.app import App
 from edgefd.devplugin.v1beta1.advertised import NOT_SERVED
 from edgefd.devplugin.v1beta1.resource import socket_name
 from tests.devplugin.command import ROOT, run_plugin
 from tests.devplugin.kubelet import FakeKubelet
+from tests.devplugin.running import Running
 from tests.fixturegen import HostBuilder
 from tests.helpers import wait_until
 
@@ -94,7 +94,7 @@ def test_dry_run_shows_hostile_device_strings_escaped_and_json_strict(tmp_path: 
 
 
 def test_the_dry_run_serves_what_the_live_plugin_serves(
-    plugin: App, kubelet: FakeKubelet, host: Path, tmp_path: Path
+    plugin: Running, kubelet: FakeKubelet, host: Path, tmp_path: Path
 ) -> None:
     """Issue 32 item 8: the dry run listed `edgefd.io/ncs1 (0 device(s), socket ...)` where the
     live plugin serves no socket for it. Both now take Advertised.served: the same resources

@@ -1,4 +1,4 @@
-"""The v1beta1 front-end (frontend.py) in a running App, against the stand-in kubelet
+"""The v1beta1 front-end (frontend.py) in a running devplugin, against the stand-in kubelet
 (tests/devplugin/kubelet.py): which resources it serves and registers (only those with a
 device: no `edgefd.io/hailo: 0`), that a hot-plug reaches the kubelet's ListAndWatch within a
 second with the full list and only on a change, and what it counts and reports (the
@@ -16,9 +16,9 @@ import grpc
 import pytest
 
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
-from edgefd.devplugin.app import App
 from edgefd.devplugin.v1beta1.resource import socket_name
 from tests.devplugin.kubelet import FakeKubelet
+from tests.devplugin.running import Running
 from tests.fixturegen import HostBuilder
 from tests.helpers import wait_until
 
@@ -26,7 +26,7 @@ CORAL = "edgefd.io/coral-usb"
 
 
 def test_registers_every_resource_with_a_device_and_serves_inside_register(
-    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: Running, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     names = [CORAL, "edgefd.io/ncs2"]  # the node has a device of these, none of the others
     wait_until(lambda: all(kubelet.last(n) is not None for n in names))
@@ -40,7 +40,7 @@ def test_registers_every_resource_with_a_device_and_serves_inside_register(
     assert all((plugin_dir / e).is_socket() for e in endpoints)
 
 
-def test_allocate_and_unknown_ids(plugin: App, kubelet: FakeKubelet, plugin_dir: Path) -> None:
+def test_allocate_and_unknown_ids(plugin: Running, kubelet: FakeKubelet, plugin_dir: Path) -> None:
     wait_until(lambda: kubelet.last(CORAL))
     stub = kubelet.stub(CORAL)
     resp = stub.Allocate(
@@ -77,7 +77,7 @@ def test_allocate_and_unknown_ids(plugin: App, kubelet: FakeKubelet, plugin_dir:
 
 
 def test_unplug_replug_and_reenumeration(
-    plugin: App, kubelet: FakeKubelet, host: Path, plugin_dir: Path
+    plugin: Running, kubelet: FakeKubelet, host: Path, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.last(CORAL))
     hb = HostBuilder(host)

@@ -17,10 +17,11 @@ import pytest
 from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
-from edgefd.devplugin.app import App, Options
+from edgefd.devplugin.app import Options
+from edgefd.devplugin.resources import parse_config
 from edgefd.devplugin.v1beta1.resource import socket_name
-from edgefd.inventory.resources import parse_config
 from tests.devplugin.kubelet import FakeKubelet
+from tests.devplugin.running import Running
 from tests.helpers import wait_until
 
 CORAL = "edgefd.io/coral-usb"
@@ -28,7 +29,7 @@ SLOW_RESCAN = WatchSettings(rescan_interval=30)
 
 
 def test_kubelet_restart_reregisters_quickly(
-    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: Running, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
     t0 = time.monotonic()
@@ -44,7 +45,7 @@ def test_kubelet_restart_reregisters_quickly(
 
 
 def test_own_socket_removed_reregisters(
-    plugin: App, kubelet: FakeKubelet, plugin_dir: Path
+    plugin: Running, kubelet: FakeKubelet, plugin_dir: Path
 ) -> None:
     wait_until(lambda: kubelet.count(CORAL) == 1)
     (plugin_dir / socket_name(CORAL)).unlink()
@@ -55,7 +56,7 @@ def test_own_socket_removed_reregisters(
 def test_registration_retries_until_the_kubelet_appears(host: Path, plugin_dir: Path) -> None:
     opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(host), settings=SLOW_RESCAN)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = App(opts, cfg).start()
+    p = Running(opts, cfg).start()
     try:
         time.sleep(0.3)
         assert not p.v1.resources[CORAL].registered.is_set()
@@ -121,7 +122,7 @@ def test_kubelet_restart_during_a_registration_attempt(
     monkeypatch.setattr(plugin_mod, "register", racing_register)
     opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(host), settings=SLOW_RESCAN)
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = App(opts, cfg).start()
+    p = Running(opts, cfg).start()
     try:
         wait_until(lambda: kubelet.count(CORAL) == 1 and kubelet.last(CORAL))
         armed.set()
@@ -143,7 +144,9 @@ def test_kubelet_restart_during_a_registration_attempt(
         kubelet.stop()
 
 
-def test_starting_a_started_resource_again_is_nothing(plugin: App, kubelet: FakeKubelet) -> None:
+def test_starting_a_started_resource_again_is_nothing(
+    plugin: Running, kubelet: FakeKubelet
+) -> None:
     """The front-end's start and a snapshot arriving meanwhile may both start a resource (seen
     with many resources starting, issue 30 item 8): "threads can only be started once" lost
     the snapshot for every resource after it."""

@@ -1,8 +1,8 @@
 """The DevicePlugin gRPC service of one resource (server.py): GetDevicePluginOptions and
-GetPreferredAllocation over the wire for a shared device's replica IDs, and the reason it runs
-on one asyncio loop: fifty open ListAndWatch streams never starve the kubelet's unary calls
-(also with the kubelet's own device manager), every stream still gets each change, and
-streams beyond the cap are refused while unary calls are still answered."""
+GetPreferredAllocation over the wire for a shared device's replica IDs, and why its streams
+are capped: open ListAndWatch streams up to the cap, and fifty asked for, never starve the
+kubelet's unary calls (also with the kubelet's own device manager), every stream served gets
+each change, the ones beyond the cap are refused, and a stop ends them all at once."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from edgefd.core.hostroot import HostRoot
 from edgefd.core.service import WatchSettings
 from edgefd.devplugin.api import deviceplugin_pb2 as pb
 from edgefd.devplugin.api import deviceplugin_pb2_grpc as pb_grpc
-from edgefd.devplugin.app import App, Options
+from edgefd.devplugin.app import Options
+from edgefd.devplugin.resources import parse_config
 from edgefd.devplugin.v1beta1.resource import socket_name
-from edgefd.inventory.resources import parse_config
 from tests.devplugin.kubelet import FakeKubelet, OpenStreams
+from tests.devplugin.running import Running
 from tests.fixturegen import HostBuilder
 from tests.helpers import wait_until
 
@@ -42,7 +43,7 @@ def test_preferred_allocation_with_replicas(host: Path, plugin_dir: Path) -> Non
     # a second NCS2 on another port
     HostBuilder(host).add_usb({"port": "1-1.4.1", "vendor": "03e7", "product": "f63b"})
     opts = Options(plugin_dir=str(plugin_dir), host=HostRoot.of(host), settings=SLOW_RESCAN)
-    p = App(opts, cfg).start()
+    p = Running(opts, cfg).start()
     try:
         res = "edgefd.io/usb-sticks"
         wait_until(lambda: k.last(res))
@@ -76,15 +77,24 @@ def _timed(fn: Callable[[], Any], n: int) -> list[float]:
     return sorted(out)
 
 
-def test_fifty_open_streams_never_starve_the_unary_calls(
-    plugin: App, kubelet: FakeKubelet, plugin_dir: Path, host: Path
+def test_streams_up_to_the_cap_and_fifty_refused_never_starve_the_unary_calls(
+    plugin: Running, kubelet: FakeKubelet, plugin_dir: Path, host: Path
 ) -> None:
-    """Issue 11 item 5: with a worker thread per stream, 4 open streams left the kubelet's
-    Allocate unanswered (and 16 made every further call RESOURCE_EXHAUSTED)."""
+    """Issue 11 item 5: with a worker thread per stream and no cap, 4 open streams left the
+    kubelet's Allocate unanswered (and 16 made every further call RESOURCE_EXHAUSTED). Now
+    the streams have workers of their own: every stream the cap allows is served, fifty more
+    are refused at once, and the unary calls are answered all the while."""
+    from edgefd.devplugin.v1beta1.server import MAX_STREAMS
+
     wait_until(lambda: kubelet.last(CORAL))
-    streams = OpenStreams(plugin_dir / socket_name(CORAL), 50)
+    sock = plugin_dir / socket_name(CORAL)
+    streams = OpenStreams(sock, MAX_STREAMS - 1)  # with the kubelet's own: the cap
+    refused = None
     try:
         wait_until(lambda: streams.all_got([("coral-usb-2-1", "Healthy")]))
+        refused = OpenStreams(sock, 50)
+        wait_until(lambda: len(refused.errors) == 50, timeout=10)
+        assert set(refused.errors) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
         stub = kubelet.stub(CORAL)
         alloc = pb.AllocateRequest(
             container_requests=[pb.ContainerAllocateRequest(devices_ids=["coral-usb-2-1"])]
@@ -113,14 +123,16 @@ def test_fifty_open_streams_never_starve_the_unary_calls(
             # A shared 2-core machine at load 7 with 50 client threads in this process
             # measured 70 ms, so the bound sits well above load noise and far below a starved
             # call's 2 s deadline
-            assert p99 < 500, f"{name}: p99 {p99:.1f} ms with 50 streams open"
-        # every stream is still served: a hot-plug reaches all 50 (and the kubelet's)
+            assert p99 < 500, f"{name}: p99 {p99:.1f} ms with every stream open"
+        # every stream served is still served: a hot-plug reaches all (and the kubelet's)
         HostBuilder(host).remove_usb("2-1")
         wait_until(lambda: streams.all_got([("coral-usb-2-1", "Unhealthy")]), timeout=3)
         assert kubelet.last(CORAL) == [("coral-usb-2-1", "Unhealthy")]
         assert streams.errors == []
     finally:
         streams.close()
+        if refused is not None:
+            refused.close()
     server = plugin.v1.resources[CORAL]._server
     assert server is not None
     wait_until(lambda: server.streams == 1)  # only the kubelet's is left
@@ -153,21 +165,22 @@ def test_streams_beyond_the_cap_are_refused_and_unary_calls_still_answered(
 
 
 @pytest.mark.realpeer
-def test_the_kubelet_allocates_while_fifty_streams_are_open(
-    host: Path, kubelet_devices: Any
-) -> None:
-    """The kubelet's own device manager, on a plugin whose socket holds 50 other streams."""
+def test_the_kubelet_allocates_while_every_stream_is_open(host: Path, kubelet_devices: Any) -> None:
+    """The kubelet's own device manager, on a plugin whose socket holds every stream the cap
+    allows beside the kubelet's, and refuses fifty more."""
+    from edgefd.devplugin.v1beta1.server import MAX_STREAMS
+
     pdir = Path(kubelet_devices.plugin_dir)
     opts = Options(
         plugin_dir=str(pdir), host=HostRoot.of(host), links_dir=None, settings=SLOW_RESCAN
     )
     cfg = parse_config({"resources": [{"name": CORAL, "accelerator": "coral-usb"}]}, "x")
-    p = App(opts, cfg).start()
+    p = Running(opts, cfg).start()
     streams = None
     try:
         kubelet_devices.wait_for("registered", resource=CORAL, timeout=20)
-        streams = OpenStreams(pdir / socket_name(CORAL), 50)
-        wait_until(lambda: streams.all_got([("coral-usb-2-1", "Healthy")]))
+        streams = OpenStreams(pdir / socket_name(CORAL), MAX_STREAMS - 1 + 50)
+        wait_until(lambda: len(streams.errors) == 50, timeout=10)
         t0 = time.monotonic()
         r = kubelet_devices.allocate(CORAL, count=1, timeout=10)
         assert r["ok"], r

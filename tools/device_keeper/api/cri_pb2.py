@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"edgefd/device_keeper/api/cri.proto\x12\nruntime.v1\"@\n\x13\x43ontainerStateValue\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.runtime.v1.ContainerState\"\xe3\x01\n\x0f\x43ontainerFilter\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\x05state\x18\x02 \x01(\x0b\x32\x1f.runtime.v1.ContainerStateValue\x12\x16\n\x0epod_sandbox_id\x18\x03 \x01(\t\x12\x46\n\x0elabel_selector\x18\x04 \x03(\x0b\x32..runtime.v1.ContainerFilter.LabelSelectorEntry\x1a\x34\n\x12LabelSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"D\n\x15ListContainersRequest\x12+\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x1b.runtime.v1.ContainerFilter\"2\n\x11\x43ontainerMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"\xf2\x02\n\tContainer\x12\n\n\x02id\x18\x01 \x01(\t\x12\x16\n\x0epod_sandbox_id\x18\x02 \x01(\t\x12/\n\x08metadata\x18\x03 \x01(\x0b\x32\x1d.runtime.v1.ContainerMetadata\x12)\n\x05state\x18\x06 \x01(\x0e\x32\x1a.runtime.v1.ContainerState\x12\x12\n\ncreated_at\x18\x07 \x01(\x03\x12\x31\n\x06labels\x18\x08 \x03(\x0b\x32!.runtime.v1.Container.LabelsEntry\x12;\n\x0b\x61nnotations\x18\t \x03(\x0b\x32&.runtime.v1.Container.AnnotationsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x16ListContainersResponse\x12)\n\ncontainers\x18\x01 \x03(\x0b\x32\x15.runtime.v1.Container\"?\n\x16\x43ontainerStatusRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0f\n\x07verbose\x18\x02 \x01(\x08\"\x83\x01\n\x17\x43ontainerStatusResponse\x12;\n\x04info\x18\x02 \x03(\x0b\x32-.runtime.v1.ContainerStatusResponse.InfoEntry\x1a+\n\tInfoEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*k\n\x0e\x43ontainerState\x12\x15\n\x11\x43ONTAINER_CREATED\x10\x00\x12\x15\n\x11\x43ONTAINER_RUNNING\x10\x01\x12\x14\n\x10\x43ONTAINER_EXITED\x10\x02\x12\x15\n\x11\x43ONTAINER_UNKNOWN\x10\x03\x32\xc9\x01\n\x0eRuntimeService\x12Y\n\x0eListContainers\x12!.runtime.v1.ListContainersRequest\x1a\".runtime.v1.ListContainersResponse\"\x00\x12\\\n\x0f\x43ontainerStatus\x12\".runtime.v1.ContainerStatusRequest\x1a#.runtime.v1.ContainerStatusResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"edgefd/device_keeper/api/cri.proto\x12\nruntime.v1\"@\n\x13\x43ontainerStateValue\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.runtime.v1.ContainerState\"\xe3\x01\n\x0f\x43ontainerFilter\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\x05state\x18\x02 \x01(\x0b\x32\x1f.runtime.v1.ContainerStateValue\x12\x16\n\x0epod_sandbox_id\x18\x03 \x01(\t\x12\x46\n\x0elabel_selector\x18\x04 \x03(\x0b\x32..runtime.v1.ContainerFilter.LabelSelectorEntry\x1a\x34\n\x12LabelSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"D\n\x15ListContainersRequest\x12+\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x1b.runtime.v1.ContainerFilter\"2\n\x11\x43ontainerMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"\xf2\x02\n\tContainer\x12\n\n\x02id\x18\x01 \x01(\t\x12\x16\n\x0epod_sandbox_id\x18\x02 \x01(\t\x12/\n\x08metadata\x18\x03 \x01(\x0b\x32\x1d.runtime.v1.ContainerMetadata\x12)\n\x05state\x18\x06 \x01(\x0e\x32\x1a.runtime.v1.ContainerState\x12\x12\n\ncreated_at\x18\x07 \x01(\x03\x12\x31\n\x06labels\x18\x08 \x03(\x0b\x32!.runtime.v1.Container.LabelsEntry\x12;\n\x0b\x61nnotations\x18\t \x03(\x0b\x32&.runtime.v1.Container.AnnotationsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x16ListContainersResponse\x12)\n\ncontainers\x18\x01 \x03(\x0b\x32\x15.runtime.v1.Container\"?\n\x16\x43ontainerStatusRequest\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0f\n\x07verbose\x18\x02 \x01(\x08\"\x83\x01\n\x17\x43ontainerStatusResponse\x12;\n\x04info\x18\x02 \x03(\x0b\x32-.runtime.v1.ContainerStatusResponse.InfoEntry\x1a+\n\tInfoEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x16\n\x14RuntimeConfigRequest\"M\n\x15RuntimeConfigResponse\x12\x34\n\x05linux\x18\x01 \x01(\x0b\x32%.runtime.v1.LinuxRuntimeConfiguration\"L\n\x19LinuxRuntimeConfiguration\x12/\n\rcgroup_driver\x18\x01 \x01(\x0e\x32\x18.runtime.v1.CgroupDriver*k\n\x0e\x43ontainerState\x12\x15\n\x11\x43ONTAINER_CREATED\x10\x00\x12\x15\n\x11\x43ONTAINER_RUNNING\x10\x01\x12\x14\n\x10\x43ONTAINER_EXITED\x10\x02\x12\x15\n\x11\x43ONTAINER_UNKNOWN\x10\x03*)\n\x0c\x43groupDriver\x12\x0b\n\x07SYSTEMD\x10\x00\x12\x0c\n\x08\x43GROUPFS\x10\x01\x32\xa1\x02\n\x0eRuntimeService\x12Y\n\x0eListContainers\x12!.runtime.v1.ListContainersRequest\x1a\".runtime.v1.ListContainersResponse\"\x00\x12\\\n\x0f\x43ontainerStatus\x12\".runtime.v1.ContainerStatusRequest\x1a#.runtime.v1.ContainerStatusResponse\"\x00\x12V\n\rRuntimeConfig\x12 .runtime.v1.RuntimeConfigRequest\x1a!.runtime.v1.RuntimeConfigResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,8 +42,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTAINER_ANNOTATIONSENTRY']._serialized_options = b'8\001'
   _globals['_CONTAINERSTATUSRESPONSE_INFOENTRY']._loaded_options = None
   _globals['_CONTAINERSTATUSRESPONSE_INFOENTRY']._serialized_options = b'8\001'
-  _globals['_CONTAINERSTATE']._serialized_start=1109
-  _globals['_CONTAINERSTATE']._serialized_end=1216
+  _globals['_CONTAINERSTATE']._serialized_start=1290
+  _globals['_CONTAINERSTATE']._serialized_end=1397
+  _globals['_CGROUPDRIVER']._serialized_start=1399
+  _globals['_CGROUPDRIVER']._serialized_end=1440
   _globals['_CONTAINERSTATEVALUE']._serialized_start=50
   _globals['_CONTAINERSTATEVALUE']._serialized_end=114
   _globals['_CONTAINERFILTER']._serialized_start=117
@@ -68,6 +70,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTAINERSTATUSRESPONSE']._serialized_end=1107
   _globals['_CONTAINERSTATUSRESPONSE_INFOENTRY']._serialized_start=1064
   _globals['_CONTAINERSTATUSRESPONSE_INFOENTRY']._serialized_end=1107
-  _globals['_RUNTIMESERVICE']._serialized_start=1219
-  _globals['_RUNTIMESERVICE']._serialized_end=1420
+  _globals['_RUNTIMECONFIGREQUEST']._serialized_start=1109
+  _globals['_RUNTIMECONFIGREQUEST']._serialized_end=1131
+  _globals['_RUNTIMECONFIGRESPONSE']._serialized_start=1133
+  _globals['_RUNTIMECONFIGRESPONSE']._serialized_end=1210
+  _globals['_LINUXRUNTIMECONFIGURATION']._serialized_start=1212
+  _globals['_LINUXRUNTIMECONFIGURATION']._serialized_end=1288
+  _globals['_RUNTIMESERVICE']._serialized_start=1443
+  _globals['_RUNTIMESERVICE']._serialized_end=1732
 # @@protoc_insertion_point(module_scope)

@@ -47,6 +47,11 @@ class RuntimeServiceStub:
                 request_serializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusRequest.SerializeToString,
                 response_deserializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusResponse.FromString,
                 _registered_method=True)
+        self.RuntimeConfig = channel.unary_unary(
+                '/runtime.v1.RuntimeService/RuntimeConfig',
+                request_serializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigRequest.SerializeToString,
+                response_deserializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -64,6 +69,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RuntimeConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +87,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.ContainerStatus,
                     request_deserializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusRequest.FromString,
                     response_serializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusResponse.SerializeToString,
+            ),
+            'RuntimeConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.RuntimeConfig,
+                    request_deserializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigRequest.FromString,
+                    response_serializer=edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +148,33 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/ContainerStatus',
             edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusRequest.SerializeToString,
             edgefd_dot_device__keeper_dot_api_dot_cri__pb2.ContainerStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RuntimeConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/RuntimeConfig',
+            edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigRequest.SerializeToString,
+            edgefd_dot_device__keeper_dot_api_dot_cri__pb2.RuntimeConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

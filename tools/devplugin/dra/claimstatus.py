@@ -11,7 +11,7 @@ says the same. A condition's `lastTransitionTime` moves only when its status doe
 
 One thread writes; the API client's rate limit bounds it and edgefd.kube's Retry backs off a
 failing claim (the others are still written). The admission policy lets the driver write
-only claims allocated on its own node (k8s/dra/admission-policy.yaml).
+only claims allocated on its own node (k8s/admission-policy.yaml).
 """
 
 from __future__ import annotations

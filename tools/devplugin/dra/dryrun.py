@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from edgefd.core.output import emit_json
+from edgefd.devplugin.resources import Config
 from edgefd.inventory.inventory import Inventory
-from edgefd.inventory.resources import Config
 
 from . import table
 from .eviction import Eviction, Tainting
@@ -21,7 +21,7 @@ def slices(
     config: Config, inventory: Inventory, node: str, evict_after: float | None = None
 ) -> list[dict[str, Any]]:
     snap = inventory.scan()
-    entries = table.build(snap, config.by_name())
+    entries = table.build(snap, config)
     tainting = Tainting(Eviction(evict_after, inventory.hold), lambda at: None)
     devices = tainting.devices(entries.values(), time.time())
     return [slice_object(name, spec, 1) for name, spec in pool_slices(node, devices)]

@@ -25,15 +25,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from edgefd.devplugin.resources import Config
 from edgefd.inventory.inventory import Inventory
-from edgefd.inventory.resources import Config
 from edgefd.inventory.snapshot import Snapshot
 from edgefd.runtime.metrics import Metrics
 
+from ..kubeletsocket import SocketDirs
 from ..links import LinkLayout
 from . import table
 from .checkpoint import Checkpoint
@@ -58,6 +58,10 @@ class DraOptions:
 
 
 class DraFrontend:
+    """A component of the runner: started after the inventory it subscribes to, stopped
+    before it. The eviction deadlines count the inventory's hold, and their scans are the
+    inventory's (wake_at)."""
+
     def __init__(
         self,
         opts: DraOptions,
@@ -65,6 +69,8 @@ class DraFrontend:
         links: LinkLayout,
         api: Any,  # kubeapi.DraApi: a SliceApi and a ClaimSource
         metrics: Metrics,
+        inventory: Inventory,
+        dirs: SocketDirs,
         claims: ClaimSource | None = None,  # what reads claims (else `api`): claim_reader
     ) -> None:
         self.opts = opts
@@ -78,22 +84,21 @@ class DraFrontend:
         self.health = HealthBoard(opts.node)
         self.claim_status = ClaimStatusWriter(api, on_write=self.metrics.status_written)
         self.kubelet = KubeletPlugin(
-            opts.kubelet_dir, self.preparer, self._on_call, self.metrics.registration, self.health
+            opts.kubelet_dir,
+            self.preparer,
+            dirs,
+            self._on_call,
+            self.metrics.registration,
+            self.health,
         )
-        self.tainting = Tainting(Eviction(opts.evict_after), lambda at: None)
-        self._unsubscribe: Callable[[], None] | None = None
+        policy = Eviction(opts.evict_after, inventory.hold)
+        self.tainting = Tainting(policy, lambda at: inventory.wake_at("DRA eviction", at))
         self._entries: dict[str, table.Entry] = {}
         self._lock = threading.Lock()
-
-    def attach(self, inventory: Inventory) -> None:
-        """Subscribe; the eviction deadlines count the inventory's hold, and their scans are
-        the inventory's."""
-        policy = Eviction(self.opts.evict_after, inventory.hold)
-        self.tainting = Tainting(policy, lambda at: inventory.wake_at("DRA eviction", at))
         self._unsubscribe = inventory.subscribe(self.on_snapshot, name="DRA")
 
     def on_snapshot(self, snap: Snapshot) -> None:
-        entries = table.build(snap, self.config.by_name())
+        entries = table.build(snap, self.config)
         self.preparer.update(entries)
         self.health.update({name: e.device for name, e in entries.items()})
         with self._lock:
@@ -132,8 +137,7 @@ class DraFrontend:
         return True, f"DRA plugin registered, pool generation {self.publisher.generation}"
 
     def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        self._unsubscribe()
         self.tainting.wake_at(None)
         self.health.close()
         self.kubelet.stop()

@@ -6,8 +6,8 @@ The kubelet's plugin watcher finds `<kubelet-dir>/plugins_registry/edgefd.io-reg
 calls Registration.GetInfo (type DRAPlugin, our driver name, the service socket, `v1.DRAPlugin`),
 dials the service socket and reports back with NotifyRegistrationStatus. The kubelet finds the
 socket again by itself when it restarts; the plugin only has to keep serving, and to serve
-afresh if its socket file disappears: it watches its two directories itself, and acts at once
-(no debounce).
+afresh if its socket file disappears (..kubeletsocket: one server per socket, the process's
+one watch of the socket directories, acted on at once).
 
 The registration socket has a name of its own per process (`<hex>`: the start time), and the
 sockets of earlier processes are removed at start. After a reboot the previous one is still on
@@ -19,8 +19,8 @@ registered within its next reconcile (1 s).
 NodePrepareResources reads claims from the API server, so the service has a small pool of
 workers and a claim's failure is reported in its own entry (the kubelet retries those)
 rather than failing the call. The health streams beside it each hold a worker for as long as
-they are open, so the pool is their cap (health.MAX_STREAMS) plus PREPARE_WORKERS: with
-every stream the cap allows open, preparation still has workers of its own.
+they are open, so the server has their cap (health.MAX_STREAMS) of stream workers beside
+PREPARE_WORKERS: with every stream the cap allows open, preparation still has its own.
 """
 
 from __future__ import annotations
@@ -32,14 +32,12 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent import futures
 
 import grpc
 
 from edgefd.core.errors import EdgefdError
-from edgefd.runtime.files import FileIdentity, file_identity
-from edgefd.runtime.watch import Watcher
 
+from ..kubeletsocket import KubeletSocket, SocketDirs, stop_all
 from .api import dra_pb2 as dra
 from .api import dra_pb2_grpc as dra_grpc
 from .api import pluginregistration_pb2 as reg
@@ -162,40 +160,6 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-class SocketServer:
-    """One gRPC server on one unix socket; started once, stopped once."""
-
-    def __init__(self, path: str, add: Callable[[grpc.Server], None], workers: int) -> None:
-        self.path = path
-        self._executor = futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix=f"dra-{os.path.basename(path)}"
-        )
-        self._server = grpc.server(self._executor, maximum_concurrent_rpcs=workers * 4)
-        add(self._server)
-        self.identity: FileIdentity | None = None
-
-    def start(self) -> SocketServer:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        self._server.add_insecure_port("unix:" + self.path)
-        self._server.start()
-        self.identity = file_identity(self.path)
-        return self
-
-    def is_ours(self) -> bool:
-        ident = file_identity(self.path)
-        return ident is not None and ident == self.identity
-
-    def stop(self) -> None:
-        ours = self.is_ours()
-        self._server.stop(grace=1.0).wait(5)
-        self._executor.shutdown(wait=True, cancel_futures=True)
-        if ours:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
-
-
 class KubeletPlugin:
     """The two sockets, kept served: `check()` (called when the directories change) serves
     afresh whichever socket is no longer ours. The service comes up before the registration
@@ -205,6 +169,7 @@ class KubeletPlugin:
         self,
         kubelet_dir: str,
         preparer: Preparer,
+        dirs: SocketDirs,
         on_call: Callable[[str, bool], None] = lambda op, ok: None,
         on_registration: Callable[[bool, str], None] = lambda ok, err: None,
         health: HealthBoard | None = None,
@@ -218,12 +183,13 @@ class KubeletPlugin:
         self.health = health
         self._on_registration = on_registration
         self._lock = threading.Lock()
-        self._service: SocketServer | None = None
-        self._registration: SocketServer | None = None
-        self._watch: Watcher | None = None
         self.registered = threading.Event()
         self.last_error = ""
         self.registrations = 0
+        self._service = self._service_socket()
+        self._registration = self._registration_socket()
+        dirs.watch(self.registry_dir, lambda _names: self.check())
+        dirs.watch(self.plugin_dir, lambda _names: self.check())
 
     @staticmethod
     def plugin_dir_of(kubelet_dir: str) -> str:
@@ -242,7 +208,7 @@ class KubeletPlugin:
             log.warning("kubelet registration failed: %s", self.last_error)
         self._on_registration(ok, error)
 
-    def _serve_service(self) -> SocketServer:
+    def _service_socket(self) -> KubeletSocket:
         svc = DraService(self.preparer, self.on_call)
         health = self.health
 
@@ -251,18 +217,20 @@ class KubeletPlugin:
             if health is not None:
                 add_health(health, server)
 
-        # a health stream holds a worker for as long as it is open: the cap's worth on top
-        workers = PREPARE_WORKERS + (MAX_HEALTH_STREAMS if health is not None else 0)
-        return SocketServer(self.service_socket, add, workers).start()
+        streams = MAX_HEALTH_STREAMS if health is not None else 0
+        return KubeletSocket(
+            self.service_socket, add, unary=PREPARE_WORKERS, streams=streams, name="dra"
+        )
 
-    def _serve_registration(self) -> SocketServer:
+    def _registration_socket(self) -> KubeletSocket:
         versions = (SERVICE_VERSION, *(HEALTH_SERVICES if self.health is not None else ()))
         servicer = Registration(self.service_socket, self._status, versions)
-        return SocketServer(
+        return KubeletSocket(
             self.registration_socket,
             lambda s: reg_grpc.add_RegistrationServicer_to_server(servicer, s),
-            2,
-        ).start()
+            unary=2,
+            name="dra-registration",
+        )
 
     def remove_stale(self) -> list[str]:
         """Remove the registration sockets of earlier processes (left by a reboot or a crash:
@@ -284,16 +252,8 @@ class KubeletPlugin:
         os.makedirs(self.registry_dir, exist_ok=True)
         self.remove_stale()
         with self._lock:
-            self._service = self._serve_service()
-            self._registration = self._serve_registration()
-        self._watch = Watcher(
-            lambda _names: self.check(),
-            [self.registry_dir, self.plugin_dir],
-            poll_interval=0.1,
-            debounce=0.0,
-            max_delay=0.0,
-            name="dra-socket-watch",
-        ).start()
+            self._service.start()
+            self._registration.start()
         log.info(
             "DRA kubelet plugin on %s (registration %s)",
             self.service_socket,
@@ -304,25 +264,11 @@ class KubeletPlugin:
     def check(self) -> None:
         """Serve afresh what lost its socket (a directory wiped, a socket deleted)."""
         with self._lock:
-            if self._service is None or self._registration is None:
-                return
-            if not self._service.is_ours():
-                log.warning("%s vanished: serving afresh", self.service_socket)
-                self._service.stop()
-                self._service = self._serve_service()
-            if not self._registration.is_ours():
-                log.warning("%s vanished: serving afresh", self.registration_socket)
+            self._service.ensure()
+            if self._registration.ensure():
                 self.registered.clear()
-                self._registration.stop()
-                self._registration = self._serve_registration()
 
     def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.stop()
         with self._lock:
-            servers = [self._registration, self._service]
-            self._registration = self._service = None
-        for s in servers:
-            if s is not None:
-                s.stop()
+            stop_all([self._registration, self._service])
         self.registered.clear()

@@ -5,12 +5,11 @@ devices, names, health and memory the device plugin serves), never from a scan o
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from edgefd.devplugin.resources import Config, Resource
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Resource
 from edgefd.inventory.snapshot import Snapshot
 
 from .eviction import NEVER, Eviction
@@ -24,7 +23,7 @@ class Entry:
     """One device as the ResourceSlice and the kubelet plugin know it."""
 
     device: Device
-    resource: Resource  # the first of the configuration's resources that selects it
+    resource: Resource  # the one DRA hands it out as (Config.dra_resource)
     attributes: dict[str, dict[str, Any]]
 
     @property
@@ -36,11 +35,11 @@ class Entry:
         return api_device(self.name, self.attributes, self.device, eviction, now)
 
 
-def build(snap: Snapshot, resources: Mapping[str, Resource]) -> dict[str, Entry]:
+def build(snap: Snapshot, config: Config) -> dict[str, Entry]:
     """Every device a configured resource selects, by name, each once."""
     table: dict[str, Entry] = {}
     for d in snap.devices:
-        res = next((resources[r] for r in d.resources if r in resources), None)
+        res = config.dra_resource(d)
         if res is not None:
             table[d.name] = Entry(d, res, attributes(d))
     return table

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from edgefd.devplugin.resources import Resource
 from edgefd.inventory.device import Device
 from edgefd.inventory.naming import replica_ids
-from edgefd.inventory.resources import Resource
 from edgefd.inventory.snapshot import Snapshot
 
 HEALTHY = "Healthy"

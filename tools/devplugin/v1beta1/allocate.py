@@ -53,8 +53,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from edgefd.devplugin.resources import Resource
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Resource
 
 from ..api import deviceplugin_pb2 as pb
 from ..cdi import DEFAULT_VENDOR, cdi_name

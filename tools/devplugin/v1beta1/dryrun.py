@@ -14,8 +14,8 @@ from google.protobuf import json_format
 
 from edgefd.core.escape import printable
 from edgefd.core.output import emit_json
+from edgefd.devplugin.resources import Config
 from edgefd.inventory.device import Device
-from edgefd.inventory.resources import Config
 
 from ..app import Options, make_inventory
 from ..links import LinkLayout

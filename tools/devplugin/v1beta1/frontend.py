@@ -7,9 +7,9 @@ is forgotten stops serving, so the kubelet drops it from the Node's capacity (af
 grace period) instead of keeping a zero there for ever. It is served again when a device comes.
 
 Threads: the inventory calls `on_snapshot` on its own (the hot-plug watcher's) thread; one
-registration thread per resource; one asyncio loop for every resource's gRPC server
-(server.py); one watcher of the plugin directory, because a kubelet restart recreates
-kubelet.sock and deletes our sockets, and is acted on at once (no debounce).
+registration thread per resource; each resource's gRPC server (server.py, ..kubeletsocket);
+and the process's one watch of the kubelet's socket directories (..kubeletsocket.SocketDirs),
+because a kubelet restart recreates kubelet.sock and deletes our sockets, acted on at once.
 """
 
 from __future__ import annotations
@@ -20,21 +20,20 @@ import threading
 import time
 from collections.abc import Callable
 
-from edgefd.inventory.confdiff import resource_changes
+from edgefd.devplugin.confdiff import resource_changes
+from edgefd.devplugin.resources import Config, Resource
 from edgefd.inventory.inventory import Inventory
-from edgefd.inventory.resources import Config, Resource
 from edgefd.inventory.snapshot import Snapshot
 from edgefd.runtime.files import FileIdentity, file_identity
 from edgefd.runtime.metrics import Metrics, replace_series
-from edgefd.runtime.watch import Watcher
 
+from ..kubeletsocket import SocketDirs
 from ..links import LinkLayout
 from .advertised import NOT_SERVED, Advertised
 from .metrics import DevicePluginMetrics
 from .registration import KUBELET_SOCKET
 from .resource import ResourcePlugin
 from .server import ResourceState, stop_all
-from .server import shutdown as shutdown_servers
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +41,9 @@ JOIN_TIMEOUT = 2.0  # for every registration thread together, at stop
 
 
 class DevicePluginFrontend:
+    """A component of the runner: started after the inventory it subscribes to (every
+    resource's list is filled by then), stopped before it."""
+
     def __init__(
         self,
         config: Config,
@@ -49,6 +51,8 @@ class DevicePluginFrontend:
         links: LinkLayout,
         cdi_prefix: str | None,
         metrics: Metrics,
+        inventory: Inventory,
+        dirs: SocketDirs,
         cdi_written: Callable[[str], bool] | None = None,
     ) -> None:
         self.plugin_dir = plugin_dir
@@ -61,11 +65,11 @@ class DevicePluginFrontend:
         self._snapshot: Snapshot | None = None
         self._pending: list[ResourcePlugin] = []
         self._kubelet: FileIdentity | None = None
-        self._dir_watch: Watcher | None = None
         self._serving = False  # start() was called: resources with devices are served
-        self._unsubscribe = None
         for res in config.resources:
             self._pending.append(self._add(res))
+        dirs.watch(plugin_dir, self._on_dir_change)
+        self._unsubscribe = inventory.subscribe(self.on_snapshot, name="v1beta1 device plugin")
 
     def _add(self, res: Resource) -> ResourcePlugin:
         metrics = self.metrics
@@ -88,9 +92,6 @@ class DevicePluginFrontend:
         return rp.state.advertised.served
 
     # -- the inventory's side
-
-    def attach(self, inventory: Inventory) -> None:
-        self._unsubscribe = inventory.subscribe(self.on_snapshot, name="v1beta1 device plugin")
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """Each resource's devices to its streams (they wake only if the list changed); a
@@ -143,17 +144,9 @@ class DevicePluginFrontend:
     # -- the kubelet's side
 
     def start(self) -> None:
-        """Serve and register every resource (after `attach`: their lists are filled)."""
+        """Serve and register every resource (their lists are filled: the inventory started)."""
         os.makedirs(self.plugin_dir, exist_ok=True)
         self._kubelet = file_identity(os.path.join(self.plugin_dir, KUBELET_SOCKET))
-        self._dir_watch = Watcher(
-            self._on_dir_change,
-            [self.plugin_dir],
-            poll_interval=0.1,
-            debounce=0.0,
-            max_delay=0.0,
-            name="plugin-dir-watch",
-        ).start()
         with self._lock:
             self._serving = True
             pending = self._take_pending()
@@ -220,10 +213,7 @@ class DevicePluginFrontend:
         return True, f"{len(served)} resource(s) registered, {idle} without a device"
 
     def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-        if self._dir_watch is not None:
-            self._dir_watch.stop()
+        self._unsubscribe()
         with self._lock:
             plugins = list(self.resources.values())
         for rp in plugins:
@@ -234,4 +224,3 @@ class DevicePluginFrontend:
         for rp in plugins:
             rp.join(max(0.0, deadline - time.monotonic()))
         stop_all([s for rp in plugins if (s := rp.take_server()) is not None])
-        shutdown_servers()

@@ -1,0 +1,93 @@
+"""`serve`'s component, devplugin's decisions followed (follow.py): a version written by
+devplugin reaches the service on the worker's thread (its catch-ups, then each move), /readyz
+says what is followed or why not, a file that is not right is refused (said once, counted,
+not ready, nothing granted) and the next good one is followed again from the last good one,
+and a worker that dies ends the process with its error."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+from edgefd.device_keeper.follow import Following
+from edgefd.device_keeper.metrics import KeeperMetrics
+from edgefd.device_keeper.moves import number
+from edgefd.device_keeper.service import Keeper
+from edgefd.inventory.decisions import Decisions, write
+from edgefd.runtime.runner import Lifeline
+from tests.helpers import wait_until
+
+from .pods import handout
+
+
+class Nobody:
+    """The kubelet, holding nothing: each move is handled and reported all the same."""
+
+    def list(self) -> list:
+        return []
+
+
+def _following(tmp_path: Path, lifeline: Lifeline | None = None):
+    metrics = KeeperMetrics()
+    keeper = Keeper(Nobody(), None, str(tmp_path), str(tmp_path), metrics)  # type: ignore[arg-type]
+    reported: queue.Queue = queue.Queue()
+    f = Following(
+        str(tmp_path / "decisions.json"),
+        keeper,
+        lambda move, done: reported.put(move),
+        lifeline or Lifeline(),
+        metrics,
+        poll_interval=0.05,
+    )
+    return f, reported, metrics
+
+
+def test_each_version_reaches_the_service_on_the_workers_thread(tmp_path: Path) -> None:
+    f, reported, _ = _following(tmp_path)
+    f.start()
+    try:
+        assert f.ready() == (False, f"waiting for devplugin's decisions ({f.path})")
+        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+        catch_up = reported.get(timeout=10)
+        assert (catch_up.old, catch_up.new) == (None, number("c:189:4"))
+        assert wait_until(lambda: f.ready()[0], timeout=5)
+        assert f.ready() == (True, "following 1 handed-out device(s)")
+        write(f.path, Decisions(2.0, (handout(number="c:189:9"),)))
+        moved = reported.get(timeout=10)
+        assert (moved.old, moved.new, moved.seen) == (number("c:189:4"), number("c:189:9"), 2.0)
+    finally:
+        f.stop()
+    assert not f.worker.thread.is_alive()
+
+
+def test_a_file_that_is_not_right_grants_nothing_and_is_said_once(tmp_path: Path, caplog) -> None:
+    f, _, metrics = _following(tmp_path)  # not started: read() says what it queues
+    write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+    [catch_up] = f.read()
+    assert catch_up.old is None
+    f.path.write_text('{"version": 1, "time": 2, "handouts": [{"device": "../../etc"}]}')
+    assert f.read() == [] and f.read() == []
+    ok, why = f.ready()
+    assert not ok and "not acted on: device '../../etc' is not a device name" in why
+    assert metrics.value("edgefd_device_keeper_refused_total", reason="decisions") == 1
+    assert caplog.text.count("nothing is granted from it") == 1
+    write(f.path, Decisions(3.0, (handout(number="c:189:6"),)))
+    [move] = f.read()  # from the last good version
+    assert (move.old, move.new) == (number("c:189:4"), number("c:189:6")) and f.ready()[0]
+
+
+def test_a_worker_that_dies_ends_the_process(tmp_path: Path) -> None:
+    lifeline = Lifeline()
+    f, _, _ = _following(tmp_path, lifeline)
+
+    def broken(move):
+        raise RuntimeError("a bug")
+
+    f.worker.keeper.handle = broken  # type: ignore[method-assign]
+    f.start()
+    try:
+        write(f.path, Decisions(1.0, (handout(),)))
+        wait_until(lambda: lifeline.failure is not None, timeout=10)
+    finally:
+        f.stop()
+    assert isinstance(lifeline.failure, RuntimeError)
