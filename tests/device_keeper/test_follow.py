@@ -9,7 +9,10 @@ from __future__ import annotations
 import queue
 from pathlib import Path
 
+import pytest
+
 from edgefd.device_keeper.follow import Following
+from edgefd.device_keeper.ledger import Unsaved
 from edgefd.device_keeper.metrics import KeeperMetrics
 from edgefd.device_keeper.moves import number
 from edgefd.device_keeper.service import Keeper
@@ -91,3 +94,25 @@ def test_a_worker_that_dies_ends_the_process(tmp_path: Path) -> None:
     finally:
         f.stop()
     assert isinstance(lifeline.failure, RuntimeError)
+
+
+def test_a_ledger_that_cannot_be_saved_is_not_ready(tmp_path: Path) -> None:
+    """Issue 46 item 5: /readyz says the grants cannot be saved (it said ready before) and is
+    ready again once a save succeeds."""
+    f, _, _ = _following(tmp_path)
+    write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+    f.read()
+    assert f.ready()[0]
+    led = f.worker.keeper.ledger
+    led.path = tmp_path / "decisions.json" / "granted.json"  # under a file: cannot be saved
+    with pytest.raises(Unsaved):
+        led.save()
+    ok, why = f.ready()
+    assert (
+        not ok
+        and "cannot save the grants" in why
+        and why.endswith("no new grant is made until it can")
+    )
+    led.path = tmp_path / "granted.json"
+    led.save()
+    assert f.ready()[0]

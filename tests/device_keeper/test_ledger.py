@@ -115,9 +115,20 @@ def test_without_a_file_it_remembers_in_memory(tmp_path):
     assert led.granted("c0ffee", PATH) == {N4}
 
 
-def test_a_save_that_fails_is_logged_not_raised(tmp_path, caplog):
-    (tmp_path / "file").write_text("")
-    led = Ledger(tmp_path / "file" / FILE)  # its directory is a file
+def test_a_save_that_fails_refuses_the_record_until_one_succeeds(tmp_path, caplog):
+    """Issue 46 item 5 (it failed open: logged, and the grant went on): a record that cannot be
+    saved raises Unsaved, `unsaved` says why, said once; the same record again is saved once
+    the disk takes it, and the next process knows it."""
+    (tmp_path / "dir").write_text("")  # the ledger's directory is a file: every save fails
+    led = Ledger(tmp_path / "dir" / FILE)
     with caplog.at_level(logging.ERROR, logger="device-keeper"):
-        led.record("c0ffee", "/cg", PATH, N4)
-    assert "cannot save the grants" in caplog.text and led.granted("c0ffee", PATH) == {N4}
+        with pytest.raises(ledger_mod.Unsaved, match="cannot save the grants"):
+            led.record("c0ffee", "/cg", PATH, N4)
+        with pytest.raises(ledger_mod.Unsaved):
+            led.record("c0ffee", "/cg", PATH, N4)  # in memory already: still not on disk
+    assert "cannot save the grants" in led.unsaved
+    assert caplog.text.count("no new grant is made until it can") == 1
+    (tmp_path / "dir").unlink()
+    (tmp_path / "dir").mkdir()
+    led.record("c0ffee", "/cg", PATH, N4)
+    assert led.unsaved == "" and Ledger(tmp_path / "dir" / FILE).granted("c0ffee", PATH) == {N4}

@@ -142,5 +142,7 @@ class Following:
             return False, f"devplugin's decisions not acted on: {self.refused}"
         if self.last is None:
             return False, f"waiting for devplugin's decisions ({self.path})"
+        if unsaved := self.worker.keeper.ledger.unsaved:
+            return False, f"{unsaved}: no new grant is made until it can"
         n = sum(1 for _ in self.tracker.following)
         return True, f"following {n} handed-out device(s)"

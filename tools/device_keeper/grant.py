@@ -12,8 +12,10 @@ systemd rebuilt from the list). Without a way to reach systemd it is refused, sa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
 from dataclasses import dataclass, field
 
 from edgefd.core.errors import EXIT_OUTPUT, BadInput, EdgefdError, Unreachable
@@ -136,6 +138,37 @@ def grant(
         raise
     except OSError as e:
         raise refusal(cgroup, ver, e) from None
+    return out
+
+
+def allowed_now(cgroup: str, systemd: Systemd | None = None) -> set[DeviceNumber]:
+    """The exact device numbers the keeper may have allowed in this cgroup and that still are:
+    v1 the devices controller's list, v2 the keeper's own rules in the runtime's program (the
+    runtime's part is its creation spec's), a systemd scope's `DeviceAllow=` besides. What a
+    restart without its ledger revokes from (ledger.py): a grant it cannot prove is not kept.
+    Nothing readable: empty (the cgroup is gone, or restricts nothing)."""
+    out: set[DeviceNumber] = set()
+    try:
+        if version(cgroup) == "v1":
+            for line in cgroupv1.exceptions(cgroup):  # `c 189:5 rwm`; a wildcard is no number
+                m = re.fullmatch(r"([cb]) (\d{1,10}):(\d{1,10}) [rwm]+", line)
+                if m:
+                    with contextlib.suppress(ValueError):
+                        out.add(DeviceNumber(m[1], int(m[2]), int(m[3])))
+        else:
+            for patch in cgroupv2.plan(cgroup, {}, set()):
+                out |= {r.node for r in patch.before if r.allow}
+    except (OSError, EdgefdError):
+        pass
+    if systemd is not None and systemd_scope(cgroup):
+        unit = os.path.basename(os.path.normpath(cgroup))
+        with contextlib.suppress(SystemdError, Unreachable):
+            for path, _ in systemd.device_allow(unit):
+                kind, _, numbers = path.removeprefix("/dev/").partition("/")
+                major, _, minor = numbers.partition(":")
+                if kind in ("char", "block") and major.isdigit() and minor.isdigit():
+                    with contextlib.suppress(ValueError):
+                        out.add(DeviceNumber(kind[0], int(major), int(minor)))
     return out
 
 

@@ -11,10 +11,20 @@ the host and must cost nothing when broken: read without following a symlink or 
 FIFO, at most MAX_BYTES; a file that is not the ledger is one warning and an empty ledger.
 Bounded: MAX_CONTAINERS containers, MAX_NUMBERS numbers a path (the oldest go first: each grant
 already revoked them). A container whose cgroup is gone is forgotten.
+
+It fails closed: a number is recorded, and the record saved, before it is allowed (a crash
+between the two leaves a number recorded that was never allowed, which costs a no-op revoke
+later); when the record cannot be saved (a full or read-only disk) `record` raises Unsaved, the
+service allows nothing new in that container (it still revokes), and `unsaved` says why until a
+save succeeds again, which the keeper's /readyz reports. A ledger that exists but is not read
+whole (corrupt, another version, an entry dropped) sets `lost`: the grants it held cannot be
+proven, so this process's catch-ups revoke every number of the device's major the container's
+cgroup allows that neither the runtime's spec nor a device it holds now accounts for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -39,6 +49,11 @@ MAX_PATHS = 16
 MAX_NUMBERS = 32
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _NUMBER = re.compile(r"([cb]):(\d{1,10}):(\d{1,10})")
+
+
+class Unsaved(EdgefdError):
+    """The ledger could not be written: a grant it could not prove after a restart is not
+    made."""
 
 
 def _number(text: Any) -> DeviceNumber | None:
@@ -80,6 +95,8 @@ class Ledger:
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path else None
         self.entries: dict[str, Entry] = {}
+        self.unsaved = ""  # why the last save failed; "" once one succeeds
+        self.lost = ""  # why earlier grants may be missing from it (this process's lifetime)
         if self.path is not None:
             self._load(self.path)
 
@@ -90,10 +107,12 @@ class Ledger:
         except FileNotFoundError:
             return
         except (Refused, OSError, ValueError, RecursionError) as e:
-            log.warning("%s: not read (%s); starting with no earlier grants", path, e)
+            self.lost = f"{path}: not read ({e})"
+            log.warning("%s; earlier grants it cannot prove are revoked at catch-up", self.lost)
             return
         if not isinstance(doc, dict) or doc.get("version") != VERSION:
-            log.warning("%s: not a ledger of version %d; starting with none", path, VERSION)
+            self.lost = f"{path}: not a ledger of version {VERSION}"
+            log.warning("%s; earlier grants it cannot prove are revoked at catch-up", self.lost)
             return
         containers = doc.get("containers")
         dropped = 0
@@ -107,7 +126,8 @@ class Ledger:
             else:
                 self.entries[cid] = entry
         if dropped:
-            log.warning("%s: %d entry(ies) not understood, dropped", path, dropped)
+            self.lost = f"{path}: {dropped} entry(ies) not understood, dropped"
+            log.warning("%s; grants it cannot prove are revoked at catch-up", self.lost)
 
     @staticmethod
     def _entry(cid: Any, obj: Any) -> Entry | None:
@@ -137,8 +157,9 @@ class Ledger:
         return {p: ns[-1] for p, ns in entry.paths.items() if ns} if entry is not None else {}
 
     def record(self, container: str, cgroup: str, path: str, number: DeviceNumber) -> None:
-        """`number` was allowed at `path` in `container` (saved at once: a crash right after a
-        grant must not forget it)."""
+        """`number` is about to be allowed at `path` in `container`: saved before the grant, so
+        a crash right after it cannot forget it; Unsaved when it cannot be (then nothing is to
+        be allowed)."""
         entry = self.entries.get(container)
         if entry is None:
             if len(self.entries) >= MAX_CONTAINERS:
@@ -152,6 +173,8 @@ class Ledger:
                 return  # a container with this many followed paths: keep the first ones
             numbers = entry.paths[path] = []
         if numbers and numbers[-1] == number:
+            if self.unsaved:
+                self.save()  # what memory holds is not on disk yet: it must be, first
             return
         if number in numbers:
             numbers.remove(number)
@@ -166,10 +189,12 @@ class Ledger:
         for c in dropped:
             del self.entries[c]
         if dropped:
-            self.save()
+            with contextlib.suppress(Unsaved):  # the next record saves again or refuses
+                self.save()
         return dropped
 
     def save(self) -> None:
+        """Write the ledger atomically; Unsaved (and `unsaved` set) when that fails."""
         if self.path is None:
             return
         doc = {
@@ -180,4 +205,11 @@ class Ledger:
         try:
             write_atomic(self.path, data, own=True)
         except (OSError, EdgefdError) as e:
-            log.error("%s: cannot save the grants (%s); they are kept in memory", self.path, e)
+            why = f"{self.path}: cannot save the grants ({e})"
+            if why != self.unsaved:
+                log.error("%s; no new grant is made until it can", why)
+            self.unsaved = why
+            raise Unsaved(why) from None
+        if self.unsaved:
+            log.info("%s: saved again; grants go on", self.path)
+            self.unsaved = ""

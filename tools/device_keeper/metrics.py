@@ -32,7 +32,7 @@ class KeeperMetrics:
             "edgefd_device_keeper_refused_total",
             "Grants not made, by reason (systemd: a systemd scope whose systemd is not reached; "
             "program: a device program that cannot be extended; decisions: devplugin's file "
-            "not acted on)",
+            "not acted on; ledger: the record of grants cannot be saved)",
             ["reason"],
         )
         self.errors = m.counter(

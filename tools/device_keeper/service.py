@@ -24,9 +24,9 @@ from edgefd.runtime.runner import Lifeline
 from . import nodes
 from .cgroupv2 import GrantRefused, Unrestricted
 from .containers import Container, NotThisContainer, cgroup_dirs
-from .grant import SystemdManaged, grant
+from .grant import SystemdManaged, allowed_now, grant
 from .holders import Holder, holders
-from .ledger import Ledger
+from .ledger import Ledger, Unsaved
 from .metrics import KeeperMetrics
 from .moves import Move, number
 from .rules import DeviceNumber
@@ -160,11 +160,15 @@ class Keeper:
         if move.old is None and not revoke:
             done.node = "current"
             return done
-        done.allowed, done.revoked = str(move.new), [str(n) for n in sorted(revoke)]
+        done.revoked = [str(n) for n in sorted(revoke)]
+        allow = self._recorded(move, c, done)
+        if not allow and not revoke:
+            done.node = "skipped: not granted"
+            return done
         changed = False
         for d in c.cgroup_dirs(self.cgroup_fs):
             try:
-                res = grant(d, {move.new: move.access}, revoke, self.dry_run, self.systemd)
+                res = grant(d, allow, revoke, self.dry_run, self.systemd)
             except Unrestricted:
                 continue
             except EdgefdError as e:
@@ -181,7 +185,7 @@ class Keeper:
                 c.id[:12],
                 c.holder.via,
                 "would allow" if self.dry_run else "allowed",
-                move.new,
+                done.allowed or "nothing",
                 "would revoke" if self.dry_run else "revoked",
                 ", ".join(str(n) for n in sorted(revoke)),
                 res.version,
@@ -190,7 +194,7 @@ class Keeper:
                     "device": move.device,
                     "holder": str(c.holder),
                     "container": c.id[:12],
-                    "allowed": str(move.new),
+                    "allowed": done.allowed,
                     "revoked": [str(n) for n in sorted(revoke)],
                     "cgroup": res.version,
                     "dry_run": self.dry_run,
@@ -209,10 +213,25 @@ class Keeper:
                 ", ".join(str(n) for n in sorted(revoke)),
                 move.new,
             )
-        if not self.dry_run:
-            self.ledger.record(c.id, c.cgroups_path, move.path, move.new)
+        if not allow:
+            done.node = "skipped: not granted"
+            return done
         done.node = self._node(move, c, revoke)
         return done
+
+    def _recorded(self, move: Move, c: Container, done: Done) -> dict[DeviceNumber, str]:
+        """What may be allowed: the new number once the ledger has it on disk (ledger.py);
+        nothing when it cannot be saved (the stale numbers are still revoked)."""
+        if not self.dry_run:
+            try:
+                self.ledger.record(c.id, c.cgroups_path, move.path, move.new)
+            except Unsaved as e:
+                self.metrics.refused.labels("ledger").inc()
+                done.refused = f"{move.new} not allowed: {e}"
+                log.error("%s (container %s): %s", c.holder, c.id[:12], done.refused)
+                return {}
+        done.allowed = str(move.new)
+        return {move.new: move.access}
 
     def stale(self, move: Move, c: Container) -> set[DeviceNumber]:
         """What the container loses: every number the runtime made at the node's path now,
@@ -223,10 +242,22 @@ class Keeper:
         out = {n for p, n in c.devices if p == move.path or (p, n) in given}
         for p in move.paths:
             out |= self.ledger.granted(c.id, p)
+        if self.ledger.lost:
+            out |= self.unproven(move, c)
         if move.old is not None:
             out.add(move.old)
         out.discard(move.new)
         return out
+
+    def unproven(self, move: Move, c: Container) -> set[DeviceNumber]:
+        """With the ledger lost: every number of the device's type and major the container's
+        cgroups allow now that the runtime did not give it at another path (kept numbers, of
+        devices it holds now, are taken out by the caller)."""
+        elsewhere = {n for p, n in c.devices if p != move.path and p not in move.paths}
+        out: set[DeviceNumber] = set()
+        for d in c.cgroup_dirs(self.cgroup_fs):
+            out |= allowed_now(d, self.systemd)
+        return {n for n in out - elsewhere if (n.type, n.major) == (move.new.type, move.new.major)}
 
     def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
         """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel
