@@ -142,7 +142,10 @@ def test_serve_starts_on_a_broken_state_file(tmp_path):
     with _serving(tmp_path, "--state-dir", str(tmp_path / "state"), "-o", "json") as s:
         s.running(tmp_path / "decisions.json")
     assert s.code == 0, s.err
-    assert "granted.json: not read" in s.err and "earlier grants it cannot prove are revoked at catch-up" in s.err
+    assert (
+        "granted.json: not read" in s.err
+        and "earlier grants it cannot prove are revoked at catch-up" in s.err
+    )
 
 
 def test_a_decisions_file_that_is_not_right_is_not_ready_and_counted(tmp_path):

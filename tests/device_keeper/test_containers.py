@@ -6,6 +6,7 @@ told apart, and where a container's device rules live (v1 and/or v2)."""
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import pytest
 
@@ -48,8 +49,61 @@ def test_runtime_finds_the_running_container_by_the_kubelet_labels(serve):
     found = Runtime(sock).containers(holder)
     assert found == [Container(holder, "abc123def4567", 4242, "/kubepods/besteffort/pod1/abc")]
     flt = fake.requests[0].filter
-    assert flt.state.state == cri.CONTAINER_RUNNING
+    assert not flt.HasField("state")  # created ones too: the states are chosen here
     assert dict(flt.label_selector)["io.kubernetes.pod.name"] == "detector"
+
+
+class TwoPodsOfOneName(cri_rpc.RuntimeServiceServicer):
+    """A force-deleted pod's container still running beside its successor's (same name, a
+    new UID), an exited earlier one, and one created with no process yet."""
+
+    LABELS: ClassVar = {
+        "io.kubernetes.pod.namespace": "ns",
+        "io.kubernetes.pod.name": "detector",
+        "io.kubernetes.container.name": "app",
+    }
+    LISTED: ClassVar = [  # id, pod UID, created_at, state
+        ("old1", "uid-old", 100, cri.CONTAINER_RUNNING),
+        ("new0", "uid-new", 150, cri.CONTAINER_EXITED),
+        ("new1", "uid-new", 200, cri.CONTAINER_CREATED),
+        ("new2", "uid-new", 210, cri.CONTAINER_CREATED),
+    ]
+
+    def ListContainers(self, request, context):
+        return cri.ListContainersResponse(
+            containers=[
+                cri.Container(
+                    id=cid,
+                    labels={**self.LABELS, "io.kubernetes.pod.uid": uid},
+                    created_at=at,
+                    state=state,
+                )
+                for cid, uid, at, state in self.LISTED
+            ]
+        )
+
+    def ContainerStatus(self, request, context):
+        if request.container_id == "new2":  # created, no process yet
+            return cri.ContainerStatusResponse(info=_info(0, "/kubepods/pod-new/new2"))
+        return cri.ContainerStatusResponse(info=_info(7, f"/kubepods/x/{request.container_id}"))
+
+
+def test_only_the_pod_created_last_is_its_holder_and_created_containers_count(serve, caplog):
+    """Issue 46 item 6: by name alone the keeper granted a force-deleted pod's container. Only
+    the containers of the pod created last are the holder's (the other pod's are said once);
+    a created container is found before it runs (a move under way reaches it), one with no
+    process yet is left for the next look, an exited one is not there."""
+    import logging
+
+    sock = serve(cri_rpc.add_RuntimeServiceServicer_to_server, TwoPodsOfOneName())
+    holder = Holder("ns", "detector", "app", "device-plugin")
+    with caplog.at_level(logging.WARNING, logger="device-keeper"):
+        found = Runtime(sock).containers(holder)
+    assert [c.id for c in found] == ["new1"]
+    assert (
+        "ns/detector/app: containers of another pod of that name are there too (old1 (pod "
+        "uid-old)): only pod uid-new's, created last, is granted"
+    ) in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -116,3 +116,32 @@ def test_a_ledger_that_cannot_be_saved_is_not_ready(tmp_path: Path) -> None:
     led.path = tmp_path / "granted.json"
     led.save()
     assert f.ready()[0]
+
+
+def test_a_move_is_looked_at_again_for_containers_created_meanwhile(tmp_path: Path) -> None:
+    """Issue 46 item 6: a container the runtime was still creating when its device moved was
+    never caught up (it was not listed yet, and nothing looked again). Each move is followed
+    by catch-ups of every handout, marked as a second look, handled as any move and reported
+    only when they did something; a stop cancels those still due."""
+    f, reported, _ = _following(tmp_path)
+    handled: queue.Queue = queue.Queue()
+    keeper = f.worker.keeper
+    handle = keeper.handle
+    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
+    f.recheck = (0.3,)
+    f.start()
+    try:
+        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+        assert handled.get(timeout=10).old is None  # the first catch-up
+        write(f.path, Decisions(2.0, (handout(number="c:189:9"),)))
+        moved = handled.get(timeout=10)
+        assert (moved.old, moved.new, moved.again) == (number("c:189:4"), number("c:189:9"), False)
+        again = handled.get(timeout=10)
+        assert (again.old, again.new, again.again) == (None, number("c:189:9"), True)
+        f.recheck = (30.0,)
+        write(f.path, Decisions(3.0, (handout(number="c:189:11"),)))
+        assert handled.get(timeout=10).new == number("c:189:11")
+    finally:
+        f.stop()
+    assert handled.empty() and not any(t.is_alive() for t in f._timers)
+    assert [m.again for m in reported.queue] == [False, False, False]  # nobody held it

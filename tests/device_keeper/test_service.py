@@ -343,6 +343,27 @@ def test_a_restart_with_a_lost_ledger_keeps_no_grant_it_cannot_prove(
     )
 
 
+def test_a_container_the_runtime_did_not_give_the_device_gets_nothing(
+    v2_cgroups, runc_filter, standin, caplog
+):
+    """Issue 46 item 6: the kubelet's names pointed at a container whose spec has no node at
+    the device's paths (a force-deleted pod's of the same name, never given it): the keeper
+    trusts the runtime's spec, so it is neither granted nor written into, and says so."""
+    cg = v2_cgroups()
+    runc_filter(cg, NOT_GIVEN)
+    p = standin("coral-usb-1-1-3", "189:4", cgroups=[cg])
+    elsewhere = (("/dev/ttyUSB0", DeviceNumber("c", 188, 0)),)
+    runtime = Runtime({"detector": ("c0ffee", p.pid, f"/{cg.name}", elsewhere)})
+    keeper = Keeper(Pods(), runtime, "/sys/fs/cgroup", "/proc", KeeperMetrics())
+    with caplog.at_level(logging.WARNING, logger="device-keeper"):
+        assert [d for d in keeper.handle(MOVE) if d.container] == []
+    assert _probe(cg) == {("c", 189, 4, "r"): False, ("c", 189, 5, "r"): False}
+    assert os.stat(_path(p)).st_rdev == os.makedev(189, 4)
+    assert f"its spec has no node at {PATH}: the runtime did not give it coral-usb-1-1-3" in (
+        caplog.text
+    )
+
+
 def test_a_pid_of_another_container_is_never_written_into(v2_cgroups, runc_filter, standin, caplog):
     """Issue 30 item 9: the runtime's pid for the holder is now a process of another container
     (reused): the holder's cgroup is granted, but nothing is written into the other's /dev."""
@@ -536,7 +557,7 @@ def test_an_unexpected_failure_of_one_container_is_its_own(caplog):
     class Both:
         def containers(self, holder):
             cls = Odd if holder.pod == "detector" else Container
-            return [cls(holder, f"id-{holder.pod}", 1, "/nonexistent-cgroup")]
+            return [cls(holder, f"id-{holder.pod}", 1, "/nonexistent-cgroup", _spec("189:4"))]
 
     metrics = KeeperMetrics()
     keeper = Keeper(Pods(), Both(), "/nonexistent", "/proc", metrics)

@@ -239,6 +239,33 @@ def test_hot_plug_reaches_both_apis_through_one_scan(
 # --------------------------------------------------------------------------- empty configuration
 
 
+def test_a_device_two_resources_select_is_a_warning(
+    host: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 46 item 7: two resources selecting one Coral advertise it twice (two pods may get
+    it at once); said once when it is added, naming both, and not for a device one selects."""
+    from edgefd.devplugin.app import Bookkeeping
+
+    cfg = parse_config(
+        _cfg(
+            {"name": "edgefd.io/coral-a", "accelerator": "coral-usb"},
+            {"name": "edgefd.io/coral-b", "usb": [{"vendor": "1a6e", "product": "089a"}]},
+            {"name": "edgefd.io/ncs2", "accelerator": "ncs2"},
+        ),
+        "test",
+    )
+    opts = Options("/nonexistent", HostRoot.of(host))
+    inventory = make_inventory(opts, cfg)
+    Bookkeeping(opts, cfg, inventory)
+    with caplog.at_level("WARNING", logger="edgefd.devplugin.app"):
+        inventory.scan()  # its subscribers hear it, the device log among them
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert line.startswith(
+        "device coral-usb-2-1 is selected by edgefd.io/coral-a and edgefd.io/coral-b: the "
+        "device plugin advertises it under each"
+    )
+
+
 @pytest.mark.parametrize("text", ["", "resources: []\n", "forget_after: 60\n"])
 def test_a_configuration_with_no_resources_warns_and_is_not_ready(
     host: Path, plugin_dir: Path, tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture

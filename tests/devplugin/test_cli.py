@@ -374,3 +374,37 @@ def test_dra_dry_run_without_a_node_name_uses_the_host_name(tmp_path: Path) -> N
     assert untimed(out.stderr) == (
         f"devplugin: WARNING: no --node-name; the dry-run uses this host's name {node!r}\n"
     )
+
+
+@pytest.mark.parametrize("api", ["dra", "device-plugin"])
+def test_a_socket_path_the_kernel_cannot_bind_is_refused_before_anything_is_served(
+    tmp_path: Path, api: str
+) -> None:
+    """Issue 46 item 8: a kubelet directory deep enough that a socket's path passes the
+    kernel's 107 bytes was exit 70 ("Failed to bind", after DRA had published and deleted its
+    slice); now exit 2 in one line naming the path and the limit, before any API call (the
+    kubeconfig names a server that is not there) and with no socket or directory made."""
+    deep = tmp_path / ("k" * 60) / ("d" * 60)
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    args = ["--api", api, "--node-name", "n", "--kubeconfig", str(cfg)]
+    args += ["--kubelet-dir", str(deep), "--plugin-dir", str(deep / "device-plugins")]
+    out = subprocess.run(
+        [sys.executable, "-m", "edgefd.devplugin", *args, "--listen", "127.0.0.1:0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    [line] = [x for x in out.stderr.splitlines() if "error" in x]
+    assert (
+        line.startswith(f"devplugin: error: {deep}/")
+        and "the kernel binds a unix socket at no more than 107" in line
+    )
+    assert not deep.exists()

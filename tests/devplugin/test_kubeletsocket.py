@@ -128,3 +128,15 @@ def test_one_watch_tells_every_listener_and_survives_a_failing_one(short_dir: Pa
     finally:
         dirs.stop()
     assert dirs.mode in ("inotify", "poll")
+
+
+def test_a_path_past_the_kernels_limit_is_a_usage_error_not_a_bind_failure() -> None:
+    """Issue 46 item 8: 107 bytes bind, 108 do not; refused when the socket is made, not
+    when gRPC fails to bind it."""
+    from edgefd.core.errors import UsageError
+    from edgefd.devplugin.kubeletsocket import MAX_PATH_BYTES, KubeletSocket, check_socket_path
+
+    fits = "/" + "s" * (MAX_PATH_BYTES - 1)
+    assert check_socket_path(fits) == fits
+    with pytest.raises(UsageError, match="a socket path of 108 bytes; the kernel binds"):
+        KubeletSocket(fits + "s", lambda server: None)

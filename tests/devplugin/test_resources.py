@@ -134,6 +134,32 @@ GOOD = {"name": "example.com/stick", "usb": [{"vendor": "1234", "product": "abcd
             "resources[0].mounts[0].host_path: must be an absolute path",
         ),
         (
+            _cfg({**GOOD, "mounts": [{"host_path": "/"}]}),
+            "resources[0].mounts[0].host_path: '/' reaches /proc: every pod given the resource "
+            "would get it, which can take the node; refused unless the mount says "
+            "allow_sensitive: true",
+        ),
+        (
+            _cfg({**GOOD, "mounts": [{"host_path": "/dev/mem", "read_only": True}]}),
+            "resources[0].mounts[0].host_path: '/dev/mem' is /dev/mem: every pod",
+        ),
+        (
+            _cfg({**GOOD, "mounts": [{"host_path": "/opt/../proc//1"}]}),
+            "host_path: '/opt/../proc//1' reaches /proc",
+        ),
+        (
+            _cfg({**GOOD, "mounts": [{"host_path": "/run"}]}),
+            "host_path: '/run' reaches /run/containerd",
+        ),
+        (
+            _cfg({**GOOD, "mounts": [{"host_path": "/run/containerd/containerd.sock"}]}),
+            "reaches /run/containerd",
+        ),
+        (
+            _cfg({**GOOD, "mounts": [{"host_path": "/sys", "allow_sensitive": "yes"}]}),
+            "resources[0].mounts[0].allow_sensitive: must be",
+        ),
+        (
             _cfg({**GOOD, "temperature": {"limit": "hot"}}),
             "resources[0].temperature.limit: 'hot' must be degrees Celsius (80, 82.5 or 80C)",
         ),
@@ -496,3 +522,19 @@ def test_an_unknown_catalogue_id_or_kind_lists_the_valid_ones(
     with pytest.raises(BadInput) as e:
         parse_config({"resources": [{"name": "edgefd.io/a", **entry}]}, "r.yaml")
     assert str(e.value) == f"r.yaml: {message}"
+
+
+def test_a_sensitive_mount_is_taken_when_the_config_says_so_and_ordinary_ones_always() -> None:
+    """Issue 46 item 7: the explicit allow, and paths that only look close (/procfs, /opt)."""
+    doc = _cfg(
+        {
+            **GOOD,
+            "mounts": [
+                {"host_path": "/sys/class/apex", "allow_sensitive": True},
+                {"host_path": "/procfs-data"},
+                {"host_path": "/opt/edgetpu", "container_path": "/usr/lib/edgetpu"},
+            ],
+        }
+    )
+    [res] = parse_config(doc, "resources.yaml").resources
+    assert [m.host_path for m in res.mounts] == ["/sys/class/apex", "/procfs-data", "/opt/edgetpu"]

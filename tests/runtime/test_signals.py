@@ -52,3 +52,20 @@ def test_sighup_while_starting_is_a_reload_not_a_stop() -> None:
             _kill_soon(signal.SIGHUP, 0.05).join()
             time.sleep(0.05)
         assert s.take_reload() and not s.stop_requested
+
+
+def test_a_stop_signal_another_thread_receives_wakes_the_loop_at_once() -> None:
+    """The kernel may deliver SIGTERM to any thread; Python runs its handler in the main thread
+    only, so a main thread asleep in wait() slept on (a keeper with gRPC threads ignored its
+    stop for good, one run in three): the interpreter's own handler now wakes it."""
+    with Signals() as s:
+        with s.starting():
+            pass
+        t = threading.Timer(0.1, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGTERM))
+        t.start()
+        t0 = time.monotonic()
+        s.wait(20)
+        took = time.monotonic() - t0
+        t.join()
+        assert took < 10, f"the loop slept {took:.1f} s through a stop"
+        assert s.stop_requested

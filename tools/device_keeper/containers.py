@@ -22,6 +22,7 @@ reused by a process of another container, is never written into.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,9 @@ SOCKETS = {"containerd": "/run/containerd/containerd.sock", "crio": "/var/run/cr
 LABEL_NAMESPACE = "io.kubernetes.pod.namespace"
 LABEL_POD = "io.kubernetes.pod.name"
 LABEL_CONTAINER = "io.kubernetes.container.name"
+LABEL_POD_UID = "io.kubernetes.pod.uid"
 MAX_SPEC_DEVICES = 4096
+log = logging.getLogger("device-keeper")
 Devices = tuple[tuple[str, DeviceNumber], ...]
 
 
@@ -215,7 +218,11 @@ class Runtime:
                 raise Unreachable(f"CRI {method}: {e.code().name}: {e.details()}") from None
 
     def containers(self, holder: Holder) -> list[Container]:
-        """The running container(s) of a holder (one, unless a restart is under way)."""
+        """The container(s) of a holder the runtime has running or created (one, unless a
+        restart is under way): a container created while its device moved is granted before
+        it runs. Only the pod the kubelet runs now: when containers of more than one pod of
+        that name are there (a force-deleted pod's, still running), those of the pod created
+        last, the others named in a warning and never granted."""
         from .api import cri_pb2 as pb
 
         labels = {
@@ -223,20 +230,46 @@ class Runtime:
             LABEL_POD: holder.pod,
             LABEL_CONTAINER: holder.container,
         }
-        flt = pb.ContainerFilter(
-            state=pb.ContainerStateValue(state=pb.CONTAINER_RUNNING), label_selector=labels
-        )
+        flt = pb.ContainerFilter(label_selector=labels)
         listed = self._call("ListContainers", pb.ListContainersRequest(filter=flt))
+        live = [
+            c
+            for c in listed.containers
+            if c.state in (pb.CONTAINER_CREATED, pb.CONTAINER_RUNNING)
+            and all(c.labels.get(k) == v for k, v in labels.items())  # a runtime may ignore it
+        ]
         out = []
-        for c in listed.containers:
-            if any(c.labels.get(k) != v for k, v in labels.items()):
-                continue  # a runtime that ignored the selector
+        for c in current_pod(holder, live):
             status = self._call(
                 "ContainerStatus", pb.ContainerStatusRequest(container_id=c.id, verbose=True)
             )
             try:
                 pid, path = parse_info(dict(status.info))
             except ValueError as e:
+                if c.state == pb.CONTAINER_CREATED:
+                    continue  # no process yet: the catch-up after the move finds it running
                 raise Unreachable(f"container {c.id[:12]} of {holder}: {e}") from None
             out.append(Container(holder, c.id, pid, path, parse_devices(dict(status.info))))
         return out
+
+
+def current_pod(holder: Holder, listed: list[Any]) -> list[Any]:
+    """The CRI containers of the pod (by its UID) created last; the rest are another pod's of
+    the same name, said once here."""
+    by_uid: dict[str, list[Any]] = {}
+    for c in listed:
+        by_uid.setdefault(c.labels.get(LABEL_POD_UID, ""), []).append(c)
+    if len(by_uid) <= 1:
+        return listed
+    newest = max(by_uid, key=lambda uid: max(c.created_at for c in by_uid[uid]))
+    others = ", ".join(
+        f"{c.id[:12]} (pod {uid or '?'})" for uid, cs in by_uid.items() if uid != newest for c in cs
+    )
+    log.warning(
+        "%s: containers of another pod of that name are there too (%s): only pod %s's, "
+        "created last, is granted",
+        holder,
+        others,
+        newest or "?",
+    )
+    return by_uid[newest]

@@ -3,7 +3,9 @@
 with the one watcher (inotify on its directory, a listing poll where inotify cannot be had, and
 a periodic read as a backstop); each version is read, checked and diffed into moves
 (moves.py), and the moves are granted on the worker's thread of their own (service.Worker), so
-a slow kubelet or runtime never holds up the next read.
+a slow kubelet or runtime never holds up the next read. A container the runtime was still
+creating when its device moved (given the old number, not yet listed) is caught up by a second
+look at every handout a few seconds after each move (RECHECK).
 
 A file that cannot be read or is not right is a refusal: logged once per reason, counted
 (`edgefd_device_keeper_refused_total{reason="decisions"}`), said by /readyz, and nothing is
@@ -17,6 +19,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,13 @@ from edgefd.runtime.runner import Lifeline
 from edgefd.runtime.watch import Watcher
 
 from .metrics import KeeperMetrics
-from .moves import Move, MoveTracker
+from .moves import Move, MoveTracker, catch_up
 from .service import Keeper, Report, Worker
 
 log = logging.getLogger("device-keeper")
 RESCAN = 30.0  # seconds: a read whatever the watch says
+# seconds after a move: catch-ups of every present handout (a container created meanwhile)
+RECHECK = (2.0, 10.0)
 _STOP = object()
 
 
@@ -46,6 +51,7 @@ class Following:
         metrics: KeeperMetrics,
         poll_interval: float = 0.25,
         rescan_interval: float = RESCAN,
+        recheck: tuple[float, ...] = RECHECK,
     ) -> None:
         self.path = Path(path)
         self.metrics = metrics
@@ -56,6 +62,8 @@ class Following:
         self.freshness = Freshness(rescan_interval, "read of the decisions")
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()  # the first read (start) and the watcher's
+        self.recheck = recheck
+        self._timers: list[threading.Timer] = []
         self._watcher = Watcher(
             self._changed,
             [self.path.parent],
@@ -113,7 +121,27 @@ class Following:
                         },
                     )
                 self._queue.put(m)
+            if any(m.old is not None for m in moves):
+                self._schedule_rechecks()
             return moves
+
+    def _schedule_rechecks(self) -> None:
+        self._timers = [t for t in self._timers if t.is_alive()]
+        for delay in self.recheck:
+            t = threading.Timer(delay, self._recheck)
+            t.daemon = True
+            t.start()
+            self._timers.append(t)
+
+    def _recheck(self) -> None:
+        """Catch-ups of every handout followed now: only a holder whose spec or ledger says
+        another number than the device's is granted (the rest are current, said nowhere)."""
+        with self._lock:
+            if self.last is None:
+                return
+            for h in self.tracker.following:
+                for m in catch_up(h, self.last):
+                    self._queue.put(replace(m, again=True))
 
     def _refuse(self, why: str) -> None:
         if why != self.refused:
@@ -131,6 +159,9 @@ class Following:
     def stop(self) -> None:
         """Stop reading, then let the move under way finish (its calls have timeouts)."""
         self._watcher.stop()
+        for t in self._timers:
+            t.cancel()
+            t.join(1)
         self._queue.put(_STOP)
         self.worker.join(30)
 

@@ -47,6 +47,7 @@ class Move:
     was: tuple[tuple[str, DeviceNumber], ...] = ()
     access: str = DEFAULT_ACCESS
     seen: float = 0.0  # wall clock of the scan that saw the new node (0: not known)
+    again: bool = False  # a second look after a move (follow.RECHECK): reported only if it acted
     decisions: Decisions = field(default_factory=lambda: Decisions(0.0), compare=False)
 
     @property

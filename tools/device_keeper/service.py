@@ -131,9 +131,26 @@ class Keeper:
                 out.append(Done(h, refused=str(e)))
                 continue
             kept = held_numbers(pods, h, move)
-            out += [self._contained(move, c, kept) for c in found]
+            out += [self._contained(move, c, kept) for c in found if self._given(move, c)]
         self.forget_gone(d.container for d in out)
         return out
+
+    def _given(self, move: Move, c: Container) -> bool:
+        """Whether the runtime gave `c` this device: its spec has a node at one of the paths
+        the device was given at. Names and labels say which container the kubelet means; only
+        the spec says the device went into it (a container of the same name never given it,
+        a force-deleted pod's, gets nothing)."""
+        if any(p in move.paths for p, _ in c.devices):
+            return True
+        log.warning(
+            "%s (container %s): its spec has no node at %s: the runtime did not give it %s, so "
+            "nothing is granted to it",
+            c.holder,
+            c.id[:12],
+            ", ".join(sorted(move.paths)),
+            move.device,
+        )
+        return False
 
     def _contained(self, move: Move, c: Container, kept: set[DeviceNumber]) -> Done:
         """One container's grant, whatever it did to its own /dev or cgroup: a failure is
@@ -205,13 +222,15 @@ class Keeper:
             return done
         if move.old is None and changed:
             log.warning(
-                "%s (container %s): %s was given %s, not the device's %s: a move missed "
-                "while the keeper was not running",
+                "%s (container %s): %s was given %s, not the device's %s: %s",
                 c.holder,
                 c.id[:12],
                 move.path,
                 ", ".join(str(n) for n in sorted(revoke)),
                 move.new,
+                "it was being created while the device moved"
+                if move.again
+                else "a move missed while the keeper was not running",
             )
         if not allow:
             done.node = "skipped: not granted"
@@ -340,6 +359,8 @@ class Keeper:
         """Handle every move the source yields until it ends (or the caller stops it)."""
         for move in source:
             done = self.handle(move)
+            if move.again and not any(d.cgroups or d.refused for d in done):
+                continue  # a second look that found every holder current
             if move.seen and any(d.cgroups for d in done):
                 took = max(0.0, time.time() - move.seen)
                 self.metrics.latency.set(took)

@@ -195,8 +195,10 @@ def main(
     from edgefd.runtime.runner import Reload, run
 
     from .app import build as build_parts
-    from .app import shown
+    from .app import check_sockets, shown
 
+    sockets_under = kubelet_dir if dra else None
+    check_sockets(opts, config, sockets_under)
     metrics = Metrics()
 
     def build(_lifeline: object) -> list[object]:
@@ -214,7 +216,7 @@ def main(
         listen=listen,
         metrics=metrics,
         reload=Reload(
-            lambda: load_config(config_path),
+            lambda: check_sockets(opts, load_config(config_path), sockets_under),
             config_path,
             current=config,
             changes=config_changes,

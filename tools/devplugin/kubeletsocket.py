@@ -33,13 +33,30 @@ from concurrent import futures
 
 import grpc
 
+from edgefd.core.errors import UsageError
 from edgefd.runtime.files import FileIdentity, file_identity
 from edgefd.runtime.watch import Watcher
 
 log = logging.getLogger(__name__)
 
+# the longest path a unix socket binds at: sun_path is 108 bytes with its terminating NUL
+MAX_PATH_BYTES = 107
+
 STOP_GRACE = 1.0  # seconds the calls under way get when a server stops
 STOP_TIMEOUT = 5.0
+
+
+def check_socket_path(path: str) -> str:
+    """`path`, or UsageError when the kernel cannot bind a socket there: refused before
+    anything is published, in one line, not gRPC's "Failed to bind" after the fact."""
+    n = len(os.fsencode(path))
+    if n > MAX_PATH_BYTES:
+        raise UsageError(
+            f"{path}: a socket path of {n} bytes; the kernel binds a unix socket at no more "
+            f"than {MAX_PATH_BYTES} (sun_path): give a shorter --kubelet-dir or --plugin-dir, "
+            "or a shorter resource name"
+        )
+    return path
 
 
 class KubeletSocket:
@@ -53,7 +70,7 @@ class KubeletSocket:
         streams: int = 0,
         name: str = "",
     ) -> None:
-        self.path = path
+        self.path = check_socket_path(path)
         self.add = add
         self.unary = unary
         self.streams = streams

@@ -26,6 +26,8 @@ Document shape::
         usb_bus_mount: true          # mount host /dev/bus/usb (see allocate.py)
         env: {NAME: value}
         mounts: [{host_path: /opt/x, container_path: /opt/x, read_only: true}]
+                                 # /, /proc, /sys, /dev/mem, the runtime's and kubelet's state
+                                 # and sockets (SENSITIVE): refused unless allow_sensitive: true
         temperature: {limit: 80, hysteresis: 5}   # °C (80, 82.5, "80C"): Unhealthy from the
                                  # limit up, Healthy again below limit - hysteresis; no limit:
                                  # the driver's trip point; `false`: never judged by it. Only
@@ -39,6 +41,7 @@ keeps the configuration in use), because every resource is a server and a thread
 from __future__ import annotations
 
 import logging
+import posixpath
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -221,10 +224,55 @@ def _bounded(f: Fields, key: str, limit: int, what: str) -> None:
         raise f.error(f"{n} {what}, at most {limit}", key)
 
 
+# What a resource's mount may not reach without `allow_sensitive: true` (the mount then says
+# plainly that the operator means it): the host's root, its kernel's views and memory, and the
+# node's runtime, kubelet and systemd state and sockets, through which any pod given the
+# resource could take the node. A mount of one of these, of a path under one, or of a directory
+# above one is refused (a symlink on the host is not followed here: name the real path).
+SENSITIVE = (
+    "/proc",
+    "/sys",
+    "/dev/mem",
+    "/dev/kmem",
+    "/dev/port",
+    "/boot",
+    "/etc/kubernetes",
+    "/var/lib/kubelet",
+    "/var/lib/rancher",
+    "/var/lib/k0s",
+    "/var/snap/microk8s",
+    "/run/containerd",
+    "/run/crio",
+    "/run/k3s",
+    "/run/k0s",
+    "/run/docker.sock",
+    "/run/systemd",
+    "/var/run",
+    "/var/lib/containerd",
+)
+
+
+def sensitive(host_path: str) -> str | None:
+    """The sensitive path `host_path` reaches (is, is under, or holds), or None."""
+    p = posixpath.normpath(re.sub("/+", "/", host_path))
+    for s in SENSITIVE:
+        if p == s or p.startswith(s + "/") or s.startswith(p.rstrip("/") + "/"):
+            return s
+    return None
+
+
 def _parse_mount(f: Fields) -> MountSpec:
     host = f.str("host_path")
     if not host or not host.startswith("/"):
         raise f.error("must be an absolute path", "host_path")
+    reached = sensitive(host)
+    if reached is not None and not f.bool("allow_sensitive", False):
+        where = "is" if posixpath.normpath(host) == reached else "reaches"
+        raise f.error(
+            f"{host!r} {where} {reached}: every pod given the resource would get it, which "
+            "can take the node; refused unless the mount says allow_sensitive: true",
+            "host_path",
+        )
     container = f.str("container_path", host) or host
     if not container.startswith("/"):
         raise f.error("must be an absolute path", "container_path")
@@ -274,7 +322,10 @@ def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
     env = dict(base.env)
     env.update(env_pairs(f, "env"))
     mounts = tuple(
-        _parse_mount(m) for m in f.children("mounts", ("host_path", "container_path", "read_only"))
+        _parse_mount(m)
+        for m in f.children(
+            "mounts", ("host_path", "container_path", "read_only", "allow_sensitive")
+        )
     )
     res = replace(
         base,

@@ -42,12 +42,17 @@ class Signals:
         self.stop_requested = False
         self._reload_requested = False
         self._starting = False
+        self._old_wakeup: int | None = None
 
     def install(self) -> Signals:
         """Take over the signals (main thread only); `restore()` gives them back."""
         sigs = (*STOP_SIGNALS, signal.SIGHUP) if self._reload else STOP_SIGNALS
         for s in sigs:
             self._old[s] = signal.signal(s, self._handle)
+        # The kernel may deliver a signal to any thread (gRPC's, a watcher's), and Python runs
+        # the handler only when the main thread next runs: asleep in wait(), it would not, so
+        # the interpreter's own C handler writes to the pipe as well and wakes it at once.
+        self._old_wakeup = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
         return self
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
@@ -104,6 +109,9 @@ class Signals:
         self.drain()
 
     def restore(self) -> None:
+        if self._old_wakeup is not None:
+            signal.set_wakeup_fd(self._old_wakeup)
+            self._old_wakeup = None
         for s, h in self._old.items():
             signal.signal(s, h)
         self._old.clear()
