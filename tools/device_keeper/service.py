@@ -24,11 +24,12 @@ from edgefd.runtime.runner import Lifeline
 from . import nodes
 from .cgroupv2 import GrantRefused, Unrestricted
 from .containers import Container, NotThisContainer, cgroup_dirs
-from .grant import SystemdManaged, allowed_now, grant
+from .grant import SystemdManaged, grant
 from .holders import Holder, holders
 from .ledger import Ledger, Unsaved
 from .metrics import KeeperMetrics
 from .moves import Move, number
+from .proof import given, unproven
 from .rules import DeviceNumber
 from .systemd import Systemd
 
@@ -131,26 +132,9 @@ class Keeper:
                 out.append(Done(h, refused=str(e)))
                 continue
             kept = held_numbers(pods, h, move)
-            out += [self._contained(move, c, kept) for c in found if self._given(move, c)]
+            out += [self._contained(move, c, kept) for c in found if given(move, c)]
         self.forget_gone(d.container for d in out)
         return out
-
-    def _given(self, move: Move, c: Container) -> bool:
-        """Whether the runtime gave `c` this device: its spec has a node at one of the paths
-        the device was given at. Names and labels say which container the kubelet means; only
-        the spec says the device went into it (a container of the same name never given it,
-        a force-deleted pod's, gets nothing)."""
-        if any(p in move.paths for p, _ in c.devices):
-            return True
-        log.warning(
-            "%s (container %s): its spec has no node at %s: the runtime did not give it %s, so "
-            "nothing is granted to it",
-            c.holder,
-            c.id[:12],
-            ", ".join(sorted(move.paths)),
-            move.device,
-        )
-        return False
 
     def _contained(self, move: Move, c: Container, kept: set[DeviceNumber]) -> Done:
         """One container's grant, whatever it did to its own /dev or cgroup: a failure is
@@ -262,21 +246,11 @@ class Keeper:
         for p in move.paths:
             out |= self.ledger.granted(c.id, p)
         if self.ledger.lost:
-            out |= self.unproven(move, c)
+            out |= unproven(move, c, self.cgroup_fs, self.systemd)
         if move.old is not None:
             out.add(move.old)
         out.discard(move.new)
         return out
-
-    def unproven(self, move: Move, c: Container) -> set[DeviceNumber]:
-        """With the ledger lost: every number of the device's type and major the container's
-        cgroups allow now that the runtime did not give it at another path (kept numbers, of
-        devices it holds now, are taken out by the caller)."""
-        elsewhere = {n for p, n in c.devices if p != move.path and p not in move.paths}
-        out: set[DeviceNumber] = set()
-        for d in c.cgroup_dirs(self.cgroup_fs):
-            out |= allowed_now(d, self.systemd)
-        return {n for n in out - elsewhere if (n.type, n.major) == (move.new.type, move.new.major)}
 
     def _not_granted(self, c: Container, done: Done, e: EdgefdError) -> None:
         """Refused (a systemd scope, a program that cannot be extended) or failed (the kernel

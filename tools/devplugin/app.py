@@ -18,7 +18,6 @@ reloads. In order:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,35 +246,3 @@ def build(
     if dra is not None:
         parts.dra = dra(config, opts.layout, metrics, inventory, dirs)
     return parts
-
-
-def socket_paths(opts: Options, config: Config, kubelet_dir: str | None) -> list[str]:
-    """Every unix socket this process binds: each device-plugin resource's, and with
-    `kubelet_dir` (DRA) the registration and service sockets."""
-    out = []
-    if opts.device_plugin:
-        from .v1beta1.resource import socket_name
-
-        out += [os.path.join(opts.plugin_dir, socket_name(r.name)) for r in config.resources]
-    if kubelet_dir is not None:
-        from .dra.kubeletplugin import (
-            REGISTRY_SUBDIR,
-            SERVICE_SOCKET,
-            KubeletPlugin,
-            registration_socket_name,
-        )
-
-        out.append(os.path.join(kubelet_dir, REGISTRY_SUBDIR, registration_socket_name()))
-        out.append(os.path.join(KubeletPlugin.plugin_dir_of(kubelet_dir), SERVICE_SOCKET))
-    return out
-
-
-def check_sockets(opts: Options, config: Config, kubelet_dir: str | None) -> Config:
-    """`config`, once every socket it makes this process bind fits the kernel's limit
-    (kubeletsocket.check_socket_path): at start and at each reload, before anything is
-    published or served."""
-    from .kubeletsocket import check_socket_path
-
-    for path in socket_paths(opts, config, kubelet_dir):
-        check_socket_path(path)
-    return config

@@ -195,7 +195,7 @@ def main(
     from edgefd.runtime.runner import Reload, run
 
     from .app import build as build_parts
-    from .app import check_sockets, shown
+    from .app import shown
 
     sockets_under = kubelet_dir if dra else None
     check_sockets(opts, config, sockets_under)
@@ -277,3 +277,35 @@ def _dra_frontend(s: DraSettings, kubeconfig: str | None, timeout: float) -> Dra
         return DraFrontend(opts, config, links, api, metrics, inventory, dirs, claims)
 
     return make
+
+
+def socket_paths(opts: Options, config: Config, kubelet_dir: str | None) -> list[str]:
+    """Every unix socket this process binds: each device-plugin resource's, and with
+    `kubelet_dir` (DRA) the registration and service sockets."""
+    out = []
+    if opts.device_plugin:
+        from .v1beta1.resource import socket_name
+
+        out += [os.path.join(opts.plugin_dir, socket_name(r.name)) for r in config.resources]
+    if kubelet_dir is not None:
+        from .dra.kubeletplugin import (
+            REGISTRY_SUBDIR,
+            SERVICE_SOCKET,
+            KubeletPlugin,
+            registration_socket_name,
+        )
+
+        out.append(os.path.join(kubelet_dir, REGISTRY_SUBDIR, registration_socket_name()))
+        out.append(os.path.join(KubeletPlugin.plugin_dir_of(kubelet_dir), SERVICE_SOCKET))
+    return out
+
+
+def check_sockets(opts: Options, config: Config, kubelet_dir: str | None) -> Config:
+    """`config`, once every socket it makes this process bind fits the kernel's limit
+    (kubeletsocket.check_socket_path): at start and at each reload, before anything is
+    published or served."""
+    from .kubeletsocket import check_socket_path
+
+    for path in socket_paths(opts, config, kubelet_dir):
+        check_socket_path(path)
+    return config

@@ -41,7 +41,6 @@ keeps the configuration in use), because every resource is a server and a thread
 from __future__ import annotations
 
 import logging
-import posixpath
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +60,7 @@ from edgefd.bus.catalogue import (
 from edgefd.core.errors import BadInput
 from edgefd.core.labels import check_key
 from edgefd.core.schema import Fields, read_yaml
+from edgefd.devplugin.mounts import sensitive
 from edgefd.inventory.device import Device
 from edgefd.inventory.naming import container_path as alias_path
 from edgefd.inventory.select import ID_FROM, Selector
@@ -224,53 +224,15 @@ def _bounded(f: Fields, key: str, limit: int, what: str) -> None:
         raise f.error(f"{n} {what}, at most {limit}", key)
 
 
-# What a resource's mount may not reach without `allow_sensitive: true` (the mount then says
-# plainly that the operator means it): the host's root, its kernel's views and memory, and the
-# node's runtime, kubelet and systemd state and sockets, through which any pod given the
-# resource could take the node. A mount of one of these, of a path under one, or of a directory
-# above one is refused (a symlink on the host is not followed here: name the real path).
-SENSITIVE = (
-    "/proc",
-    "/sys",
-    "/dev/mem",
-    "/dev/kmem",
-    "/dev/port",
-    "/boot",
-    "/etc/kubernetes",
-    "/var/lib/kubelet",
-    "/var/lib/rancher",
-    "/var/lib/k0s",
-    "/var/snap/microk8s",
-    "/run/containerd",
-    "/run/crio",
-    "/run/k3s",
-    "/run/k0s",
-    "/run/docker.sock",
-    "/run/systemd",
-    "/var/run",
-    "/var/lib/containerd",
-)
-
-
-def sensitive(host_path: str) -> str | None:
-    """The sensitive path `host_path` reaches (is, is under, or holds), or None."""
-    p = posixpath.normpath(re.sub("/+", "/", host_path))
-    for s in SENSITIVE:
-        if p == s or p.startswith(s + "/") or s.startswith(p.rstrip("/") + "/"):
-            return s
-    return None
-
-
 def _parse_mount(f: Fields) -> MountSpec:
     host = f.str("host_path")
     if not host or not host.startswith("/"):
         raise f.error("must be an absolute path", "host_path")
-    reached = sensitive(host)
-    if reached is not None and not f.bool("allow_sensitive", False):
-        where = "is" if posixpath.normpath(host) == reached else "reaches"
+    why = sensitive(host)
+    if why is not None and not f.bool("allow_sensitive", False):
         raise f.error(
-            f"{host!r} {where} {reached}: every pod given the resource would get it, which "
-            "can take the node; refused unless the mount says allow_sensitive: true",
+            f"{host!r} {why}: every pod given the resource would get it, which can take the "
+            "node; refused unless the mount says allow_sensitive: true",
             "host_path",
         )
     container = f.str("container_path", host) or host
