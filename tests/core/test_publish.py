@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgefd.core import publish
-from edgefd.core.errors import OutputError
+from edgefd.core.errors import OutputError, UsageError
 from edgefd.core.publish import Publisher, write_atomic
 
 
@@ -131,9 +131,10 @@ def test_the_publisher_is_the_one_change_check(
 def test_a_producer_refuses_a_missing_features_dir_unless_told_to_create_it(
     tmp_path: Path,
 ) -> None:
-    """Issue 32 item 7: a typo in --features-dir is exit 4, not a new directory no one reads."""
+    """Issue 32 item 7: a typo in --features-dir is a usage error (exit 2, as feature-sink's),
+    not a new directory no one reads."""
     typo = tmp_path / "features.dd"
-    with pytest.raises(OutputError) as e:
+    with pytest.raises(UsageError) as e:
         publish.features_directory(typo, create=False)
     assert str(e.value) == (
         f"features directory {typo} does not exist (pass --create-features-dir to create it)"

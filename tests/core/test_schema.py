@@ -186,3 +186,13 @@ def test_a_kubeconfig_may_be_a_pipe_read_to_its_end(tmp_path: Path) -> None:
             read_text(f"/dev/fd/{r}", "kubeconfig", 16, pipe=True)
     finally:
         os.close(r)
+
+
+def test_a_file_that_is_not_utf8_says_so_where_it_breaks(tmp_path: Path) -> None:
+    """Issue 45 item 7: Python's codec words ('utf-8' codec can't decode byte 0xc4 in
+    position 0: invalid continuation byte) became edgefd's, as the sink says of a feature file."""
+    p = tmp_path / "resources.yaml"
+    p.write_bytes(b"resources: []\n# caf\xc4\n")
+    with pytest.raises(BadInput) as e:
+        read_yaml(p, "configuration")
+    assert str(e.value) == f"cannot read configuration {p}: not UTF-8 text (byte 0xc4 at offset 19)"

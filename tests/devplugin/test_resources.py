@@ -538,3 +538,18 @@ def test_a_sensitive_mount_is_taken_when_the_config_says_so_and_ordinary_ones_al
     )
     [res] = parse_config(doc, "resources.yaml").resources
     assert [m.host_path for m in res.mounts] == ["/sys/class/apex", "/procfs-data", "/opt/edgetpu"]
+
+
+def test_the_configmap_itself_is_told_apart_from_its_file() -> None:
+    """Issue 45 item 7: `devplugin --config k8s/configmap.yaml` said `apiVersion: unknown
+    field`; now what the file is and which key holds the configuration."""
+    from edgefd.core.schema import read_yaml
+    from tests.devplugin.command import ROOT
+
+    doc = read_yaml(ROOT / "k8s" / "configmap.yaml", "configuration")
+    with pytest.raises(BadInput) as e:
+        parse_config(doc, "k8s/configmap.yaml")
+    assert str(e.value).startswith(
+        "k8s/configmap.yaml: a Kubernetes ConfigMap, not the resources configuration: pass the "
+        "file one of its data keys holds (resources.yaml)"
+    )

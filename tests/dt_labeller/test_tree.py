@@ -333,3 +333,16 @@ def test_a_blob_the_user_pipes_in_is_read(tmp_path: Path) -> None:
         assert tree.read_blob_file(f"/proc/self/fd/{r}", allow_pipe=True) == blob
     finally:
         os.close(r)
+
+
+@pytest.mark.parametrize(
+    "source", [b"/dts-v1/;\n/ { };\n", b"\n  /dts-v1/;", b'/include/ "a.dtsi"']
+)
+def test_devicetree_source_is_told_to_be_compiled(source: bytes) -> None:
+    """Issue 45 item 7: a .dts given as the blob was '17 bytes is too short for a devicetree
+    header'; now the command that makes the blob."""
+    with pytest.raises(
+        MalformedTree,
+        match=r"devicetree source \(\.dts\): compile it first with `dtc -I dts -O dtb",
+    ):
+        parse_blob(source)

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .errors import OutputError
+from .errors import OutputError, UsageError
 from .nudge import Nudge
 from .output import write_stdout
 from .regular import Refused, read_regular
@@ -61,16 +61,17 @@ def _same_content(path: Path, data: bytes, own: bool = False) -> bool:
 
 
 def features_directory(path: str | os.PathLike[str], create: bool) -> None:
-    """Check, before a producer scans, that its features.d is there: OutputError if it is
-    missing (unless `create`: then it is made, parents and all) or is not a directory. A
+    """Check, before a producer scans, that its features.d is there: UsageError (exit 2) if it
+    is missing (unless `create`: then it is made, parents and all), OutputError if it is not
+    a directory or cannot be made. A
     producer never makes one silently: `--features-dir /etc/kubernetes/node-feature-discovry`
     would otherwise be a directory that no reader watches, and labels that never appear."""
     if os.path.isdir(path):
         return
     if os.path.lexists(path):
         raise OutputError(f"features directory {path} is not a directory")
-    if not create:
-        raise OutputError(
+    if not create:  # the command line's mistake, as feature-sink says of its --features-dir
+        raise UsageError(
             f"features directory {path} does not exist (pass --create-features-dir to create it)"
         )
     try:

@@ -143,9 +143,13 @@ def read_text(
         return data.decode("utf-8")
     except Refused as e:
         raise BadInput(f"cannot read {what} {path}: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-        raise BadInput(f"cannot read {what} {path}: {reason}") from None
+    except UnicodeDecodeError as e:
+        raise BadInput(
+            f"cannot read {what} {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+            f"offset {e.start})"
+        ) from None
+    except OSError as e:
+        raise BadInput(f"cannot read {what} {path}: {e.strerror or e}") from None
 
 
 def read_yaml(path: str | Path, what: str) -> Any:

@@ -312,6 +312,13 @@ def _parse_resource(f: Fields, catalogue: Catalogue | None) -> Resource:
 
 def parse_config(data: Any, source: str, catalogue: Catalogue | None = None) -> Config:
     """Validate a parsed YAML document into a Config; BadInput names the field at fault."""
+    if isinstance(data, dict) and data.get("kind") == "ConfigMap":
+        keys = ", ".join(sorted(map(str, data.get("data") or {}))) or "none"
+        raise BadInput(
+            f"{source}: a Kubernetes ConfigMap, not the resources configuration: pass the file "
+            f"one of its data keys holds ({keys}), as the pod mounts it, e.g. kubectl get "
+            "configmap edgefd-devplugin -n edgefd -o jsonpath='{.data.resources\\.yaml}'"
+        )
     f = Fields({} if data is None else data, "", ("resources", "forget_after"), source)
     _bounded(f, "resources", MAX_RESOURCES, "resources (each is a server and a thread of its own)")
     resources = tuple(

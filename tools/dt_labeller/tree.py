@@ -95,6 +95,11 @@ def check_header(data: bytes) -> tuple[int, int, int, int]:
     only has to check positions against these bounds.
     """
     size = len(data)
+    if data.lstrip().startswith((b"/dts-v1/", b"/dts-v0/", b"/ {", b"/include/")):
+        raise MalformedTree(
+            "it is devicetree source (.dts): compile it first with "
+            "`dtc -I dts -O dtb -o board.dtb board.dts`"
+        )
     if size < HEADER_SIZE - 4:
         raise MalformedTree(f"{size} bytes is too short for a devicetree header")
     magic = _u32(data, 0)
