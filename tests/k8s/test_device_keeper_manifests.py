@@ -98,7 +98,11 @@ def keeper_violations(ds: dict[str, Any]) -> list[str]:
         v = volumes[m["name"]]
         if m["mountPath"] == TOKEN_PATH or "projected" in v:
             out.append("must have no API token")
-        if "emptyDir" in v:  # devplugin's decisions, read-only: the devices it follows
+        if "emptyDir" in v:  # devplugin's decisions, read-only: the devices it follows;
+            # and its own notice (a refused grant), writable, which feature-sink reads
+            own = m["name"] == f"{KEEPER}-notices" and m["mountPath"] == "/run/edgefd/notices"
+            if own and m.get("readOnly") is not True:
+                continue
             if m.get("readOnly") is not True or m["name"] != "decisions":
                 out.append(f"{m['mountPath']}: only devplugin's decisions, read-only")
             continue
@@ -129,11 +133,16 @@ def keeper_violations(ds: dict[str, Any]) -> list[str]:
 
 
 def without_keeper(ds: dict[str, Any]) -> dict[str, Any]:
-    """The DaemonSet less the keeper container and the volumes only it mounts."""
+    """The DaemonSet less the keeper container, the volumes only it mounts, and its notice
+    (the emptyDir it writes, which feature-sink reads)."""
     ds = copy.deepcopy(ds)
     spec = pod_spec(ds)
     c = container(spec, KEEPER)
     spec["containers"].remove(c)
+    written = {m["name"] for m in c.get("volumeMounts", []) if m["name"] == f"{KEEPER}-notices"}
+    for _, o in all_containers(spec):
+        if "volumeMounts" in o:
+            o["volumeMounts"] = [m for m in o["volumeMounts"] if m["name"] not in written]
     mine = {m["name"] for m in c.get("volumeMounts", [])}
     used = {m["name"] for _, o in all_containers(spec) for m in o.get("volumeMounts", [])}
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in mine - used]

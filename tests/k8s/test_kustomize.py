@@ -290,7 +290,7 @@ def test_nodefeature(base: list[dict[str, Any]]) -> None:
 # what only devplugin and device-keeper mount (host-sys is the producers' too)
 PLUGIN_VOLUMES = {"host-dev", "device-plugins", "devplugin-config", "host-proc", "host-cgroup",
                   "pod-resources", "cri-socket", "keeper-state", "host-systemd",
-                  "devplugin-notices", "decisions"}  # fmt: skip
+                  "devplugin-notices", "device-keeper-notices", "decisions"}  # fmt: skip
 
 
 def test_no_devplugin(base: list[dict[str, Any]]) -> None:

@@ -538,9 +538,10 @@ def test_each_writer_alone_writes_its_notices_and_the_sink_reads_them_by_where()
     assert {p: n for p, n in read.items() if p.startswith(NOTICES)} == {
         f"{NOTICES}/bus-scan": "bus-scan-notices",
         f"{NOTICES}/devplugin": "devplugin-notices",
+        f"{NOTICES}/device-keeper": "device-keeper-notices",  # a refused grant (issue 43)
     }
     assert "--notice-dir=/run/edgefd/notices" in sink["command"]
-    for writer in ("bus-scan", "devplugin"):
+    for writer in ("bus-scan", "devplugin", "device-keeper"):
         (m,) = [m for m in container(spec, writer)["volumeMounts"] if m["mountPath"] == NOTICES]
         assert m["name"] == f"{writer}-notices" and not m.get("readOnly")
     assert notice_violations(spec) == []

@@ -44,7 +44,8 @@ MAX_FILE_SIZE = 4096
 MAX_MESSAGE = 1024
 MAX_WRITERS = 16  # directories under the sink's --notice-dir: the pod has two
 CONFIG_RELOAD_FAILED = "ConfigReloadFailed"
-REASONS = frozenset({CONFIG_RELOAD_FAILED})
+GRANT_REFUSED = "DeviceGrantRefused"  # device-keeper: a holder not granted a moved device
+REASONS = frozenset({CONFIG_RELOAD_FAILED, GRANT_REFUSED})
 UNREADABLE = "NoticeUnreadable"  # the sink's reason for a file that is not a notice
 _WRITER = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 

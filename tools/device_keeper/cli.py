@@ -27,6 +27,7 @@ from edgefd.cli import (
     guarded,
     host_root_option,
     listen_option,
+    notice_dir_option,
     output_option,
     verbose_option,
 )
@@ -206,6 +207,11 @@ def grant_cmd(
     "every node it granted is still revoked when the device moves on ('': remember nothing).",
 )
 @systemd_socket_option(" on the host")
+@notice_dir_option(
+    "The keeper's own directory, which feature-sink reads as its writer's: a refused grant "
+    "is written there as the file `notice`, which feature-sink posts as a Warning Event on "
+    "the Node. Unset: the log and the metrics only."
+)
 @listen_option(DEFAULT_LISTEN)
 @dry_run_option
 @output_option
@@ -218,6 +224,7 @@ def serve_cmd(
     cri_socket: str,
     state_dir: str,
     systemd_socket: str,
+    notice_dir: str | None,
     listen: Listen,
     dry_run: bool,
     output: str,
@@ -268,8 +275,14 @@ def serve_cmd(
 
         return show(decisions_path, keeper, output)
     keeper.forget_gone()
+    from edgefd.core.notices import board_for
+
+    from .notice import RefusalNotice
+
+    notice = RefusalNotice(board_for(notice_dir, TOOL))
 
     def report(move: Any, done: list[Any]) -> None:
+        notice.after(move, done)
         if output == "json":  # one line a move: a stream to follow, not one document
             from edgefd.core.output import write_stdout
 

@@ -151,6 +151,7 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             - --host-root=/host
             - --decisions=/run/edgefd/decisions/decisions.json
             - --state-dir=/host/var/lib/edgefd/device-keeper
+            - --notice-dir=/run/edgefd/notices
           env:
             - {name: EDGEFD_LISTEN, value: "{{ $listen }}:8084"}
             - {name: EDGEFD_KUBELET_DIR, value: {{ $kubeletDir }}}
@@ -208,6 +209,8 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
             # devplugin's decisions: which devices it hands out, as what, at which container
             # path and number; the keeper follows exactly those
             - {name: decisions, mountPath: /run/edgefd/decisions, readOnly: true}
+            # its notice (a refused grant), which feature-sink posts as a Warning Event
+            - {name: device-keeper-notices, mountPath: /run/edgefd/notices}
         {{- end }}
 {{- end }}
 
@@ -287,5 +290,9 @@ DaemonSet of its own, an ordinary container: nothing comes before it there
           hostPath:
             path: /run/systemd
             type: DirectoryOrCreate
+        # the keeper's notice (a refused grant), read by feature-sink in the one pod
+        - name: device-keeper-notices
+          emptyDir:
+            sizeLimit: 1Mi
         {{- end }}
 {{- end }}
