@@ -903,3 +903,20 @@ def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[s
     for name in DRA_POLICIES:  # hooks too, but objects of the release: deleted with it
         r = kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name)
         assert "NotFound" in r.stderr, name
+
+
+def test_the_packaged_chart_renders_what_the_checkout_does(tmp_path: Path) -> None:
+    """Issue 45 item 1: the chart installs from a package (`helm package`, what the release
+    workflow pushes as oci://ghcr.io/<owner>/charts/edgefd), not only from a checkout: the
+    archive holds every file the render needs and nothing of the tests."""
+    import tarfile
+
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    [tgz] = tmp_path.glob("edgefd-*.tgz")
+    with tarfile.open(tgz) as t:
+        names = t.getnames()
+    assert "edgefd/Chart.yaml" in names and "edgefd/values.schema.json" in names
+    assert not [n for n in names if "/tests/" in n or n.endswith((".pyc", ".orig"))]
+    for args in ((), ("--set", "devicePlugin.api=dra")):
+        packaged = helm("template", RELEASE, str(tgz), *args).stdout
+        assert packaged == helm("template", RELEASE, str(CHART), *args).stdout
