@@ -230,7 +230,7 @@ def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
         watch = WatchContext(inventory, lifeline, metrics, labelling.config_path)
         session = scanning.make_session(watch=watch)
         inventory.subscribe(session.on_snapshot, name="feature files")
-        return [inventory, session]  # watch, then the first scan
+        return [Watched(inventory), session]  # watch, then the first scan
 
     reload = None
     if labelling.config_path is not None:
@@ -253,3 +253,23 @@ def _watch(scanning: Scanning, outputs: Outputs, watching: Watching) -> int:
 
 def _listen_text(listen: Listen) -> str:
     return "off" if listen is None else f"{listen[0] or '0.0.0.0'}:{listen[1]}"
+
+
+class Watched:
+    """The scanner's inventory as a component of the runner, less `reconfigure`: a scanner's
+    --config says how to label (the session takes it), not what to watch, while the
+    inventory's reconfigure takes devplugin's resources (handed the scanner's config, the first
+    reload ended the watch: 'list' object has no attribute 'selectors')."""
+
+    def __init__(self, inventory: Any) -> None:
+        self.inventory = inventory
+
+    def start(self) -> None:
+        self.inventory.start()
+
+    def stop(self) -> None:
+        self.inventory.stop()
+
+    def alive(self) -> tuple[bool, str]:
+        result: tuple[bool, str] = self.inventory.alive()
+        return result
