@@ -134,7 +134,7 @@ def test_duration_option_takes_units_and_refuses_what_is_not_a_time():
         ("usb-scan", "--catalogue", ["--dry-run"]),
         ("pci-scan", "--config", ["--dry-run"]),
         ("devplugin", "--config", ["--dry-run"]),
-        ("device-keeper", "--config", ["serve", "--listen", "", "--state-dir", ""]),
+        # device-keeper reads no file at its start: devplugin's decisions may come later
         ("dt-labeller", "--dtb", ["--dry-run"]),
     ],
 )

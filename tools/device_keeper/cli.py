@@ -104,7 +104,7 @@ def systemd_socket_option(help_root: str) -> Any:
         default="/run/systemd/private",
         show_default=True,
         envvar="EDGEFD_SYSTEMD_SOCKET",
-        help="systemd's private socket"
+        help="The private socket of systemd"
         + help_root
         + ": under the systemd cgroup driver a grant is the container scope's DeviceAllow= "
         "too, or a daemon-reload undoes it ('': none; such grants are refused).",
