@@ -164,9 +164,13 @@ class Node:
             t_kubelet - t,
             time.monotonic() - t_kubelet,
         )
-        left = self.cgroups.kill_all()
+        init = self.ns.init
+        expected = {p for p in self.cgroups.pids() if init is not None and init.owns(p)}
+        left = {p: _comm(p) for p in self.cgroups.pids() - expected}  # named before the kill
+        left = {p: c for p, c in left.items() if p in self.cgroups.kill_all()}
         if left:
-            problems.append(f"killed {len(left)} leftover process(es) of the node")
+            what = ", ".join(sorted(set(left.values())))
+            problems.append(f"killed {len(left)} leftover process(es) of the node ({what})")
         self.ns.stop()
         if self.systemd:  # its init's processes are its cgroups' (and it made many)
             self.cgroups.kill_all()
@@ -304,3 +308,10 @@ class Node:
         """A file's inode and change time as the node sees it (a recreated file may get the
         freed inode number back; its ctime is new)."""
         return self.ns.run(["stat", "-L", "-c", "%i %z", inside]).stdout.strip()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"

@@ -176,6 +176,17 @@ class NodeInit:
             raise NodeInitError(f"systemctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout
 
+    def owns(self, pid: int) -> bool:
+        """Whether `pid` is the init's own (the wrapper, systemd, a process of its units),
+        not one the node's kubelet or runtime started."""
+        if pid in (self.pid, self._proc.pid if self._proc is not None else None):
+            return True
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return False
+        return any("/init.scope" in ln or "/system.slice" in ln for ln in lines)
+
     def stop(self) -> None:
         """Kill it: PID 1 of its namespace, every process there goes with it."""
         kill(self._proc, grace=0.0)
