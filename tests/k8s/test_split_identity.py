@@ -79,13 +79,12 @@ def test_two_daemonsets_each_container_as_in_the_one_pod(dra: bool) -> None:
     assert container(plugin, "devplugin") == sidecar
     # securityContext, probes, ports, mounts: all as in the one pod
     assert container(plugin, "device-keeper") == container(whole, "device-keeper")
-    # feature-sink as in the one pod, less the read-only mount of devplugin's notices: no
-    # devplugin here, and its directory stays in devplugin's pod, read by nobody
+    # feature-sink as in the one pod, less the read-only mounts of devplugin's and the keeper's
+    # notices: neither is here, and their directories stay in their pod, read by nobody
+    gone = ("/run/edgefd/notices/devplugin", "/run/edgefd/notices/device-keeper")
     sink = copy.deepcopy(container(whole, "feature-sink"))
-    sink["volumeMounts"] = [
-        m for m in sink["volumeMounts"] if m["mountPath"] != "/run/edgefd/notices/devplugin"
-    ]
-    assert len(sink["volumeMounts"]) == len(container(whole, "feature-sink")["volumeMounts"]) - 1
+    sink["volumeMounts"] = [m for m in sink["volumeMounts"] if m["mountPath"] not in gone]
+    assert len(sink["volumeMounts"]) == len(container(whole, "feature-sink")["volumeMounts"]) - 2
     assert container(labels, "feature-sink") == sink
     # each pod has exactly the volumes its containers mount, as the one pod has them
     volumes = {v["name"]: v for v in whole["volumes"]}
