@@ -186,3 +186,31 @@ def test_the_thread_sends_it_without_being_asked(fdir: Path) -> None:
     n.wrote(fdir / "usb-scan", True)
     assert done.wait(5)
     assert sent == [fdir / "usb-scan"]
+
+
+def test_flush_waits_for_an_event_another_thread_is_sending(tmp_path: Path) -> None:
+    """The background thread takes a due event off the list, then sends it: a flush in between
+    saw nothing due and let the process end before the event was sent (dt-labeller's trailing
+    event, lost once in a loaded .ci/run). flush now waits for it."""
+    started, release, sent = threading.Event(), threading.Event(), []
+
+    def slow_event(p: Path) -> bool:
+        started.set()
+        release.wait(5)
+        sent.append(p)
+        return True
+
+    n = Nudge(event=slow_event, threaded=False, clock=lambda: 100.0)
+    n.wrote(tmp_path / "f", recent=True)
+    n._due[tmp_path / "f"] = 0.0  # due now
+    t = threading.Thread(target=n.fire_due)
+    t.start()
+    assert started.wait(5)
+    done = threading.Event()
+    flusher = threading.Thread(target=lambda: (n.flush(sleep=lambda s: None), done.set()))
+    flusher.start()
+    assert not done.wait(0.3) and sent == []  # still waiting for the event under way
+    release.set()
+    assert done.wait(5) and sent == [tmp_path / "f"]
+    t.join(5)
+    flusher.join(5)

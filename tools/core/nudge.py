@@ -81,6 +81,7 @@ class Nudge:
         self.sent = 0  # trailing events sent (tests, logs)
         self._last: float | None = None  # this process's last event in a watched directory
         self._due: dict[Path, float] = {}  # file -> clock time of its trailing event
+        self._firing = 0  # events taken off _due and not yet sent (another thread's)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -120,15 +121,20 @@ class Nudge:
             ready = [p for p, at in self._due.items() if at <= now]
             for p in ready:
                 del self._due[p]
+            self._firing += len(ready)
         fired = []
-        for p in ready:
-            if self.event(p):
-                fired.append(p)
-                log.debug("trailing event for %s (after a second change within NFD's tick)", p)
-        if fired:
+        try:
+            for p in ready:
+                if self.event(p):
+                    fired.append(p)
+                    log.debug("trailing event for %s (after a second change within NFD's tick)", p)
+        finally:
             with self._cond:
-                self.sent += len(fired)
-                self._last = self.clock()  # itself an event: a write right after needs one too
+                self._firing -= len(ready)
+                if fired:
+                    self.sent += len(fired)
+                    self._last = self.clock()  # itself an event: a write right after needs one
+                self._cond.notify_all()
         return fired
 
     def flush(self, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -137,6 +143,10 @@ class Nudge:
             if wait > 0:
                 sleep(wait)
             self.fire_due()
+        # the background thread may have taken an event off the list and not sent it yet:
+        # a process that ended now would lose it (a run on a loaded machine did)
+        with self._cond:
+            self._cond.wait_for(lambda: self._firing == 0, timeout=5.0)
 
     def _wait_locked(self) -> float | None:
         if not self._due:
