@@ -36,9 +36,10 @@ def _registrations() -> float:
         return -1.0
 
 
-def with_evict_after(run: Run) -> float:
+def with_evict_after(run: Run, pods: int = 1) -> float:
     """Roll the DaemonSet running devplugin with `--evict-after`; seconds until it registered
-    again."""
+    again (``pods``: one per node of the run; the first node's registration is waited for,
+    every node's slice by the caller)."""
     path = devplugin_daemonset(run.api)
     ds = run.api.get(path)
     c = spec_container(ds["spec"]["template"]["spec"], "devplugin")
@@ -51,17 +52,17 @@ def with_evict_after(run: Run) -> float:
         return spec_container(pod["spec"], "devplugin")["command"]
 
     def rolled() -> bool:
-        pods = devplugin_pods(run.api)
+        now = devplugin_pods(run.api)
         flagged = [
             p
-            for p in pods
+            for p in now
             if any("--evict-after" in a for a in command(p))
             and any(
                 cond["type"] == "Ready" and cond["status"] == "True"
                 for cond in p.get("status", {}).get("conditions") or ()
             )
         ]
-        return len(flagged) == 1 and len(pods) == 1
+        return len(flagged) == pods and len(now) == pods
 
     wait_for("devplugin rolled with --evict-after", rolled, timeout=120, interval=0.2)
     wait_for("plugin registered", lambda: _registrations() > 0, timeout=60, interval=0.1)

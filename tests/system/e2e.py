@@ -37,7 +37,7 @@ from tests.peers.processes import REPO_ROOT, harness_bin_dir
 from .cgroups import stale_roots
 from .layouts import LAYOUTS
 from .scenario import OVERLAY, Scenario, overlay_settings, rendered_daemonset, run_scenario
-from .session import DEFAULT_NODE, Session
+from .session import DEFAULT_NODE, DEFAULT_SECOND, Session
 
 log = logging.getLogger("e2e")
 CACHE = REPO_ROOT / ".cache" / "e2e"
@@ -167,7 +167,7 @@ class E2E:
     def start_session(self, layout: str, first: Scenario) -> None:
         """A control plane and a node laid out as ``layout`` (one per layout of the run)."""
         t0, wall = time.monotonic(), time.time()
-        work = self.work / layout
+        work = self.work / (layout if first.nodes == 1 else f"{layout}-{first.nodes}")
         work.mkdir()
         self.session = session = Session(
             work, harness_bin_dir(), LAYOUTS[layout], self.cgroup_driver
@@ -176,6 +176,8 @@ class E2E:
         port, sys_inside, _ = overlay_settings(rendered_daemonset(session.kubectl))
         session.port, session.tree_inside = port, str(Path(sys_inside).parent)
         session.start(first.tree, (self.archive,), CACHE, cgroup=self.work.name)
+        if first.nodes == 2:
+            session.add_node(first.tree2, (self.archive,), CACHE, cgroup=f"{self.work.name}-2")
         self.run.setdefault("node", session.node and session.node.spec.name)
         suffix = "" if layout == "kubeadm" else f" {layout}"
         log_phase(f"e2e bring-up{suffix}", wall, time.monotonic() - t0)
@@ -245,21 +247,30 @@ class E2E:
 
 def layout_groups(scenarios: list[Scenario]) -> list[tuple[str, list[Scenario]]]:
     """The scenarios by the layout of their node, in the order of their first appearance
-    (one node per layout: bringing one up takes seconds, a check minutes)."""
-    groups: dict[str, list[Scenario]] = {}
+    (one node per layout: bringing one up takes seconds, a check minutes); a two-node
+    scenario has a session of its own (its trees are its nodes')."""
+    groups: dict[tuple[str, int], list[Scenario]] = {}
     for sc in scenarios:
-        groups.setdefault(sc.layout, []).append(sc)
-    return list(groups.items())
+        key = (sc.layout, sc.nodes) if sc.nodes == 1 else (sc.layout, id(sc))
+        groups.setdefault(key, []).append(sc)
+    return [(layout, group) for (layout, _), group in groups.items()]
 
 
 def scenarios_of(args: argparse.Namespace) -> list[Scenario]:
     """--scenario SPEC..., or the one the single-run flags describe. A tree is a directory
     (relative to where scripts/e2e was started) or a fixture node name."""
     if args.scenario:
-        if args.host_tree or args.helm or args.api != "device-plugin":
-            raise ValueError("--scenario names the way and the tree: no --host-tree/--helm/--api")
+        if args.host_tree or args.helm or args.api != "device-plugin" or args.nodes != 1:
+            raise ValueError(
+                "--scenario names the way and the tree: no --host-tree/--helm/--api/--nodes"
+            )
         specs = args.scenario
+    elif args.nodes == 2:
+        trees = ",".join([args.host_tree or DEFAULT_NODE, args.host_tree_2 or DEFAULT_SECOND])
+        specs = [("helm+" if args.helm else "") + f"two-nodes@{trees}"]
     else:
+        if args.host_tree_2:
+            raise ValueError("--host-tree-2 is the second node's: with --nodes 2")
         ways = [w for w, on in (("helm", args.helm), ("dra", args.api == "dra")) if on]
         tree = f"@{args.host_tree}" if args.host_tree else ""
         specs = [("+".join(ways) or "device-plugin") + tree]
@@ -267,15 +278,18 @@ def scenarios_of(args: argparse.Namespace) -> list[Scenario]:
     caller = Path(os.environ.get("EDGEFD_E2E_CWD", "."))
     for spec in specs:
         sc = Scenario.parse(spec, args.layout)
-        if sc.tree:
-            if (caller / sc.tree).is_dir():
-                tree = (caller / sc.tree).resolve()
+        for field in ("tree", "tree2"):
+            given = getattr(sc, field)
+            if not given:
+                continue
+            if (caller / given).is_dir():
+                tree = (caller / given).resolve()
                 if not (tree / "sys").is_dir():
-                    raise ValueError(f"{sc.tree}: not a host tree (no sys/)")
-                name = sc.name.replace(sc.tree, tree.name)  # short, for logs and tables
-                sc = dataclasses.replace(sc, name=name, tree=str(tree))
-            elif not (NODES_DIR / f"{sc.tree}.yaml").is_file():
-                raise ValueError(f"{sc.tree}: neither a directory nor a node in {NODES_DIR}")
+                    raise ValueError(f"{given}: not a host tree (no sys/)")
+                name = sc.name.replace(given, tree.name)  # short, for logs and tables
+                sc = dataclasses.replace(sc, name=name, **{field: str(tree)})
+            elif not (NODES_DIR / f"{given}.yaml").is_file():
+                raise ValueError(f"{given}: neither a directory nor a node in {NODES_DIR}")
         out.append(sc)
     return out
 
@@ -286,6 +300,19 @@ def main(argv: list[str] | None = None) -> int:
         "--host-tree",
         metavar="DIR",
         help=f"host tree with sys/ and dev/ (default: a generated {DEFAULT_NODE} node)",
+    )
+    ap.add_argument(
+        "--nodes",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: two real nodes on one control plane, edgefd in DRA mode, a workload following"
+        " its Coral from one to the other (tests/system/twonodes.py)",
+    )
+    ap.add_argument(
+        "--host-tree-2",
+        metavar="DIR",
+        help=f"the second node's host tree with --nodes 2 (default: a generated {DEFAULT_SECOND})",
     )
     ap.add_argument("--keep", action="store_true", help="keep the node running until Ctrl-C")
     ap.add_argument(

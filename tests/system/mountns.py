@@ -66,8 +66,12 @@ class MountNamespace:
         file_overrides: dict[str, str] | None = None,
         writable: tuple[str, ...] = (),
         scratch: tuple[str, ...] = (),
+        net: bool = False,
     ) -> None:
         self.dir = Path(workdir)
+        # a network namespace of its own too (a second node on the machine: its pods' host
+        # network, the kubelet's and the runtime's ports, are its own loopback)
+        self.net = net
         self.extra_binds = dict(extra_binds or {})
         self.file_overrides = dict(file_overrides or {})
         self.writable = writable
@@ -81,6 +85,8 @@ class MountNamespace:
     def _script(self) -> str:
         d = self.dir
         lines = ["set -eu"]
+        if self.net:
+            lines.append("ip link set lo up")
         # first, so that the scratch binds below land on top of them
         for target in self.writable:
             name = target.strip("/").replace("/", "-")
@@ -127,7 +133,8 @@ class MountNamespace:
         (self.dir / "overrides").mkdir(exist_ok=True)
         for n, content in enumerate(self.file_overrides.values()):
             (self.dir / "overrides" / str(n)).write_text(content)
-        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"]
+        net = ["--net"] if self.net else []
+        argv = ["unshare", "--mount", *net, "--propagation", "private", "--", "sh", "-c"]
         self._holder = spawn([*argv, self._script()], self.log, stdout=subprocess.PIPE)
         assert self._holder.stdout is not None
         ready, _, _ = select.select([self._holder.stdout], [], [], timeout)
@@ -156,7 +163,9 @@ class MountNamespace:
             f"mount -o remount,bind,ro {inside}"
             for n, inside in enumerate(self.file_overrides)
         ]
-        init = NodeInit(self.dir.parent, self._enter(), cgroup_dirs, "\n".join(lines), keep)
+        init = NodeInit(
+            self.dir.parent, self._enter(), cgroup_dirs, "\n".join(lines), keep, net=self.net
+        )
         self.init = init.start()
         return init
 
@@ -174,7 +183,19 @@ class MountNamespace:
         return self._holder.pid
 
     def _enter(self) -> list[str]:
-        return ["nsenter", f"--mount=/proc/{self._holder_pid}/ns/mnt", "--"]
+        pid = self._holder_pid
+        net = [f"--net=/proc/{pid}/ns/net"] if self.net else []
+        return ["nsenter", f"--mount=/proc/{pid}/ns/mnt", *net, "--"]
+
+    @property
+    def net_ns_path(self) -> str:
+        """The network namespace the node's processes run in (``net``: its own; the init's
+        when it has one)."""
+        if not self.net:
+            return "/proc/self/ns/net"
+        if self.init is not None and self.init.pid:
+            return f"/proc/{self.init.pid}/ns/net"
+        return f"/proc/{self._holder_pid}/ns/net"
 
     @property
     def ns_path(self) -> str:

@@ -27,6 +27,7 @@ from .hosttree import DevNode, SampleHost
 from .images import PAUSE_REF, pause_archive
 from .kube import Api, wait_for
 from .layouts import LAYOUTS, Layout
+from .loopfwd import LoopbackForward
 from .mountns import MountNamespace, tmp_dirs
 from .runtime import Containerd
 
@@ -56,6 +57,9 @@ class NodeSpec:
     cache: Path  # kept between runs (the pause image)
     layout: Layout = LAYOUTS["kubeadm"]  # where the distribution puts kubelet and containerd
     cgroup_driver: str = ""  # systemd | cgroupfs; "" the layout's (its distribution's)
+    # a network namespace of its own (a second node: loopfwd.py says why and how the API
+    # server is reached from it)
+    private_net: bool = False
 
     @property
     def driver(self) -> str:
@@ -75,7 +79,9 @@ class Node:
             {f"/proc/sys/{k}": f"{v}\n" for k, v in KUBELET_SYSCTLS.items()},
             writable=spec.layout.writable,
             scratch=spec.layout.scratch,
+            net=spec.private_net,
         )
+        self.forward: LoopbackForward | None = None
         self.host = SampleHost(spec.host_tree, self.ns)
         self.layout = spec.layout
         self.runtime = Containerd(
@@ -97,6 +103,7 @@ class Node:
         self.cgroups.create()
         self.ns.start()
         self.start_init()
+        self.start_forward()
         self.make_links()
         self.device_nodes = self.host.create_nodes()
         self.runtime.start()
@@ -119,6 +126,18 @@ class Node:
             keep = tmp_dirs(spec.workdir.parent, spec.bin_dir, spec.cache, REPO_ROOT)
             self.ns.start_init(self.cgroups.dirs(), keep)
             self.timings["init_s"] = round(time.monotonic() - t, 2)
+
+    def start_forward(self) -> None:
+        """The API server's port on the node's own loopback (a node with ``private_net``),
+        made again when its namespace is (the init's, after a power cut)."""
+        if self.spec.private_net:
+            self.stop_forward()
+            self.forward = LoopbackForward(self.ns.net_ns_path, self.cp.port)
+
+    def stop_forward(self) -> None:
+        if self.forward is not None:
+            self.forward.close()
+            self.forward = None
 
     def proc(self, pid: int) -> Path:
         """Where the machine reads /proc of a pid as the node's runtime numbers it (the CRI's
@@ -171,6 +190,7 @@ class Node:
         if left:
             what = ", ".join(sorted(set(left.values())))
             problems.append(f"killed {len(left)} leftover process(es) of the node ({what})")
+        self.stop_forward()
         self.ns.stop()
         if self.systemd:  # its init's processes are its cgroups' (and it made many)
             self.cgroups.kill_all()
@@ -281,6 +301,7 @@ class Node:
         node's init starts them after a power cut; returns time.monotonic() of the kubelet's
         start."""
         self.start_init()
+        self.start_forward()
         self.runtime.start()
         t = time.monotonic()
         self.start_kubelet()

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from .session import NAMESPACE
 log = logging.getLogger("e2e")
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay"
 IDLE_S = 30.0
-WAYS = ("device-plugin", "helm", "dra", "split")
+WAYS = ("device-plugin", "helm", "dra", "split", "two-nodes")
 
 Check = Callable[[Run], dict[str, Any]]
 CHECKS: list[tuple[str, Check, tuple[str, ...]]] = [
@@ -119,6 +119,9 @@ class Scenario:
     tree: str | None = None  # a fixture node name or a directory; None: the default sample
     layout: str = "kubeadm"  # the node's distribution (layouts.py)
     split: bool = False  # devplugin and device-keeper in a DaemonSet of their own
+    # two-nodes: a second node's tree (twonodes.py; DRA); None: session.DEFAULT_SECOND
+    nodes: int = 1
+    tree2: str | None = None
 
     @classmethod
     def parse(cls, spec: str, layout: str = "kubeadm") -> Scenario:
@@ -134,7 +137,16 @@ class Scenario:
         if layout not in LAYOUTS:
             raise ValueError(f"{spec!r}: no layout {layout!r} (one of {', '.join(LAYOUTS)})")
         name = spec if named or layout == "kubeadm" else f"{spec}%{layout}"
-        return cls(name, "helm" in words, "dra" in words, tree or None, layout, "split" in words)
+        two = "two-nodes" in words
+        tree, comma, tree2 = tree.partition(",")
+        if comma and not two:
+            raise ValueError(f"{spec!r}: two trees (@A,B) are for two-nodes only")
+        if two and "split" in words:
+            raise ValueError(f"{spec!r}: two-nodes runs one DaemonSet")
+        return cls(
+            name, "helm" in words, "dra" in words or two, tree or None, layout,
+            "split" in words, 2 if two else 1, tree2 or None,
+        )  # fmt: skip
 
     @property
     def api(self) -> str:
@@ -236,7 +248,14 @@ def run_scenario(
         else:
             namespace_ready(api)
             session.kubectl("apply", "--server-side", "-k", str(overlay))
-        run_checks(run, sc.checks(first_of_way, measure_idle), result)
+        if sc.nodes == 2:
+            from .twonodes import node_run, run_two_nodes
+
+            result["node_2"] = session.second.spec.name
+            plugin = None if sc.helm else replace(sc, dra=False, nodes=1).overlay(session.work)
+            run_two_nodes([run, node_run(run, session.second)], result, plugin)
+        else:
+            run_checks(run, sc.checks(first_of_way, measure_idle), result)
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         log.error("%s: %s", sc.name, result["error"])

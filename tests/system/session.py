@@ -31,6 +31,7 @@ from .node import Node, NodeSpec
 
 log = logging.getLogger("e2e.session")
 DEFAULT_NODE = "rpi4-coral"
+DEFAULT_SECOND = "rpi4-coral-runtime"  # another Pi with a Coral USB (its runtime state)
 NAMESPACE = "edgefd"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
@@ -72,6 +73,7 @@ class Session:
         self.kubectl = Kubectl(bin_dir, str(work / "cp" / "admin.kubeconfig"))
         self.cp: Any = None
         self.node: Node | None = None
+        self.second: Node | None = None  # a second node (twonodes.py), on ``work/host-2``
         self.keeper: Keeper | None = None
         self.baseline: dict[str, dict[str, str]] = {}  # the Node's metadata as registered
         self.timings: dict[str, float] = {}
@@ -102,6 +104,43 @@ class Session:
         meta = Api(self.cp).get(f"/api/v1/nodes/{spec.name}")["metadata"]
         self.baseline = {k: dict(meta.get(k) or {}) for k in ("labels", "annotations")}
         self.timings["bring_up_s"] = round(time.monotonic() - t0, 2)
+        return node
+
+    def add_node(
+        self, tree: str | None, images: tuple[Path, ...], cache: Path, cgroup: str
+    ) -> Node:
+        """A second node joined to the same control plane: its own host tree, mount and
+        network namespaces (its pods' loopback ports are its own), cgroups, runtime and
+        kubelet; named by its tree's hostname, which must differ from the first node's."""
+        assert self.node is not None
+        t0 = time.monotonic()
+        host = self.work / "host-2"
+        host.mkdir(parents=True)
+        source = tree or DEFAULT_SECOND
+        if Path(source).is_dir():
+            copy_host_tree(Path(source), host)
+        else:
+            build_host(source, host)
+        spec = NodeSpec(
+            name=node_name_of(host),
+            workdir=self.work / "node-2",
+            bin_dir=self.bin,
+            host_tree=host,
+            host_tree_inside=self.tree_inside,
+            images=images,
+            cgroup_root=cgroup,
+            cache=cache,
+            layout=self.layout,
+            cgroup_driver=self.cgroup_driver,
+            private_net=True,
+        )
+        if spec.name == self.node.spec.name:
+            raise ValueError(f"both host trees name their node {spec.name} (etc/hostname)")
+        self.second = node = Node(spec, self.cp)
+        node.start_runtime()
+        node.join()
+        self.timings["second_node_s"] = round(time.monotonic() - t0, 2)
+        log.info("second node %s Ready (%s, %.1fs)", spec.name, source, time.monotonic() - t0)
         return node
 
     # ---- the host tree
@@ -215,6 +254,7 @@ class Session:
     def stop(self) -> list[str]:
         problems: list[str] = []
         for what, step in (
+            ("second node", self.second and self.second.stop),
             ("node", self.node and self.node.stop),
             ("control plane", self.keeper and self.keeper.release),
         ):

@@ -60,8 +60,10 @@ class NodeInit:
         cgroup_dirs: list[Path],
         overrides: str = "",
         keep: tuple[Path, ...] = (),
+        net: bool = False,
     ) -> None:
         self.dir = Path(workdir)
+        self.net = net  # the node's processes join its network namespace (a second node)
         self.keep = keep
         self.enter = enter
         self.cgroup_dirs = cgroup_dirs
@@ -123,6 +125,8 @@ class NodeInit:
                 )
                 if r.stdout.strip() in ("running", "degraded"):
                     self._mount_missing()
+                    if self.net:  # its loopback is the node's: the pods' host network
+                        subprocess.run(self.argv(["ip", "link", "set", "lo", "up"]), timeout=10)
                     return self
             time.sleep(0.2)
         self.stop()
@@ -163,10 +167,11 @@ class NodeInit:
 
     def argv(self, argv: list[str]) -> list[str]:
         """``argv`` run in the node: systemd's mount, PID and cgroup namespaces, the
-        machine's network."""
+        machine's network (``net``: systemd's)."""
         if self.pid is None:
             raise NodeInitError("the node's systemd is not running")
-        return ["nsenter", "-t", str(self.pid), "-m", "-p", "-C", "--", *argv]
+        net = ["-n"] if self.net else []
+        return ["nsenter", "-t", str(self.pid), "-m", "-p", "-C", *net, "--", *argv]
 
     def systemctl(self, *args: str) -> str:
         r = subprocess.run(

@@ -9,7 +9,8 @@ a node out; then the node is laid out as each other distribution does
 (tests/system/layouts.py), a node each, and edgefd installed there with that distribution's
 profile, one way each, both device APIs across them: k3s with the chart (device plugin),
 MicroK8s with kustomize in DRA mode, split by identity into two DaemonSets, k0s with
-kustomize (device plugin). Each check of each is a test outcome. Each layout has its
+kustomize (device plugin); last, two real nodes on one control plane, a workload following its
+Coral from one to the other. Each check of each is a test outcome. Each layout has its
 distribution's cgroup driver: kubeadm's and k3s's nodes run the systemd driver with a real
 systemd as their init (tests/system/systemd.py; check 6s), MicroK8s's and k0s's cgroupfs.
 
@@ -74,6 +75,10 @@ SCENARIOS: dict[str, tuple[str, list[str]]] = {
     # DRA with the two DaemonSets split by identity (k8s/overlays/split-identity)
     "microk8s-dra-split": ("dra+split%microk8s", DRA),
     "k0s-device-plugin": ("device-plugin%k0s", ALL),
+    # two real nodes on one control plane (tests/system/twonodes.py): per-node checks on
+    # both, a claim's workload following its Coral back and forth, the extended-resource pod
+    # (kubernetes#141290), then the same fleet in device-plugin mode
+    "two-nodes": ("two-nodes", ["2n_per_node", "2n_follow", "2n_extended", "2n_device_plugin"]),
 }
 CASES = [(label, check) for label, (_, checks) in SCENARIOS.items() for check in checks]
 

@@ -419,3 +419,69 @@ def test_the_keeper_check_knows_the_node_a_re_enumeration_brings(tmp_path: Path)
     assert runtime_ids(("03e7", "2485")) == ("03e7", "f63b")
     assert runtime_ids(("18d1", "9302")) is None  # already running: no firmware load
     assert (pctl([0.1] * 9 + [0.5], 0.99), pctl([0.3, 0.1, 0.2], 0.5)) == (0.5, 0.2)
+
+
+def test_two_nodes_scenarios() -> None:
+    """two-nodes is DRA on two trees, in a session of its own after the others."""
+    from .e2e import layout_groups
+
+    sc = Scenario.parse("two-nodes@rpi4-coral,rpi4-coral-runtime")
+    assert (sc.nodes, sc.dra, sc.tree, sc.tree2) == (2, True, "rpi4-coral", "rpi4-coral-runtime")
+    assert Scenario.parse("two-nodes").tree2 is None
+    for bad in ("dra@a,b", "two-nodes+split"):
+        with pytest.raises(ValueError):
+            Scenario.parse(bad)
+    one = [Scenario.parse(s) for s in ("device-plugin", "dra", "two-nodes", "helm")]
+    groups = layout_groups(one)
+    assert [[s.name for s in g] for _, g in groups] == [
+        ["device-plugin", "dra", "helm"],
+        ["two-nodes"],
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
+def test_the_api_port_is_on_a_second_nodes_own_loopback(tmp_path: Path) -> None:
+    """What a second node's kubelet and pods dial, 127.0.0.1:PORT in their own network
+    namespace, reaches the machine's 127.0.0.1:PORT, both ways, and stops when closed."""
+    import socket
+    import threading
+
+    from .loopfwd import LoopbackForward
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.sendall(b"echo:" + c.recv(100))
+
+    threading.Thread(target=serve, daemon=True).start()
+    ns = subprocess.Popen(["unshare", "--net", "--", "sh", "-c", "ip link set lo up; sleep 60"])
+    try:
+        path = f"/proc/{ns.pid}/ns/net"
+        for _ in range(100):  # unshare has made it once its child runs sleep
+            if os.stat(path).st_ino != os.stat("/proc/self/ns/net").st_ino:
+                break
+            subprocess.run(["sleep", "0.05"])
+        dial = (
+            "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5);"
+            " s.sendall(b'hi'); print(s.recv(100).decode())"
+        )
+        inside = ["nsenter", f"--net={path}", "--", sys.executable, "-c", dial, str(port)]
+        before = subprocess.run(inside, capture_output=True, text=True)
+        assert before.returncode != 0  # nothing listens in the namespace yet
+        fwd = LoopbackForward(path, port)
+        r = subprocess.run(inside, capture_output=True, text=True, timeout=30)
+        assert r.stdout.strip() == "echo:hi", r.stderr
+        fwd.close()
+        after = subprocess.run(inside, capture_output=True, text=True, timeout=30)
+        assert after.returncode != 0
+    finally:
+        ns.kill()
+        ns.wait()
+        srv.close()
