@@ -53,7 +53,10 @@ class PluginProcess:
     """`python -m edgefd.devplugin` on a host root and plugin dir."""
 
     def __init__(self, host: Path, plugin_dir: str, *args: str, verbose: bool = True) -> None:
-        self.log = Path(tempfile.mkstemp(prefix="devplugin-", suffix=".log")[1])
+        # beside the host tree, in the test's own directory (never the machine's /tmp)
+        fd, log = tempfile.mkstemp(prefix="devplugin-", suffix=".log", dir=host.parent)
+        os.close(fd)
+        self.log = Path(log)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(
                 [

@@ -162,9 +162,7 @@ def applied(
     """Dry-run then apply the manifests, create two nodes, wait until the policy is
     enforced."""
     k8s = _kubernetes()
-    from kubernetes.dynamic import DynamicClient
-
-    dyn = DynamicClient(admin)
+    dyn = kube_apiserver.dynamic(admin)
     docs = manifests
     report: dict[str, Any] = {"dry_run": [], "applied": []}
 

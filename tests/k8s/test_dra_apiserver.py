@@ -59,10 +59,8 @@ def slice_body(name: str, node: str, driver: str = "edgefd.io", pool: str | None
 
 @pytest.fixture(scope="module")
 def applied(kube_apiserver: Any) -> Iterator[dict[str, Any]]:
-    from kubernetes.dynamic import DynamicClient
-
     admin_client = kube_apiserver.admin_api()
-    dyn = DynamicClient(admin_client)
+    dyn = kube_apiserver.dynamic(admin_client)
     base = load_manifests()
     # devplugin's own account, as k8s/overlays/split-identity makes it and binds DRA's rights
     # to it (the one pod binds them to its own, edgefd-feature-sink: then the sink's tests on

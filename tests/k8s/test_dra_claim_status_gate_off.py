@@ -89,12 +89,14 @@ def _refused(applied: dict[str, Any], write: Any) -> str:  # noqa: F811
     return message
 
 
-def test_the_gate_is_off_and_rbac_alone_would_allow_it(applied, claims) -> None:  # noqa: F811
+def test_the_gate_is_off_and_rbac_alone_would_allow_it(
+    applied,  # noqa: F811
+    claims,  # noqa: F811
+    kube_apiserver: KubeAPIServer,
+) -> None:
     """Without the policy's binding the token does write another driver's entry: what the
     policy is for here (the API server's own check would refuse it with the gate on)."""
-    from kubernetes.dynamic import DynamicClient
-
-    dyn = DynamicClient(applied["api_client"])
+    dyn = kube_apiserver.dynamic(applied["api_client"])
     bindings = dyn.resources.get(
         api_version="admissionregistration.k8s.io/v1", kind="ValidatingAdmissionPolicyBinding"
     )

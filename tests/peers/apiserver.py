@@ -374,6 +374,13 @@ class KubeAPIServer:
 
         return config.new_client_from_config(config_file=self.kubeconfig)
 
+    def dynamic(self, api_client):
+        """A ``kubernetes.dynamic.DynamicClient`` whose discovery cache is this server's (by
+        default the library writes it to the machine's temp directory, where it outlives us)."""
+        from kubernetes.dynamic import DynamicClient
+
+        return DynamicClient(api_client, cache_file=str(self.dir / "discovery-cache.json"))
+
     def api_for_token(self, token: str):
         from kubernetes import config
 

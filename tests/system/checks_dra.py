@@ -9,6 +9,9 @@ registers the DRA plugin and prepares claims, and containerd resolves its CDI sp
    `edgetpu.edgefd.io`), scheduled by the real kube-scheduler, get one device of that class each
    through CDI: its node with the host's major:minor, openable, the env var, the read-only
    `/dev/bus/usb` for a USB device; one more such pod stays Pending.
+4m. The first of those pods reads its device's metadata (KEP-5304) in its container, read-only,
+   at the path for a template's claim: its claim, the device allocated, the attributes the dry
+   run gives that device on the host tree, and the node path the container was given.
 5. A kubelet restart: the plugin registers again, the slice the starting kubelet wipes is back,
    the running pod is undisturbed, and a pod created afterwards gets a free device (of another
    class, e.g. the NCS2, when the tree has one).
@@ -66,6 +69,24 @@ from .kube import KubeError, node_slices_path, wait_for
 OVERLAY = REPO_ROOT / "tests" / "system" / "overlay-dra"
 TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
 HOTPLUG_S = 1.0
+# KEP-5304's directory in the container; claim_workload's pod claim and request are both "dev"
+METADATA_ROOT = "/var/run/kubernetes.io/dra-device-attributes"
+METADATA_FILE = f"{METADATA_ROOT}/resourceclaimtemplates/dev/dev/edgefd.io-metadata.json"
+# Run in the workload container: every metadata file it has, and the options of the mount of
+# its directory (the CDI spec binds the request's directory, so a rewrite reaches a running
+# container; by its real path: /var/run is a link to /run in most images, mountinfo resolves it)
+READ_METADATA = r"""
+import glob, json, os, sys
+out = {"files": {}, "mounts": {}}
+for path in glob.glob(sys.argv[1] + "/**/*-metadata.json", recursive=True):
+    out["files"][path] = open(path).read()
+real = {os.path.realpath(os.path.dirname(p)): p for p in out["files"]}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    if f[4] in real:
+        out["mounts"][real[f[4]]] = f[5]
+print(json.dumps(out))
+"""
 
 
 def node_slices(run: Run) -> list[dict[str, Any]]:
@@ -135,18 +156,10 @@ def _registrations(run: Run) -> float:
     return metric(plugin_metrics(), "edgefd_devplugin_dra_registrations_total", result="ok")
 
 
-def check_slice(run: Run) -> dict[str, Any]:
-    """3. The slice says what the dry run on the host tree says; the kubelet registered us."""
-    # when the sampler first saw it: this check runs after others that wait (1b)
-    first, _ = wait_for(
-        "ResourceSlice published",
-        lambda: run.sampler.first(lambda s: s.slices > 0, run.t_apply),
-        timeout=60,
-    )
-    run.figures["ds_create_to_slice_s"] = round(first.t - run.t_apply, 2)
-    slices = node_slices(run)
+def dry_run_slice(run: Run) -> subprocess.CompletedProcess[str]:
+    """`devplugin --api dra --dry-run` on the host tree: the slice it says the node has."""
     host = run.node.spec.host_tree
-    dry = subprocess.run(
+    return subprocess.run(
         [
             "devplugin",
             "--api=dra",
@@ -158,6 +171,19 @@ def check_slice(run: Run) -> dict[str, Any]:
         text=True,
         timeout=60,
     )
+
+
+def check_slice(run: Run) -> dict[str, Any]:
+    """3. The slice says what the dry run on the host tree says; the kubelet registered us."""
+    # when the sampler first saw it: this check runs after others that wait (1b)
+    first, _ = wait_for(
+        "ResourceSlice published",
+        lambda: run.sampler.first(lambda s: s.slices > 0, run.t_apply),
+        timeout=60,
+    )
+    run.figures["ds_create_to_slice_s"] = round(first.t - run.t_apply, 2)
+    slices = node_slices(run)
+    dry = dry_run_slice(run)
     problems = [] if dry.returncode == 0 else [f"dry run: {dry.stderr.strip()}"]
     want = json.loads(dry.stdout)["spec"] if dry.returncode == 0 else {}
     [got] = slices
@@ -241,6 +267,81 @@ def check_claim_workload(run: Run) -> dict[str, Any]:
         "probe": pods[0]["probe"],
         "pending": message,
     }
+
+
+def read_metadata(run: Run, container: str) -> dict[str, Any]:
+    """What a running container reads under KEP-5304's directory: its files and their mounts."""
+    out = run.node.runtime.exec(container, "python3", "-c", READ_METADATA, METADATA_ROOT)
+    return json.loads(out)
+
+
+def metadata_document(got: dict[str, Any]) -> dict[str, Any]:
+    """The first document of the claim's file (a stream, one per API version, newest first)."""
+    doc, _ = json.JSONDecoder().raw_decode(got["files"].get(METADATA_FILE, ""))
+    return doc
+
+
+def check_metadata(run: Run) -> dict[str, Any]:
+    """4m. The claim workload of check 4 reads one metadata file (KEP-5304), mounted read-only
+    at the path for a template's claim: a DeviceMetadata of its claim with the device the
+    scheduler allocated, whose attributes are the dry run's for that device on the host tree
+    plus where the container has its node (and, on USB, its bus path)."""
+    w = run.facts["claim"]
+    device: Device = w["device"]
+    claim = _claim_of(run, w["pod"]) or {}
+    meta = claim.get("metadata") or {}
+    got = read_metadata(run, w["container"])
+    problems = []
+    if sorted(got["files"]) != [METADATA_FILE]:
+        problems.append(f"metadata files: {sorted(got['files'])}, want [{METADATA_FILE}]")
+    mount = got["mounts"].get(METADATA_FILE, "")
+    if mount.split(",")[0] != "ro":
+        problems.append(f"{METADATA_FILE} mounted {mount!r}, want read-only")
+    try:
+        doc = metadata_document(got)
+    except ValueError as e:
+        return {"ok": False, "problems": [*problems, f"not JSON: {e}"], "files": got["files"]}
+    dry = dry_run_slice(run)
+    if dry.returncode != 0:
+        problems.append(f"dry run: {dry.stderr.strip()}")
+    spec = json.loads(dry.stdout)["spec"] if dry.returncode == 0 else {}
+    slice_devices = {d["name"]: d for d in spec.get("devices") or ()}
+    attributes = dict(slice_devices.get(device.dra_name, {}).get("attributes") or {})
+    attributes["devicePath"] = {"string": device.container_paths[0]}
+    if device.usb_bus_mount:
+        attributes["busPath"] = {"string": device.node_now(run.node.spec.host_tree).path}
+    want = {
+        "apiVersion": "metadata.resource.k8s.io/v1alpha1",
+        "kind": "DeviceMetadata",
+        "name": meta.get("name"),
+        "namespace": "default",
+        "uid": meta.get("uid"),
+        "podClaimName": "dev",
+        "requests": [
+            {
+                "name": "dev",
+                "devices": [
+                    {
+                        "driver": "edgefd.io",
+                        "pool": run.node_name,
+                        "name": device.dra_name,
+                        "attributes": attributes,
+                    }
+                ],
+            }
+        ],
+    }
+    shown = {
+        **{k: doc.get(k) for k in ("apiVersion", "kind", "podClaimName", "requests")},
+        **{k: (doc.get("metadata") or {}).get(k) for k in ("name", "namespace", "uid")},
+    }
+    for key, value in want.items():
+        if shown.get(key) != value:
+            problems.append(f"{key}: {shown.get(key)!r}, want {value!r}")
+    generation = (doc.get("metadata") or {}).get("generation")
+    if not isinstance(generation, int) or generation < 1:
+        problems.append(f"metadata.generation: {generation!r}, want a positive integer")
+    return {"ok": not problems, "problems": problems, "path": METADATA_FILE, "document": doc}
 
 
 def check_kubelet_restart(run: Run) -> dict[str, Any]:
@@ -327,6 +428,8 @@ def check_hotplug(run: Run) -> dict[str, Any]:
         return nodes[0]["hostPath"] == new.path
 
     wait_for("CDI spec names the device's node", spec_follows, timeout=10, interval=0.05)
+    live = _metadata_follows(run, w["container"], device, new) if device.usb_bus_mount else {}
+    problems += live.get("problems", [])
     p = restart_and_probe(run, w["pod"], w["container"], [device], old, new)
     problems += device_problems(p, {i: new for i in nodes_of([device])})
     figures = {
@@ -337,7 +440,31 @@ def check_hotplug(run: Run) -> dict[str, Any]:
     }
     run.figures.update(figures)
     shown = {"pod_status_unplugged": down["shown"], "claim_status_back": back}
-    return {"ok": not problems, "problems": problems, **figures, **shown}
+    return {"ok": not problems, "problems": problems, **figures, **shown, **live}
+
+
+def _metadata_follows(run: Run, container: str, device: Device, new: Any) -> dict[str, Any]:
+    """The running container's metadata file (KEP-5304) names the device's new bus node after
+    the re-plug, with its generation raised: the spec binds the file's directory, so the
+    rewrite reaches a container that is not created again."""
+    first: dict[str, Any] = {}
+
+    def bus_path() -> str | None:
+        try:
+            doc = metadata_document(read_metadata(run, container))
+        except ValueError:
+            return None
+        attrs = doc["requests"][0]["devices"][0]["attributes"]
+        path = (attrs.get("busPath") or {}).get("string")
+        first["seen"] = path, doc["metadata"].get("generation")
+        return path if path == new.path else None
+
+    try:
+        _, waited = wait_for("the running container's metadata follows", bus_path, 10, 0.2)
+    except AssertionError:
+        return {"problems": [f"{device.dra_name}: metadata in the running container still"
+                             f" says {first.get('seen')}, want busPath {new.path}"]}  # fmt: skip
+    return {"metadata_follows_s": round(waited, 2), "metadata_generation": first["seen"][1]}
 
 
 def check_nonroot(run: Run) -> dict[str, Any]:
@@ -455,6 +582,7 @@ CHECKS = [
     ("2_labels", checks_pod.check_labels, ("1_daemonset",)),
     ("3_slice", check_slice, ("1_daemonset",)),
     ("4_workload", check_claim_workload, ("3_slice",)),
+    ("4m_metadata", check_metadata, ("4_workload",)),
     ("5_kubelet_restart", check_kubelet_restart, ("4_workload",)),
     ("6_hotplug", check_hotplug, ("4_workload",)),
     ("6b_hotplug_logged", check_hotplug_logged, ("6_hotplug",)),

@@ -19,11 +19,17 @@ What a fleet of Pis with a Coral each must show when one Coral fails:
 * ``2n_extended``: the same for a pod that asks for ``edgefd.io/coral-usb: 1`` through the DRA
   extended resource (KEP-5004): what happens is recorded (kubernetes#141290: a NoExecute
   device taint does not evict such pods) and the check holds edgefd to what it documents
-  (docs/devices.md) either way.
+  (docs/devices.md) either way;
+* ``2n_recipes``: the scheduling guide's recipes that choose between nodes (recipe 2's OR
+  across the Coral's two USB identities, recipe 8's firstAvailable alternatives), taken from
+  docs/scheduling.md and placed by the real scheduler on the two nodes;
+* ``2n_device_plugin``: the same fleet reinstalled in device-plugin mode: a pulled Coral's pod
+  stays where it is, Unhealthy.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import statistics
 import time
@@ -329,6 +335,145 @@ def _documented_extended() -> str | None:
     return "141290" if "kubernetes#141290" in text or "issues/141290" in text else None
 
 
+def guide_objects(*pods: str) -> dict[str, list[dict[str, Any]]]:
+    """The manifests of the scheduling guide's blocks whose pods are named (the claim with it),
+    as a reader copies them: each pod made runnable on this node (our image, sleeping, the host
+    network, the not-ready toleration of this control plane), nothing else changed."""
+    from tests.docs.guide import load
+
+    scenarios, _ = load()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for block in (b for sc in scenarios for b in sc.blocks):
+        if block.pod_name in pods:
+            out[block.pod_name] = [copy.deepcopy(o) for o in block.objects]
+    missing = set(pods) - set(out)
+    if missing:
+        raise AssertionError(f"docs/scheduling.md has no block of pod(s) {sorted(missing)}")
+    return out
+
+
+def runnable(obj: dict[str, Any], image: str) -> dict[str, Any]:
+    if obj.get("kind") != "Pod":
+        obj.setdefault("metadata", {})["namespace"] = "default"
+        return obj
+    obj["metadata"]["namespace"] = "default"
+    spec = obj["spec"]
+    spec.update(hostNetwork=True, terminationGracePeriodSeconds=1)
+    spec.setdefault("tolerations", []).append(
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    )
+    for c in spec["containers"]:
+        c.update(image=image, imagePullPolicy="Never", command=["sleep", "infinity"])
+    return obj
+
+
+def _create(run: Run, obj: dict[str, Any]) -> None:
+    kind = obj["kind"]
+    path = PODS if kind == "Pod" else CLAIMS if kind == "ResourceClaim" else None
+    if path is None:
+        raise AssertionError(f"a {kind} in a guide block: not placed by this check")
+    run.api.request("POST", path, obj)
+
+
+def _placed(run: Run, pod: str) -> dict[str, Any] | None:
+    """The pod once the scheduler decided: bound (its node) or unschedulable (its message)."""
+    p = run.api.get_or_none(f"{PODS}/{pod}") or {}
+    node = p.get("spec", {}).get("nodeName")
+    if node:
+        return {"node": node}
+    for c in p.get("status", {}).get("conditions") or ():
+        if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable":
+            return {"node": None, "message": c.get("message", "")}
+    return None
+
+
+def _subrequest(run: Run, claim: str) -> str | None:
+    got = run.api.get_or_none(f"{CLAIMS}/{claim}") or {}
+    results = ((got.get("status") or {}).get("allocation") or {}).get("devices", {})
+    for r in results.get("results") or ():
+        return r["request"]
+    return None
+
+
+def check_recipes(runs: list[Run]) -> dict[str, Any]:
+    """2n_recipes. The scheduling guide's recipes that choose between nodes, placed by the
+    real scheduler on the two real nodes: recipe 2's OR of the Coral's two USB identities
+    (``nodeSelectorTerms``: the first node's Coral is in its boot state, the second's in its
+    runtime state; the pod, pinned to each node in turn, binds on both, and each term alone
+    only where its identity is), and the firstAvailable claims of recipe 8 ("Four alternatives,
+    best first"): the first takes a Coral USB, the second the other node's (the first node's
+    is taken), the third stays Pending (nothing else it accepts: an NCS2 is not an
+    alternative)."""
+    from tests.docs.placement import pinned as pinned_to
+
+    base = runs[0]
+    names = [r.node_name for r in runs]
+    problems: list[str] = []
+    placed: dict[str, Any] = {}
+    objs = guide_objects("coral-usb-by-nfd-label", *(f"dra-accelerator-{i}" for i in (1, 2, 3)))
+    (or_pod,) = objs["coral-usb-by-nfd-label"]
+    made: list[str] = []
+    claims: list[str] = []
+    try:
+        terms = or_pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        variants = {"both": terms, "boot": terms[:1], "runtime": terms[1:]}
+        for variant, kept in variants.items():
+            for node in names:
+                pod = copy.deepcopy(or_pod)
+                pod["spec"]["affinity"]["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"
+                ]["nodeSelectorTerms"] = copy.deepcopy(kept)
+                pod = runnable(pinned_to(pod, node), base.image)
+                pod["metadata"]["name"] = f"or-{variant}-on-{node}"
+                _create(base, pod)
+                made.append(pod["metadata"]["name"])
+        for name in made:
+            got, _ = wait_for(f"{name} placed", lambda n=name: _placed(base, n), 60, 0.2)
+            placed[name] = got["node"]
+        by_run = {r.node_name: r for r in runs}
+        for name in made:
+            variant, node = name.removeprefix("or-").split("-on-")
+            labels = by_run[node].expected
+            fits = {
+                "both": True,
+                "boot": labels.get("feature.node.kubernetes.io/usb-fe_1a6e_089a.present") == "true",
+                "runtime": labels.get("feature.node.kubernetes.io/usb-ff_18d1_9302.present")
+                == "true",
+            }[variant]
+            if (placed[name] == node) != fits:
+                want = "bound" if fits else "Pending"
+                problems.append(f"{name}: {placed[name] or 'Pending'}, want {want}")
+        for i in (1, 2, 3):
+            for obj in objs[f"dra-accelerator-{i}"]:
+                _create(base, runnable(obj, base.image))
+                if obj["kind"] == "ResourceClaim":
+                    claims.append(obj["metadata"]["name"])
+                else:
+                    made.append(obj["metadata"]["name"])
+            name = f"dra-accelerator-{i}"
+            got, _ = wait_for(f"{name} placed", lambda n=name: _placed(base, n), 60, 0.2)
+            placed[name] = got["node"]
+            placed[f"accelerator-{i}"] = _subrequest(base, f"accelerator-{i}")
+        first, second, third = (placed[f"dra-accelerator-{i}"] for i in (1, 2, 3))
+        if not first or not second or first == second:
+            problems.append(f"accelerator 1 and 2 on {first} and {second}: want one on each node")
+        for i in (1, 2):
+            if first and second and placed[f"accelerator-{i}"] != "accelerator/coral-usb":
+                problems.append(f"accelerator-{i}: {placed[f'accelerator-{i}']}, want coral-usb")
+        if third:
+            problems.append(f"dra-accelerator-3 bound to {third}: every Coral USB is taken")
+    finally:
+        for name in made:
+            base.api.request("DELETE", f"{PODS}/{name}?gracePeriodSeconds=0")
+        wait_for("the recipes' pods gone", lambda: not any(
+            base.api.get_or_none(f"{PODS}/{n}") for n in made), 90, 0.2)  # fmt: skip
+        for claim in claims:
+            base.api.request("DELETE", f"{CLAIMS}/{claim}")
+    return {"ok": not problems, "problems": problems, "placed": placed}
+
+
 def switch_to_device_plugin(runs: list[Run], overlay: Path) -> float:
     """edgefd's DRA install deleted (its slices and files on both nodes gone) and the device
     plugin's overlay applied; seconds until both nodes show the Coral allocatable."""
@@ -422,6 +567,7 @@ CHECKS = [
     ("2n_per_node", check_per_node, ()),
     ("2n_follow", check_follow, ("2n_per_node",)),
     ("2n_extended", check_extended, ("2n_per_node",)),
+    ("2n_recipes", check_recipes, ("2n_per_node",)),
 ]
 
 

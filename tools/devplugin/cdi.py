@@ -15,7 +15,9 @@ fails cleanly (and is retried) instead of granting whatever node took the old nu
 What a container gets is what Allocate gives it (container.py): a USB device's node at
 `/dev/edgefd/<name>` plus a read-only bind of the host's `/dev/bus/usb` (libusb opens the
 device by its bus path), a PCI device's node under its own name, the resource's env and
-mounts, and `EDGEFD_<RESOURCE>_DEVICES`.
+mounts, and `EDGEFD_<RESOURCE>_DEVICES`; a DRA claim's device also its request's device
+metadata file, read-only (dra/metadata.py; a mount with its `type` needs CDI 0.4.0, below
+the 0.5.0 every claim spec declares).
 
 Non-root workloads, without a runtime setting: the CDI library makes a node it creates the
 container user's (pkg/cdi container-edits.go `Apply`: a device node without `uid`/`gid` gets
@@ -104,9 +106,14 @@ def node_group(path: str | os.PathLike[str]) -> int | None:
     return st.st_gid
 
 
-def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, Any]:
+def container_edits(
+    dev: Device, res: Resource, links: LinkLayout, files: Sequence[tuple[str, str]] = ()
+) -> dict[str, Any]:
     """Device nodes, mounts and the nodes' groups for one device (env is per container: see
-    `env`). An absent device has no group: its node is gone, and its link with it."""
+    `env`). An absent device has no group: its node is gone, and its link with it. `files`:
+    (host, container) paths of files bound read-only with it (a DRA claim's device metadata;
+    two devices binding one file are one mount: the CDI library replaces a mount of the same
+    container path, pkg/cdi container-edits.go `Apply`)."""
     nodes, gids = [], set()
     for n, node in enumerate(dev.devnodes):
         host = node if dev.healthy else links.link(res.name, dev.name, n) or node
@@ -119,6 +126,7 @@ def container_edits(dev: Device, res: Resource, links: LinkLayout) -> dict[str, 
     usb_mount = res.bus_mount(dev) and bool(nodes)
     mounts = [_bind(USB_DEV_DIR, USB_DEV_DIR, True)] if usb_mount else []
     mounts += [_bind(m.host_path, m.container_path, m.read_only) for m in res.mounts]
+    mounts += [_bind(host, inside, True) for host, inside in files]
     edits: dict[str, Any] = {"deviceNodes": nodes}
     if mounts:
         edits["mounts"] = mounts
@@ -194,12 +202,18 @@ def remove(path: Path) -> bool:
     return False
 
 
-def device_entry(name: str, dev: Device, res: Resource, links: LinkLayout) -> dict | None:
+def device_entry(
+    name: str,
+    dev: Device,
+    res: Resource,
+    links: LinkLayout,
+    files: Sequence[tuple[str, str]] = (),
+) -> dict | None:
     """One CDI device; None for a device that has no node to give (nothing to edit: the CDI
     library refuses a device without edits, and there is nothing to grant)."""
     if not dev.devnodes:
         return None
-    return {"name": name, "containerEdits": container_edits(dev, res, links)}
+    return {"name": name, "containerEdits": container_edits(dev, res, links, files)}
 
 
 class ResourceSpecs:

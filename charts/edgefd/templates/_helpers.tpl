@@ -176,7 +176,8 @@ distribution. */}}
 {{ include "edgefd.kubeletDir" . }}/plugins_registry
 {{- end }}
 
-{{/* The DRA driver's own directory (service socket, checkpoint, stable device links). */}}
+{{/* The DRA driver's own directory (service socket, checkpoint, stable device links, device
+metadata files). */}}
 {{- define "edgefd.draPluginDir" -}}
 {{ include "edgefd.kubeletDir" . }}/plugins/edgefd.io
 {{- end }}

@@ -1,10 +1,12 @@
-"""The prepared claims on disk (checkpoint.py): a round trip, a corrupt file or one that is not
+"""The prepared claims on disk (checkpoint.py): a round trip (with where a claim's device
+metadata goes, none for a record an earlier release wrote), a corrupt file or one that is not
 a small regular file (a FIFO, a symlink to /dev/zero, a huge file) moved aside without
 blocking and the plugin starting empty, and a FIFO or a link put in the file's place after
 start replaced by the next write, never written through."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,6 +32,16 @@ def test_claim_checkpoint_round_trip(tmp_path: Path) -> None:
     assert Checkpoint(tmp_path, NODE).load() == {"u1": claim}
     assert cp.remove("u1") and not cp.remove("u1")
     assert Checkpoint(tmp_path, NODE).load() == {}
+
+
+def test_where_a_claims_metadata_goes_is_kept_and_an_older_record_has_none(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path, NODE)
+    cp.put(PreparedClaim("u1", "ns", "c", (), "resourceclaimtemplates/tpu"))
+    assert Checkpoint(tmp_path, NODE).load()["u1"].metadata_dir == "resourceclaimtemplates/tpu"
+    older = {"uid": "u2", "namespace": "ns", "name": "c", "devices": []}
+    body = {"version": 1, "node": NODE, "claims": [older]}
+    (tmp_path / "checkpoint.json").write_text(json.dumps(body))
+    assert Checkpoint(tmp_path, NODE).load()["u2"].metadata_dir == ""
 
 
 def test_a_corrupt_checkpoint_is_moved_aside(tmp_path: Path, caplog) -> None:

@@ -1,7 +1,9 @@
 """What the kubelet plugin has prepared, on disk, so that a plugin restart (a rolling update,
 a crash) keeps answering for the claims of running pods: Prepare stays idempotent (the same
 CDI IDs again), Unprepare still knows what to remove, a clean shutdown knows whether claims
-are still prepared, and the CDI specs of prepared claims are kept current after a restart.
+are still prepared, and the CDI specs and device metadata of prepared claims are kept current
+after a restart (where a claim's metadata appears in its containers was decided at Prepare,
+from the claim's annotations, and is read here rather than asked of the API server again).
 
 One JSON file beside the plugin's socket (`<kubelet-dir>/plugins/edgefd.io/checkpoint.json`),
 replaced atomically on every change. An unreadable file is moved aside (`.corrupt`) and the
@@ -47,6 +49,10 @@ class PreparedClaim:
     namespace: str
     name: str
     devices: tuple[PreparedDevice, ...]
+    # where its device metadata appears under the container's metadata root
+    # (`resourceclaims/<name>`, dra/metadata.py); "" for a claim prepared by a release that
+    # wrote none: its containers were made without, and it stays without
+    metadata_dir: str = ""
 
 
 def _claim(obj: dict[str, Any]) -> PreparedClaim:
@@ -61,7 +67,13 @@ def _claim(obj: dict[str, Any]) -> PreparedClaim:
         )
         for d in obj["devices"]
     )
-    return PreparedClaim(str(obj["uid"]), str(obj["namespace"]), str(obj["name"]), devices)
+    return PreparedClaim(
+        str(obj["uid"]),
+        str(obj["namespace"]),
+        str(obj["name"]),
+        devices,
+        str(obj.get("metadata_dir") or ""),
+    )
 
 
 class Checkpoint:

@@ -28,6 +28,12 @@ act: a watchdog starts on open), nor removes it; it says so, and start-up goes o
 
 A prepared claim's spec is rewritten whenever one of its devices moves (cdi.py says why),
 including after a plugin restart (the checkpoint says which claims).
+
+Each request of a claim also gets its device metadata file (metadata.py, KEP-5304), written
+before the spec that binds it into the container (a container made in between would fail on
+a missing file) and kept current with the spec; where it appears in the container is decided
+at Prepare from the claim and kept in the checkpoint. Unprepare and the start-up sweep remove
+a claim's metadata with its spec.
 """
 
 from __future__ import annotations
@@ -48,7 +54,9 @@ from edgefd.core.regular import Refused, kind_of, read_regular
 
 from .. import cdi
 from ..links import LinkLayout
+from . import metadata
 from .checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from .metadata import MetadataFiles
 from .slices import DRIVER
 from .table import Entry
 
@@ -114,12 +122,14 @@ class Preparer:
         links: LinkLayout,
         checkpoint: Checkpoint,
         claims: ClaimSource | None,
+        metadata_files: MetadataFiles | None = None,  # None: no device metadata written
     ) -> None:
         self.node = node
         self.cdi_dir = cdi_dir
         self.links = links
         self.checkpoint = checkpoint
         self.claims = claims
+        self.metadata = metadata_files
         self._lock = threading.Lock()
         self._table: dict[str, Entry] = {}
 
@@ -138,6 +148,7 @@ class Preparer:
         return cdi.claim_spec_path(self.cdi_dir, checked_uid(uid))
 
     def _write_spec(self, claim: PreparedClaim) -> None:
+        files = self._write_metadata(claim)
         entries = []
         pairs = []
         for name in dict.fromkeys(d.device for d in claim.devices):  # each device once
@@ -146,7 +157,11 @@ class Preparer:
                 log.warning("claim %s: device %s is no longer known", claim.uid, name)
                 continue
             entry = cdi.device_entry(
-                cdi.claim_device_name(claim.uid, e.device.name), e.device, e.resource, self.links
+                cdi.claim_device_name(claim.uid, e.device.name),
+                e.device,
+                e.resource,
+                self.links,
+                files.get(name, ()),
             )
             if entry is not None:
                 entries.append(entry)
@@ -154,11 +169,44 @@ class Preparer:
         if entries:
             cdi.write(self.spec_file(claim.uid), cdi.spec(cdi.CLAIM_KIND, entries, cdi.env(pairs)))
 
+    def _write_metadata(self, claim: PreparedClaim) -> dict[str, list[tuple[str, str]]]:
+        """Write each request's metadata file; device name -> the (host, container) files
+        its CDI entry binds. A device no longer known is left out, as from the spec."""
+        files: dict[str, list[tuple[str, str]]] = {}
+        if self.metadata is None or not claim.metadata_dir:
+            return files
+        pools = {d.device: d.pool for d in claim.devices}
+        try:
+            by_request = metadata.requests(claim)
+        except ValueError as e:  # a checkpoint's record that Prepare would have refused
+            log.error("claim %s/%s: %s; no device metadata", claim.namespace, claim.name, e)
+            return files
+        for request, names in by_request.items():
+            known = {n: self._table[n] for n in names if n in self._table}
+            devices = [
+                metadata.device(pools[n], e.device, e.resource, e.attributes)
+                for n, e in known.items()
+            ]
+            host = self.metadata.path(claim.uid, request)
+            try:
+                self.metadata.write(claim, request, devices)
+            except EdgefdError as e:
+                if not host.is_file():  # nothing to bind: the claim is not prepared (retried)
+                    raise
+                # the spec still follows the device; the file stays as it was
+                log.error("claim %s/%s: %s", claim.namespace, claim.name, e)
+            # the request's directory, not the file: a rename in it reaches a running
+            # container (a bind of the file would keep the inode it was given)
+            inside = metadata.container_path(claim.metadata_dir, request).rpartition("/")[0]
+            for n in known:
+                files.setdefault(n, []).append((str(host.parent), inside))
+        return files
+
     def sweep(self) -> list[Path]:
-        """Remove claim specs the checkpoint does not know (a crash between writing the spec
-        and the checkpoint), and every spec under an old name. Only regular files of our
-        claim kind are removed; anything else under such a name is left alone, with a
-        warning; nothing here stops start-up."""
+        """Remove claim specs and metadata the checkpoint does not know (a crash between
+        writing them and the checkpoint, a claim unprepared while no plugin ran), and every
+        spec under an old name. Only regular files of our claim kind are removed; anything
+        else under such a name is left alone, with a warning; nothing here stops start-up."""
         removed = []
         with self._lock:
             known = set(self.checkpoint.claims)
@@ -176,6 +224,10 @@ class Preparer:
                 path = Path(self.cdi_dir) / name
                 if self._sweep_one(path):
                     removed.append(path)
+            if self.metadata is not None:
+                for name in self.metadata.claims():
+                    if _UID.match(name) and name not in known and self.metadata.remove(name):
+                        removed.append(self.metadata.directory / name)
         for path in removed:
             log.info("removed %s: no prepared claim has it", path)
         return removed
@@ -229,12 +281,18 @@ class Preparer:
         if results is None:
             raise PrepareError(f"claim {ref.namespace}/{ref.name} is not allocated")
         mine = [r for r in results if r.get("driver") == DRIVER]
+        try:
+            where = metadata.claim_dir(claim)
+            for r in mine:
+                metadata.base_request(str(r.get("request", "")))
+        except ValueError as e:
+            raise PrepareError(f"claim {ref.namespace}/{ref.name}: {e}") from None
         with self._lock:
             devices = []
             for r in mine:
                 devices.append(self._device(ref, r))
             self._refuse_held(ref, devices)
-            prepared = PreparedClaim(ref.uid, ref.namespace, ref.name, tuple(devices))
+            prepared = PreparedClaim(ref.uid, ref.namespace, ref.name, tuple(devices), where)
             self._write_spec(prepared)
             self.checkpoint.put(prepared)
         log.info(
@@ -283,6 +341,8 @@ class Preparer:
         checked_uid(ref.uid)
         with self._lock:
             removed = cdi.remove(self.spec_file(ref.uid))
+            if self.metadata is not None:
+                removed = self.metadata.remove(ref.uid) or removed
             known = self.checkpoint.remove(ref.uid)
         if removed or known:
             log.info("unprepared claim %s/%s", ref.namespace, ref.name)

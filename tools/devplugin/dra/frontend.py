@@ -5,9 +5,10 @@ kubelet plugin's preparer and health board, and the prepared claims' status.
 
 What each part does, and where: the device table of a snapshot (table.py); the slices and
 their writer (publisher.py, over the one list-watch of heldslices.py); the taints and the
-eviction deadlines (eviction.py); preparing claims (claims.py) for the kubelet plugin, which
-keeps its sockets served (kubeletplugin.py); the devices' health (health.py); the prepared
-claims' status (claimstatus.py); the metrics (metrics.py). This module only wires them.
+eviction deadlines (eviction.py); preparing claims (claims.py), with their device metadata
+files in the driver's directory (metadata.py), for the kubelet plugin, which keeps its
+sockets served (kubeletplugin.py); the devices' health (health.py); the prepared claims'
+status (claimstatus.py); the metrics (metrics.py). This module only wires them.
 
 Threads: the inventory calls `on_snapshot` on its own thread; the publisher's writer and
 the list-watch (publisher.py); the kubelet plugin's gRPC workers and its socket watch
@@ -23,6 +24,7 @@ been unregistered for a while.)
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -35,13 +37,14 @@ from edgefd.runtime.metrics import Metrics
 
 from ..kubeletsocket import SocketDirs
 from ..links import LinkLayout
-from . import table
+from . import metadata, table
 from .checkpoint import Checkpoint
 from .claims import ClaimSource, Preparer
 from .claimstatus import ClaimStatusWriter
 from .eviction import Eviction, Tainting
 from .health import HealthBoard
 from .kubeletplugin import KubeletPlugin
+from .metadata import MetadataFiles
 from .metrics import DraMetrics
 from .publisher import WATCH_SECONDS, SlicePublisher
 
@@ -76,10 +79,12 @@ class DraFrontend:
         self.opts = opts
         self.config = config
         self.metrics = DraMetrics(metrics)
-        self.checkpoint = Checkpoint(KubeletPlugin.plugin_dir_of(opts.kubelet_dir), opts.node)
+        plugin_dir = KubeletPlugin.plugin_dir_of(opts.kubelet_dir)
+        self.checkpoint = Checkpoint(plugin_dir, opts.node)
         self.checkpoint.load()
         reader = claims if claims is not None else api
-        self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, reader)
+        files = MetadataFiles(os.path.join(plugin_dir, metadata.HOST_SUBDIR))
+        self.preparer = Preparer(opts.node, opts.cdi_dir, links, self.checkpoint, reader, files)
         self.publisher = SlicePublisher(api, opts.node, self.metrics, opts.watch_seconds)
         self.health = HealthBoard(opts.node)
         self.claim_status = ClaimStatusWriter(api, on_write=self.metrics.status_written)

@@ -193,7 +193,8 @@ class KubeletPlugin:
 
     @staticmethod
     def plugin_dir_of(kubelet_dir: str) -> str:
-        """`<kubelet-dir>/plugins/edgefd.io`: the service socket, the checkpoint, the links."""
+        """`<kubelet-dir>/plugins/edgefd.io`: the service socket, the checkpoint, the links,
+        the claims' device metadata."""
         return os.path.join(kubelet_dir, PLUGINS_SUBDIR, DRIVER)
 
     def _status(self, ok: bool, error: str) -> None:
