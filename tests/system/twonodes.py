@@ -51,6 +51,7 @@ PODS = "/api/v1/namespaces/default/pods"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
 TRIALS = 5
 FOLLOW_GOAL_S = 10.0  # unplug -> replacement running with its device, hold and delay included
+PENDING_GRACE = 1.5  # s: a pod that must stay Pending is looked at again after a retry
 
 
 def node_run(base: Run, node: Node) -> Run:
@@ -387,6 +388,11 @@ def _placed(run: Run, pod: str) -> dict[str, Any] | None:
     return None
 
 
+def _bound(run: Run, pod: str) -> dict[str, Any] | None:
+    got = _placed(run, pod)
+    return got if got and got["node"] else None
+
+
 def _subrequest(run: Run, claim: str) -> str | None:
     got = run.api.get_or_none(f"{CLAIMS}/{claim}") or {}
     results = ((got.get("status") or {}).get("allocation") or {}).get("devices", {})
@@ -453,12 +459,21 @@ def check_recipes(runs: list[Run]) -> dict[str, Any]:
                 else:
                     made.append(obj["metadata"]["name"])
             name = f"dra-accelerator-{i}"
-            got, _ = wait_for(f"{name} placed", lambda n=name: _placed(base, n), 60, 0.2)
-            placed[name] = got["node"]
+            if i < 3:  # an Unschedulable verdict may be a stale one: the scheduler retries
+                try:
+                    got, _ = wait_for(f"{name} bound", lambda n=name: _bound(base, n), 60, 0.2)
+                except AssertionError:
+                    got = _placed(base, name) or {"node": None}
+            else:
+                got, _ = wait_for(f"{name} placed", lambda n=name: _placed(base, n), 60, 0.2)
+                time.sleep(PENDING_GRACE)
+                got = _placed(base, name) or got
+            placed[name] = got["node"] or f"Pending: {got.get('message', '')}"
             placed[f"accelerator-{i}"] = _subrequest(base, f"accelerator-{i}")
-        first, second, third = (placed[f"dra-accelerator-{i}"] for i in (1, 2, 3))
+        nodes = [placed[f"dra-accelerator-{i}"] for i in (1, 2, 3)]
+        first, second, third = (n if n in names else None for n in nodes)
         if not first or not second or first == second:
-            problems.append(f"accelerator 1 and 2 on {first} and {second}: want one on each node")
+            problems.append(f"accelerator 1 and 2: {nodes[:2]}: want one on each node")
         for i in (1, 2):
             if first and second and placed[f"accelerator-{i}"] != "accelerator/coral-usb":
                 problems.append(f"accelerator-{i}: {placed[f'accelerator-{i}']}, want coral-usb")
