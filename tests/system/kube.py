@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import os
 import ssl
 import subprocess
 import threading
@@ -112,6 +113,7 @@ class Kubectl:
         # its discovery cache goes beside the kubeconfig (the run's scratch dir), not into
         # $HOME/.kube (or ./.kube, where HOME is not set)
         cache = Path(kubeconfig).parent / "kubectl-cache"
+        self.kubeconfig = kubeconfig
         self.argv = [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
 
     def __call__(self, *args: str, timeout: float = 120.0) -> str:
@@ -119,6 +121,14 @@ class Kubectl:
         if r.returncode != 0:
             raise KubeError(f"kubectl {' '.join(args[:3])}: {r.stderr.strip()[-2000:]}")
         return r.stdout
+
+    def plugin(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``kubectl <plugin> ...`` as an operator types it: kubectl finds the plugin on PATH
+        (``kubectl-edgefd``, the project's console script) and takes no flag before its name,
+        so the kubeconfig is KUBECONFIG's."""
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        argv = [self.argv[0], *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def wait_for(

@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edgefd.core.duration import parse_duration
+from tests.alerts.rules import alerts
+
 from .checks_devices import device_problems, probe
 from .checks_dra import TEMPLATES, claim_template, claim_workload, node_slices
 from .checks_evict import DEPLOYMENTS, EVICT_AFTER_S, HOLD_S, deployment, with_evict_after
@@ -45,6 +48,8 @@ from .context import Run
 from .expect import Device, plugin_offer, producer_labels
 from .kube import NodeSampler, wait_for
 from .node import Node
+from .prometheus import Prometheus
+from .session import NAMESPACE as NAMESPACE_EDGEFD
 
 log = logging.getLogger("e2e.two-nodes")
 PODS = "/api/v1/namespaces/default/pods"
@@ -479,6 +484,10 @@ def check_recipes(runs: list[Run]) -> dict[str, Any]:
                 problems.append(f"accelerator-{i}: {placed[f'accelerator-{i}']}, want coral-usb")
         if third:
             problems.append(f"dra-accelerator-3 bound to {third}: every Coral USB is taken")
+        operator, found = operator_view(
+            base, names, holders=["dra-accelerator-1", "dra-accelerator-2"]
+        )
+        problems += found
     finally:
         for name in made:
             base.api.request("DELETE", f"{PODS}/{name}?gracePeriodSeconds=0")
@@ -486,7 +495,31 @@ def check_recipes(runs: list[Run]) -> dict[str, Any]:
             base.api.get_or_none(f"{PODS}/{n}") for n in made), 90, 0.2)  # fmt: skip
         for claim in claims:
             base.api.request("DELETE", f"{CLAIMS}/{claim}")
-    return {"ok": not problems, "problems": problems, "placed": placed}
+    return {"ok": not problems, "problems": problems, "placed": placed, **operator}
+
+
+def operator_view(
+    run: Run, names: list[str], holders: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """What `kubectl edgefd nodes` and `kubectl edgefd why` tell an operator about this fleet
+    while every Coral is held and a third pod waits: a row per node, and a reason naming the
+    pods that hold the Corals."""
+    problems: list[str] = []
+    nodes = run.kubectl.plugin("edgefd", "nodes")
+    why = run.kubectl.plugin("edgefd", "why", "dra-accelerator-3", "-n", "default")
+    for what, r in (("nodes", nodes), ("why", why)):
+        if r.returncode != 0:
+            problems.append(f"kubectl edgefd {what}: exit {r.returncode}: {r.stderr.strip()}")
+    rows = {ln.split()[0]: ln.split() for ln in nodes.stdout.splitlines()[1:] if ln.strip()}
+    for name in names:
+        row = rows.get(name)
+        if row is None or "dra" not in row:
+            problems.append(f"kubectl edgefd nodes: no DRA row for {name}: {nodes.stdout!r}")
+    missing = [h for h in holders if h not in why.stdout]
+    if missing:
+        problems.append(f"kubectl edgefd why names no holder {missing}: {why.stdout!r}")
+    view = {"kubectl_edgefd_nodes": nodes.stdout, "kubectl_edgefd_why": why.stdout}
+    return view, problems
 
 
 def switch_to_device_plugin(runs: list[Run], overlay: Path) -> float:
@@ -535,9 +568,13 @@ def check_device_plugin(runs: list[Run], overlay: Path) -> dict[str, Any]:
     resource = _coral(run).resource
     app = "plugin-holder"
     body = deployment(app, run.image, "")
-    body["spec"]["template"]["spec"] = extended_workload(app, run.image, resource)["spec"]
+    # on the first node, whose listeners are the machine's loopback: Prometheus scrapes them
+    spec = extended_workload(app, run.image, resource)["spec"]
+    body["spec"]["template"]["spec"] = pinned({"spec": spec}, run.node_name)["spec"]
     run.api.request("POST", DEPLOYMENTS, body)
+    prom = scraping(run)
     problems: list[str] = []
+    fired: dict[str, Any] = {}
     try:
         (pod,), _ = wait_for(f"{app}: its pod running", lambda: _one_running(run, app), 120)
         name, here = pod["metadata"]["name"], pod["spec"]["nodeName"]
@@ -560,10 +597,13 @@ def check_device_plugin(runs: list[Run], overlay: Path) -> dict[str, Any]:
                 problems.append(f"the pod moved or was replaced: {_names(now)}")
             elif now[0]["status"].get("phase") != "Running":
                 problems.append(f"{name} is {now[0]['status'].get('phase')}, not Running")
+            fired = alert_fires(prom, ALERT, t0)
+            problems += fired.pop("problems")
         finally:
             src.node.host.plug(device.bus, device.location)
         back = wait_pod_health(src, name, "Healthy", time.monotonic())
     finally:
+        prom.stop()
         _delete_deployment(run, app)
     return {
         "ok": not problems,
@@ -575,6 +615,39 @@ def check_device_plugin(runs: list[Run], overlay: Path) -> dict[str, Any]:
         "unplug_to_allocatable_0_s": t_alloc,
         "stayed": not problems,
         "replug_to_pod_healthy_s": back["after_s"],
+        **fired,
+    }
+
+
+ALERT = "EdgefdDeviceUnavailable"
+PLUGIN_PORTS = (8081, 8082, 8083, 8084)  # the overlay's listeners (hostNetwork: loopback)
+
+
+def scraping(run: Run) -> Prometheus:
+    """A real Prometheus scraping the first node's edgefd pod, with edgefd's rules."""
+    pod = next(p for p in run.edgefd_pods() if p["spec"].get("nodeName") == run.node_name)
+    labels = {"namespace": NAMESPACE_EDGEFD, "pod": pod["metadata"]["name"], "node": run.node_name}
+    targets = [f"127.0.0.1:{port}" for port in PLUGIN_PORTS]
+    prom = Prometheus(run.node.dir.parent / "prometheus", targets, labels).start()
+    wait_for("every target up", lambda: sum(prom.up().values()) == len(targets), 30, 0.5)
+    return prom
+
+
+def alert_fires(prom: Prometheus, alert: str, since: float) -> dict[str, Any]:
+    """Wait for ``alert`` to fire (its ``for`` plus a few seconds): the time from ``since``."""
+    rule = alerts()[alert]
+    hold = parse_duration(rule.get("for", "0s"))  # the rules' `for` is one unit: 1m, 5m
+    try:
+        shown, _ = wait_for(f"{alert} firing", lambda: prom.firing(alert), hold + 30, 0.5)
+    except AssertionError:
+        states = [(a["labels"]["alertname"], a["state"]) for a in prom.alerts()]
+        return {"problems": [f"{alert} did not fire within {hold + 30:g}s: {states}"]}
+    return {
+        "problems": [],
+        "alert": alert,
+        "alert_for_s": hold,
+        "unplug_to_alert_firing_s": round(time.monotonic() - since, 2),
+        "alert_labels": shown[0]["labels"],
     }
 
 
