@@ -145,3 +145,34 @@ def test_a_move_is_looked_at_again_for_containers_created_meanwhile(tmp_path: Pa
         f.stop()
     assert handled.empty() and not any(t.is_alive() for t in f._timers)
     assert [m.again for m in reported.queue] == [False, False, False]  # nobody held it
+
+
+def test_a_second_look_leaves_a_device_absent_since_alone(tmp_path: Path) -> None:
+    """A second look falls due while the moved device is unplugged again: its last seen
+    number is not its number any more (another device may have it), so nothing is granted
+    for it; the look after it returns sees its new number."""
+    f, _, _ = _following(tmp_path)
+    handled: queue.Queue = queue.Queue()
+    keeper = f.worker.keeper
+    handle = keeper.handle
+    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
+    f.recheck = ()
+    f.start()
+    try:
+        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+        assert handled.get(timeout=10).old is None
+        write(f.path, Decisions(2.0, (handout(number="c:189:9"),)))
+        assert handled.get(timeout=10).new == number("c:189:9")
+        write(f.path, Decisions(3.0, (handout(number="c:189:9", present=False),)))
+        f.read()  # read now (the watcher may be a moment behind): it is away
+        f._recheck()  # the look due 2 s after the move, while it is away
+        with pytest.raises(queue.Empty):
+            handled.get(timeout=0.5)
+        write(f.path, Decisions(4.0, (handout(number="c:189:12"),)))
+        assert handled.get(timeout=10).new == number("c:189:12")
+        f.read()
+        f._recheck()
+        again = handled.get(timeout=10)
+        assert (again.new, again.again) == (number("c:189:12"), True)
+    finally:
+        f.stop()

@@ -100,10 +100,12 @@ class MoveTracker:
 
     def __init__(self) -> None:
         self._present: dict[tuple, Handout] = {}
+        self._now: list[Handout] = []  # the handouts present in the latest version
 
     def moves(self, decisions: Decisions) -> list[Move]:
         out: list[Move] = []
         listed = decisions.by_key()
+        self._now = [h for h in listed.values() if h.present]
         for key in [k for k in self._present if k not in listed]:
             del self._present[key]  # no longer decided: a first sight if it comes back
         for key, h in listed.items():
@@ -116,4 +118,8 @@ class MoveTracker:
 
     @property
     def following(self) -> Iterable[Handout]:
-        return self._present.values()
+        """The handouts present now. Not those only last *seen* present: an absent device's
+        entry keeps the number it had (to tell its move when it returns), and a catch-up to
+        that number would grant a number the device no longer has (another device may take
+        it) and revoke what its holder was given since."""
+        return list(self._now)
