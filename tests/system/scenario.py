@@ -284,23 +284,32 @@ def run_checks(
         if key == "9_figures" and peaks is not None:  # the checks' peak (lifecycle ends it)
             run.figures["memory_peak_mib"] = peaks.stop()
             peaks = None
-        failed = [n for n in needs if not result["checks"].get(n, {}).get("ok")]
-        t = time.monotonic()
-        if failed:
-            res: dict[str, Any] = {"ok": False, "skipped": f"needs {', '.join(failed)}"}
-        else:
-            try:
-                res = check(run)
-            except Exception as e:  # a check that cannot finish has failed; go on
-                log.debug("check %s", key, exc_info=True)
-                res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        res["s"] = round(time.monotonic() - t, 2)
-        result["checks"][key] = res
-        verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
-        log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+        run_one(result, key, needs, lambda check=check: check(run))
     if peaks is not None:
         run.figures["memory_peak_mib"] = peaks.stop()
     result["timings"]["checks_s"] = round(time.monotonic() - t0, 2)
+
+
+def run_one(
+    result: dict[str, Any], key: str, needs: tuple[str, ...], call: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """One check into ``result``: skipped when a check it needs failed, failed when it cannot
+    finish (the run goes on), timed, logged."""
+    failed = [n for n in needs if not result["checks"].get(n, {}).get("ok")]
+    t = time.monotonic()
+    if failed:
+        res: dict[str, Any] = {"ok": False, "skipped": f"needs {', '.join(failed)}"}
+    else:
+        try:
+            res = call()
+        except Exception as e:  # a check that cannot finish has failed; go on
+            log.debug("check %s", key, exc_info=True)
+            res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    res["s"] = round(time.monotonic() - t, 2)
+    result["checks"][key] = res
+    verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
+    log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+    return res
 
 
 def measure_idle(run: Run, result: dict[str, Any]) -> None:

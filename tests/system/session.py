@@ -47,6 +47,14 @@ def node_state(layout: Layout) -> str:
     )
 
 
+def fill_tree(source: str, dest: Path) -> None:
+    """``dest`` made the host tree ``source`` names: a directory (copied) or a fixture node."""
+    if Path(source).is_dir():
+        copy_host_tree(Path(source), dest)
+    else:
+        build_host(source, dest)
+
+
 def node_name_of(tree: Path) -> str:
     hostname = tree / "etc" / "hostname"
     return hostname.read_text().strip() if hostname.exists() else "e2e-node"
@@ -82,18 +90,7 @@ class Session:
         t0 = time.monotonic()
         self.load_tree(tree)
         self.cp = control_plane(self.work / "cp", self.bin, self.port)
-        spec = NodeSpec(
-            name=node_name_of(self.host),
-            workdir=self.work / "node",
-            bin_dir=self.bin,
-            host_tree=self.host,
-            host_tree_inside=self.tree_inside,
-            images=images,
-            cgroup_root=cgroup,
-            cache=cache,
-            layout=self.layout,
-            cgroup_driver=self.cgroup_driver,
-        )
+        spec = self.node_spec(self.host, self.work / "node", images, cache, cgroup)
         self.node = node = Node(spec, self.cp)
         self.keeper = Keeper(lambda: start_control_plane(self.cp), self.cp.stop)
         node.start_runtime()
@@ -106,6 +103,30 @@ class Session:
         self.timings["bring_up_s"] = round(time.monotonic() - t0, 2)
         return node
 
+    def node_spec(
+        self,
+        host: Path,
+        workdir: Path,
+        images: tuple[Path, ...],
+        cache: Path,
+        cgroup: str,
+        private_net: bool = False,
+    ) -> NodeSpec:
+        """A node of this session's layout and driver on ``host``, named by its tree."""
+        return NodeSpec(
+            name=node_name_of(host),
+            workdir=workdir,
+            bin_dir=self.bin,
+            host_tree=host,
+            host_tree_inside=self.tree_inside,
+            images=images,
+            cgroup_root=cgroup,
+            cache=cache,
+            layout=self.layout,
+            cgroup_driver=self.cgroup_driver,
+            private_net=private_net,
+        )
+
     def add_node(
         self, tree: str | None, images: tuple[Path, ...], cache: Path, cgroup: str
     ) -> Node:
@@ -117,23 +138,8 @@ class Session:
         host = self.work / "host-2"
         host.mkdir(parents=True)
         source = tree or DEFAULT_SECOND
-        if Path(source).is_dir():
-            copy_host_tree(Path(source), host)
-        else:
-            build_host(source, host)
-        spec = NodeSpec(
-            name=node_name_of(host),
-            workdir=self.work / "node-2",
-            bin_dir=self.bin,
-            host_tree=host,
-            host_tree_inside=self.tree_inside,
-            images=images,
-            cgroup_root=cgroup,
-            cache=cache,
-            layout=self.layout,
-            cgroup_driver=self.cgroup_driver,
-            private_net=True,
-        )
+        fill_tree(source, host)
+        spec = self.node_spec(host, self.work / "node-2", images, cache, cgroup, private_net=True)
         if spec.name == self.node.spec.name:
             raise ValueError(f"both host trees name their node {spec.name} (etc/hostname)")
         self.second = node = Node(spec, self.cp)
@@ -162,10 +168,7 @@ class Session:
                 else:
                     child.unlink()
         self.host.mkdir(parents=True, exist_ok=True)
-        if Path(source).is_dir():
-            copy_host_tree(Path(source), self.host)
-        else:
-            build_host(source, self.host)
+        fill_tree(source, self.host)
         if running:
             assert self.node is not None
             self.node.device_nodes = self.node.host.create_nodes()

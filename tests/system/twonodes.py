@@ -668,28 +668,9 @@ def run_two_nodes(runs: list[Run], result: dict[str, Any], plugin_overlay: Path 
         wait_for(f"{run.node_name}'s slice", lambda run=run: node_slices(run), 60, 0.2)
     result["timings"]["evict_after_rollout_s"] = round(time.monotonic() - t, 2)
     log.info("devplugin rolled with --evict-after on both nodes (%.1fs)", rolled)
+    from .scenario import run_one
+
     for key, check, needs in CHECKS:
-        failed = [n for n in needs if not result["checks"].get(n, {}).get("ok")]
-        t = time.monotonic()
-        if failed:
-            res: dict[str, Any] = {"ok": False, "skipped": f"needs {', '.join(failed)}"}
-        else:
-            try:
-                res = check(runs)
-            except Exception as e:  # a check that cannot finish has failed; go on
-                log.debug("check %s", key, exc_info=True)
-                res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        res["s"] = round(time.monotonic() - t, 2)
-        result["checks"][key] = res
-        verdict = "ok" if res["ok"] else "skipped" if "skipped" in res else "FAILED"
-        log.info("check %s: %s (%.1fs)", key, verdict, res["s"])
+        run_one(result, key, needs, lambda check=check: check(runs))
     if plugin_overlay is not None:
-        t = time.monotonic()
-        try:
-            res = check_device_plugin(runs, plugin_overlay)
-        except Exception as e:
-            log.debug("check 2n_device_plugin", exc_info=True)
-            res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        res["s"] = round(time.monotonic() - t, 2)
-        result["checks"]["2n_device_plugin"] = res
-        log.info("check 2n_device_plugin: %s (%.1fs)", "ok" if res["ok"] else "FAILED", res["s"])
+        run_one(result, "2n_device_plugin", (), lambda: check_device_plugin(runs, plugin_overlay))
