@@ -219,6 +219,15 @@ class E2E:
             self.session.node.runtime.endpoint,
             self.session.node.ns.ns_path,
         )
+        second = self.session.second
+        if second is not None:
+            log.info(
+                "second node %s: crictl --runtime-endpoint %s inside nsenter --mount=%s --net=%s",
+                second.spec.name,
+                second.runtime.endpoint,
+                second.ns.ns_path,
+                second.ns.net_ns_path,
+            )
         _on_signals(_interrupt)
         with contextlib.suppress(Interrupted):
             signal.pause()
