@@ -107,9 +107,20 @@ def check_nonroot(run: Run) -> dict[str, Any]:
     name = "nonroot"
     run.create_pod(nonroot(workload(name, run.image, w["resource"], device.selector)))
     try:
-        return probe_nonroot(run, name, device, w["id"], run.node.runtime.device_ownership)
+        got, given = handed_out(run, name, device)
+        return probe_nonroot(run, name, got, given, run.node.runtime.device_ownership)
     finally:
         run.delete_pod(name, wait=True)
+
+
+def handed_out(run: Run, pod: str, like: Device) -> tuple[Device, str]:
+    """The device the kubelet gave the pod's container: the one its resource's environment
+    variable names. On a tree with two devices of the resource it may be either: which ones
+    are free when the pod is admitted decides (the previous checks' holders may still be
+    going), not the device the first workload had."""
+    c = run.running_container(pod)
+    ids = run.node.runtime.exec(c["id"], "printenv", like.env).strip().split(",")
+    return run.offer.by_id(ids[0]), ids[0]
 
 
 def set_cdi(run: Run, on: bool) -> None:
@@ -146,7 +157,8 @@ def check_nonroot_cdi(run: Run) -> dict[str, Any]:
     try:
         spec = json.loads(spec_file.read_text())
         run.create_pod(nonroot(workload(name, run.image, w["resource"], device.selector), False))
-        out = probe_nonroot(run, name, device, w["id"])
+        got, given = handed_out(run, name, device)
+        out = probe_nonroot(run, name, got, given)
         out["cdi_version"] = spec["cdiVersion"]
         if spec["cdiVersion"] != "0.7.0":
             out["problems"].append(f"{spec_file.name}: cdiVersion {spec['cdiVersion']}")
