@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .checks_dra import TEMPLATES, cdi_dir, claim_template, claim_workload, node_slices
+from .checks_dra import cdi_dir, claim_workload, ensure_template, node_slices
 from .context import (
     Run,
     devplugin_daemonset,
@@ -105,9 +105,7 @@ def check_evict(run: Run) -> dict[str, Any]:
     if device is None:
         return {"ok": False, "problems": ["the host tree has no device the plugin offers"]}
     rolled = with_evict_after(run)
-    template = device.device_class.split(".")[0]
-    if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
-        run.api.request("POST", TEMPLATES, claim_template(template, device.device_class))
+    template = ensure_template(run, device.device_class)
     app = "evictee"
     run.api.request("POST", DEPLOYMENTS, deployment(app, run.image, template))
     problems: list[str] = []

@@ -40,7 +40,7 @@ from edgefd.core.duration import parse_duration
 from tests.alerts.rules import alerts
 
 from .checks_devices import device_problems, probe
-from .checks_dra import TEMPLATES, claim_template, claim_workload, node_slices
+from .checks_dra import claim_workload, ensure_template, node_slices
 from .checks_evict import DEPLOYMENTS, EVICT_AFTER_S, HOLD_S, deployment, with_evict_after
 from .checks_extended import extended_workload
 from .checks_health import wait_pod_health
@@ -154,13 +154,6 @@ def _replacement(run: Run, app: str, old: str) -> dict[str, Any] | None:
 def _one_running(run: Run, app: str) -> list[dict[str, Any]]:
     ps = [p for p in _live(run, app) if p["status"].get("phase") == "Running"]
     return ps if len(ps) == 1 else []
-
-
-def ensure_template(run: Run, device_class: str) -> str:
-    template = device_class.split(".")[0]
-    if not run.api.get_or_none(f"{TEMPLATES}/{template}"):
-        run.api.request("POST", TEMPLATES, claim_template(template, device_class))
-    return template
 
 
 def _live(run: Run, app: str) -> list[dict[str, Any]]:

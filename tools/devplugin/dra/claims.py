@@ -195,9 +195,7 @@ class Preparer:
                     raise
                 # the spec still follows the device; the file stays as it was
                 log.error("claim %s/%s: %s", claim.namespace, claim.name, e)
-            # the request's directory, not the file: a rename in it reaches a running
-            # container (a bind of the file would keep the inode it was given)
-            inside = metadata.container_path(claim.metadata_dir, request).rpartition("/")[0]
+            inside = metadata.container_dir(claim.metadata_dir, request)
             for n in known:
                 files.setdefault(n, []).append((str(host.parent), inside))
         return files

@@ -117,8 +117,10 @@ def base_request(request: str) -> str:
     return _label("request", request.partition("/")[0])
 
 
-def container_path(directory: str, request: str) -> str:
-    return f"{CONTAINER_DIR}/{directory}/{base_request(request)}/{FILE_NAME}"
+def container_dir(directory: str, request: str) -> str:
+    """Where the request's file appears in the container: the directory the claim's CDI spec
+    binds (the file's, not the file: a rename in it reaches a running container)."""
+    return f"{CONTAINER_DIR}/{directory}/{base_request(request)}"
 
 
 def device_attributes(
