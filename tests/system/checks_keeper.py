@@ -35,7 +35,7 @@ from typing import Any
 from . import checks_dra
 from .checks_devices import ALLOWED_OPEN, probe, workload
 from .context import Run
-from .expect import Device
+from .expect import Device, producer_labels
 from .hosttree import DevNode
 from .keeper_install import identity, keeper_metric, keeper_problem_settled
 from .kube import wait_for
@@ -177,23 +177,35 @@ def reenumerate(
     return out
 
 
-def power_cycle(run: Run, device: Device, ids: tuple[str, str]) -> None:
-    """Put the device back as the tree had it (a Coral in its boot state again, as after a
-    power cycle), so the checks after this one find the labels they expect."""
+def power_cycle(run: Run, device: Device, ids: tuple[str, str]) -> dict[str, str]:
+    """Put the device back in the state ``ids`` says (a Coral in its boot state again, as after
+    a power cycle), then wait for the labels of the tree as it is now: those of the tree as it
+    was given once every device moved by a check is back (checks_keeper_paths puts a second
+    Coral back while the holder's is still in its runtime state, so the tree's labels of
+    that moment, not the first ones, are what must be there). Returns those labels."""
     reenumerate(run, device, ids)
-
+    want = producer_labels(run.node.host.root)
     seen: dict[str, str] = {}
 
     def labelled() -> bool:
         seen.clear()
         seen.update(run.get_node()["metadata"].get("labels") or {})
-        return run.expected.items() <= seen.items()
+        return want.items() <= seen.items()
 
     try:
         wait_for("the tree's labels again", labelled, timeout=30, interval=0.1)
     except AssertionError as e:
-        off = {k: (v, seen.get(k)) for k, v in run.expected.items() if seen.get(k) != v}
-        raise AssertionError(f"{e} after {device.kind} at {device.location}: {off}") from None
+        off = {k: (v, seen.get(k)) for k, v in want.items() if seen.get(k) != v}
+        said = ""
+        with contextlib.suppress(Exception):  # what the scanner and the sink said last
+            said = "; ".join(
+                f"{c}: " + " | ".join(run.container_log(c).strip().splitlines()[-12:])
+                for c in ("bus-scan", "feature-sink")
+            )
+        raise AssertionError(
+            f"{e} after {device.kind} at {device.location}: {off}; {said}"
+        ) from None
+    return want
 
 
 def pctl(values: list[float], q: float) -> float:
@@ -254,8 +266,8 @@ def check_keeper(run: Run) -> dict[str, Any]:
             with contextlib.suppress(Exception):
                 keeper_log = run.container_log("device-keeper")[:6000]
         run.delete_pod("bystander")
-        if desc:
-            power_cycle(run, device, (desc["vendor"], desc["product"]))
+        if desc and power_cycle(run, device, (desc["vendor"], desc["product"])) != run.expected:
+            problems.append("the tree's labels are not the ones it was given, after the check")
     if identity(run, pod) != before:
         problems.append(f"the holder was restarted: {before} -> {identity(run, pod)}")
     moves = ROUNDS if device.bus == "usb" else 1
