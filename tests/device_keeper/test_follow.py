@@ -7,6 +7,7 @@ and a worker that dies ends the process with its error."""
 from __future__ import annotations
 
 import queue
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,33 @@ def test_a_move_is_looked_at_again_for_containers_created_meanwhile(tmp_path: Pa
         f.stop()
     assert handled.empty() and not any(t.is_alive() for t in f._timers)
     assert [m.again for m in reported.queue] == [False, False, False]  # nobody held it
+
+
+def test_a_burst_of_moves_gets_one_set_of_looks_after_it(tmp_path: Path) -> None:
+    """A device re-enumerating again and again (the e2e's ten rounds a second apart) must not
+    queue a second look per move ahead of the next real move: each move re-arms the looks,
+    so they come once, after the latest."""
+    f, _, _ = _following(tmp_path)
+    handled: queue.Queue = queue.Queue()
+    keeper = f.worker.keeper
+    handle = keeper.handle
+    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
+    f.recheck = (0.6,)
+    f.start()
+    try:
+        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+        assert handled.get(timeout=10).old is None
+        for i, minor in enumerate((9, 11, 13, 15)):
+            write(f.path, Decisions(2.0 + i, (handout(number=f"c:189:{minor}"),)))
+            f.read()  # now, not when the watcher gets to it: the burst is 0.2 s apart
+            assert handled.get(timeout=10).new == number(f"c:189:{minor}")
+            time.sleep(0.2)
+        again = handled.get(timeout=10)
+        assert (again.new, again.again) == (number("c:189:15"), True)
+        with pytest.raises(queue.Empty):  # the earlier moves' looks were replaced
+            handled.get(timeout=1.0)
+    finally:
+        f.stop()
 
 
 def test_a_second_look_leaves_a_device_absent_since_alone(tmp_path: Path) -> None:

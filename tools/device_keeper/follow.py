@@ -32,10 +32,11 @@ from .service import Keeper, Report, Worker
 
 log = logging.getLogger("device-keeper")
 RESCAN = 30.0  # seconds: a read whatever the watch says
-# seconds after a move: catch-ups of every present handout (a container created meanwhile);
-# none by default: on the real node a second look coincided with the next pods' starts and
-# slowed or broke checks 6k and 6c (not understood yet), so it is off until it is
-RECHECK: tuple[float, ...] = ()
+# seconds after the latest move: catch-ups of every present handout, for a container the
+# runtime was still creating when its device moved (not listed then). A burst of moves (a
+# device re-enumerating again and again) re-arms them, so it costs one set of looks after the
+# burst, never one per move queued ahead of the next real move.
+RECHECK: tuple[float, ...] = (2.0, 10.0)
 _STOP = object()
 
 
@@ -126,7 +127,9 @@ class Following:
             return moves
 
     def _schedule_rechecks(self) -> None:
-        self._timers = [t for t in self._timers if t.is_alive()]
+        for t in self._timers:  # the looks of an earlier move of the burst: these replace them
+            t.cancel()
+        self._timers = []
         for delay in self.recheck:
             t = threading.Timer(delay, self._recheck)
             t.daemon = True
