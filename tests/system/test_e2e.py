@@ -77,11 +77,11 @@ SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "k0s-device-plugin": ("device-plugin%k0s", ALL),
     # two real nodes on one control plane (tests/system/twonodes.py): per-node checks on
     # both, a claim's workload following its Coral back and forth, the extended-resource pod
-    # (kubernetes#141290), the scheduling guide's recipes that choose between nodes, then the
-    # same fleet in device-plugin mode
+    # (kubernetes#141290), the scheduling guide's recipes that choose between nodes, the
+    # alert of a device pulled meanwhile, then the same fleet in device-plugin mode
     "two-nodes": (
         "two-nodes",
-        ["2n_per_node", "2n_follow", "2n_extended", "2n_recipes", "2n_device_plugin"],
+        ["2n_per_node", "2n_follow", "2n_extended", "2n_recipes", "2n_alert", "2n_device_plugin"],
     ),
 }
 CASES = [(label, check) for label, (_, checks) in SCENARIOS.items() for check in checks]
