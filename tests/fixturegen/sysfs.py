@@ -20,8 +20,11 @@ USB_CTRL_DEFAULT = "/sys/devices/pci0000:00/0000:00:14.0"
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:  # the directory is there nearly always: a mkdir per file doubled a 10,000-device tree
+        path.write_text(text)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def _rel_symlink(link: Path, target: Path) -> None:
