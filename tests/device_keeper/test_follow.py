@@ -46,6 +46,15 @@ def _following(tmp_path: Path, lifeline: Lifeline | None = None):
     return f, reported, metrics
 
 
+def _handled(f: Following) -> queue.Queue:
+    """Every move the keeper handles, in order (it still handles them)."""
+    handled: queue.Queue = queue.Queue()
+    keeper = f.worker.keeper
+    handle = keeper.handle
+    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
+    return handled
+
+
 def test_each_version_reaches_the_service_on_the_workers_thread(tmp_path: Path) -> None:
     f, reported, _ = _following(tmp_path)
     f.start()
@@ -119,21 +128,29 @@ def test_a_ledger_that_cannot_be_saved_is_not_ready(tmp_path: Path) -> None:
     assert f.ready()[0]
 
 
+def _following_one(tmp_path: Path, recheck: tuple[float, ...]):
+    """Started with these second looks, following one handout (its first catch-up handled);
+    every move the keeper handles comes out of the last queue."""
+    f, reported, _ = _following(tmp_path)
+    handled = _handled(f)
+    f.recheck = recheck
+    f.start()
+    try:
+        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
+        assert handled.get(timeout=10).old is None  # the first catch-up
+    except BaseException:
+        f.stop()
+        raise
+    return f, reported, handled
+
+
 def test_a_move_is_looked_at_again_for_containers_created_meanwhile(tmp_path: Path) -> None:
     """Issue 46 item 6: a container the runtime was still creating when its device moved was
     never caught up (it was not listed yet, and nothing looked again). Each move is followed
     by catch-ups of every handout, marked as a second look, handled as any move and reported
     only when they did something; a stop cancels those still due."""
-    f, reported, _ = _following(tmp_path)
-    handled: queue.Queue = queue.Queue()
-    keeper = f.worker.keeper
-    handle = keeper.handle
-    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
-    f.recheck = (0.3,)
-    f.start()
+    f, reported, handled = _following_one(tmp_path, (0.3,))
     try:
-        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
-        assert handled.get(timeout=10).old is None  # the first catch-up
         write(f.path, Decisions(2.0, (handout(number="c:189:9"),)))
         moved = handled.get(timeout=10)
         assert (moved.old, moved.new, moved.again) == (number("c:189:4"), number("c:189:9"), False)
@@ -152,16 +169,8 @@ def test_a_burst_of_moves_gets_one_set_of_looks_after_it(tmp_path: Path) -> None
     """A device re-enumerating again and again (the e2e's ten rounds a second apart) must not
     queue a second look per move ahead of the next real move: each move re-arms the looks,
     so they come once, after the latest."""
-    f, _, _ = _following(tmp_path)
-    handled: queue.Queue = queue.Queue()
-    keeper = f.worker.keeper
-    handle = keeper.handle
-    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
-    f.recheck = (0.6,)
-    f.start()
+    f, _, handled = _following_one(tmp_path, (0.6,))
     try:
-        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
-        assert handled.get(timeout=10).old is None
         for i, minor in enumerate((9, 11, 13, 15)):
             write(f.path, Decisions(2.0 + i, (handout(number=f"c:189:{minor}"),)))
             f.read()  # now, not when the watcher gets to it: the burst is 0.2 s apart
@@ -179,16 +188,8 @@ def test_a_second_look_leaves_a_device_absent_since_alone(tmp_path: Path) -> Non
     """A second look falls due while the moved device is unplugged again: its last seen
     number is not its number any more (another device may have it), so nothing is granted
     for it; the look after it returns sees its new number."""
-    f, _, _ = _following(tmp_path)
-    handled: queue.Queue = queue.Queue()
-    keeper = f.worker.keeper
-    handle = keeper.handle
-    keeper.handle = lambda move: (handled.put(move), handle(move))[1]  # type: ignore[method-assign]
-    f.recheck = ()
-    f.start()
+    f, _, handled = _following_one(tmp_path, ())
     try:
-        write(f.path, Decisions(1.0, (handout(number="c:189:4"),)))
-        assert handled.get(timeout=10).old is None
         write(f.path, Decisions(2.0, (handout(number="c:189:9"),)))
         assert handled.get(timeout=10).new == number("c:189:9")
         write(f.path, Decisions(3.0, (handout(number="c:189:9", present=False),)))
