@@ -206,8 +206,8 @@ def run_scenario(
     session: Any,
     sc: Scenario,
     measure_idle: bool,
-    first_of_way: bool = True,
-    first_of_api: bool | None = None,
+    first_of_way: bool,
+    first_of_api: bool,
 ) -> dict[str, Any]:
     """Install edgefd as ``sc`` says on the session's node, run its checks; the result."""
     result: dict[str, Any] = {"scenario": sc.name, "ok": False, "checks": {}, "timings": {}}
@@ -260,7 +260,6 @@ def run_scenario(
             plugin = None if sc.helm else replace(sc, dra=False, nodes=1).overlay(session.work)
             run_two_nodes([run, node_run(run, session.second)], result, plugin)
         else:
-            first_of_api = measure_idle if first_of_api is None else first_of_api
             run_checks(run, sc.checks(first_of_way, first_of_api), result)
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

@@ -658,7 +658,7 @@ class AlertWatch:
         if self.device is None:
             return {"ok": True, "not_applicable": "no device of a second kind on the first node"}
         try:
-            if self.error:
+            if self.error or self.prom is None:
                 return {"ok": False, "problems": [f"could not start: {self.error}"]}
             fired = alert_fires(self.prom, ALERT, self.t0)
             problems = fired.pop("problems")
@@ -676,14 +676,13 @@ class AlertWatch:
             self.prom = None
 
 
-def alert_fires(prom: Prometheus | None, alert: str, since: float) -> dict[str, Any]:
+def alert_fires(prom: Prometheus, alert: str, since: float) -> dict[str, Any]:
     """Wait for ``alert`` to fire, at most its ``for`` plus 30 s after ``since`` (wall clock:
     the device pulled). The times from ``since``: when Prometheus made it pending (its
     ``activeAt``; firing follows ``for`` later) and when it was seen firing (later than it
     fired when the checks before this one took longer than ``for``)."""
     from datetime import datetime
 
-    assert prom is not None
     rule = alerts()[alert]
     hold = parse_duration(rule.get("for", "0s"))  # the rules' `for` is one unit: 1m, 5m
     left = max(1.0, since + hold + 30 - time.time())
