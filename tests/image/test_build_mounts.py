@@ -146,6 +146,10 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> i
     raise AssertionError(f"the stand-in never mounted ({path})")
 
 
+def _sigint_default() -> None:  # pragma: no cover - runs in the child, before exec
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -174,6 +178,10 @@ def test_an_interrupted_debootstrap_leaves_no_mount_in_the_checkout(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # Ctrl-C as at a terminal: a run started in the background of a non-interactive
+        # shell (`make test &`, nohup) inherits SIGINT ignored, and bash cannot trap a signal
+        # ignored on entry
+        preexec_fn=_sigint_default if sig == signal.SIGINT else None,
     )
     pid = 0
     try:

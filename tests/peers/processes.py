@@ -33,13 +33,52 @@ def harness_bin_dir() -> Path:
     return Path(os.environ.get("EDGEFD_HARNESS_BIN") or DEFAULT_BIN_DIR)
 
 
+BUILD_LOCK = REPO_ROOT / ".cache" / "harness" / ".lock"
+BUILD_WAIT = 1800.0  # seconds: a cold build of the largest group on 2 busy cores, with room
+
+
+def wait_for_build(lock: Path = BUILD_LOCK, timeout: float = BUILD_WAIT) -> bool:
+    """Wait while scripts/build-harness holds its lock (a build in progress: scripts/bootstrap
+    leaves the node's runtime and helm building in the background while the first tests run).
+    True when a build was waited for; False when none was running."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        deadline, waited = time.monotonic() + timeout, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{lock} still held after {timeout:.0f} s") from None
+                waited = True
+                time.sleep(0.5)
+                continue
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return waited
+    finally:
+        os.close(fd)
+
+
 def harness_binary(name: str, executable: bool = True) -> Path:
     """Path of a harness binary (or, not `executable`, a file the harness copied from a
-    module it pins); skip (or fail under CI) when it is missing."""
+    module it pins); skip (or fail under CI) when it is missing. A binary whose build is in
+    progress is waited for (scripts/build-harness moves a binary into place only once built)."""
     path = harness_bin_dir() / name
-    if path.is_file() and (not executable or os.access(path, os.X_OK)):
+
+    def present() -> bool:
+        return path.is_file() and (not executable or os.access(path, os.X_OK))
+
+    if present() or (harness_bin_dir() == DEFAULT_BIN_DIR and wait_for_build() and present()):
         return path
-    msg = f"harness not built: {path} missing; run scripts/build-harness"
+    msg = (
+        f"harness not built: {path} missing; run scripts/build-harness"
+        " (a background build logs to .cache/harness/later.log)"
+    )
     if os.environ.get("CI"):
         pytest.fail(msg, pytrace=False)
     pytest.skip(msg)
