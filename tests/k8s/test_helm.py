@@ -258,14 +258,47 @@ def helm(*args: str, check: bool = True, timeout: float = 120) -> subprocess.Com
     return r
 
 
+KEPT = "validatingadmissionpolicybinding,validatingadmissionpolicy"  # keepPoliciesOnUninstall
+# These API servers have no node to run the policy gate's Job (tests/k8s/test_policy_gate.py
+# runs its command by hand; the real node's Helm scenarios run the Job)
+NO_GATE = "policyGate.enabled=false"
+
+
+def helm_uninstall(kube_apiserver: Any, name: str, *args: str, check: bool = True) -> None:
+    """`helm uninstall`, then what values.yaml says removes the policies it leaves (the test
+    API server is shared: the next test installs a release of another name)."""
+    helm("uninstall", name, *args, check=check, timeout=180)
+    r = kubectl(kube_apiserver, "delete", KEPT, "-l", f"app.kubernetes.io/instance={name}")
+    assert r.returncode == 0, r.stderr
+
+
+def kept_policies(kube_apiserver: Any, name: str) -> list[dict[str, Any]]:
+    """The policies and bindings of release `name` there are."""
+    r = kubectl(
+        kube_apiserver, "get", KEPT, "-l", f"app.kubernetes.io/instance={name}", "-o", "json"
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["items"]
+
+
 HOOK = "helm.sh/hook"
 POLICY_HOOK = "pre-install,pre-upgrade,pre-rollback"  # admission-policy-first.yaml
+
+
+def is_gate(d: dict[str, Any]) -> bool:
+    """An object of the policy gate (policy-gate.yaml: hooks only, deleted once they succeed;
+    tests/k8s/test_policy_gate.py)."""
+    return d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "policy-gate"
 
 
 def is_policy_hook(d: dict[str, Any]) -> bool:
     """A policy's copy that Helm applies before the release's objects (issue 30 item 9)."""
     ann = d["metadata"].get("annotations") or {}
-    return d["kind"].startswith("ValidatingAdmissionPolicy") and ann.get(HOOK) == POLICY_HOOK
+    return (
+        d["kind"].startswith("ValidatingAdmissionPolicy")
+        and ann.get(HOOK) == POLICY_HOOK
+        and not is_gate(d)
+    )
 
 
 def template_all(*args: str) -> list[dict[str, Any]]:
@@ -274,9 +307,10 @@ def template_all(*args: str) -> list[dict[str, Any]]:
 
 
 def template(*args: str) -> list[dict[str, Any]]:
-    """The render without the policies' early copies: each object once, as the release holds
-    it (test_admission_policies_are_in_force_before_the_rights checks the copies)."""
-    return [d for d in template_all(*args) if not is_policy_hook(d)]
+    """The render without the policies' early copies and the policy gate: each object of the
+    release once, as the release holds it (test_admission_policies_are_in_force_before_the_rights
+    checks the copies, tests/k8s/test_policy_gate.py the gate)."""
+    return [d for d in template_all(*args) if not (is_policy_hook(d) or is_gate(d))]
 
 
 def chart_objects() -> list[dict[str, Any]]:
@@ -289,15 +323,18 @@ def value_set(name: str) -> list[str]:
 
 
 def normalise(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
-    """The objects by key, without what Helm adds by design (HELM_LABELS), and with the
-    containers, volumes and each container's mounts and variables in name order: the
-    components' strategic merges put what they name first, and none of these orders means
-    anything (the init containers' order does, and is kept)."""
+    """The objects by key, without what Helm adds by design (HELM_LABELS, the policies' keep
+    annotation), and with the containers, volumes and each container's mounts and variables
+    in name order: the components' strategic merges put what they name first, and none of
+    these orders means anything (the init containers' order does, and is kept)."""
     out = keyed(copy.deepcopy(docs))
     for d in out.values():
         labels = d["metadata"].get("labels", {})
         for k in HELM_LABELS:
             labels.pop(k, None)
+        annotations = d["metadata"].get("annotations", {})
+        if annotations.pop("helm.sh/resource-policy", None) == "keep" and not annotations:
+            del d["metadata"]["annotations"]  # the policies', keepPoliciesOnUninstall
         if d["kind"] == "DaemonSet":
             spec = pod_spec(d)
             spec["containers"].sort(key=lambda c: c["name"])
@@ -360,16 +397,22 @@ def test_admission_policies_are_in_force_before_the_rights(name: str) -> None:
     policies = [d for d in release if d["kind"].startswith("ValidatingAdmissionPolicy")]
     keyed_hooks = keyed(copy.deepcopy(hooks))
     for key, hook in keyed_hooks.items():
-        ann = hook["metadata"].pop("annotations")
+        ann = hook["metadata"]["annotations"]  # the hook's, then the object's own (keep)
         assert ann.pop("helm.sh/hook-delete-policy") == "hook-failed"
         weight = int(ann.pop("helm.sh/hook-weight"))
         assert weight == (-20 if key[0] == "ValidatingAdmissionPolicy" else -10)
-        assert ann == {HOOK: POLICY_HOOK}
+        assert ann.pop(HOOK) == POLICY_HOOK
+        if not ann:
+            del hook["metadata"]["annotations"]
     assert keyed_hooks == keyed(copy.deepcopy(policies))
     # client-side installs (which cannot take the hook copies over) turn them off
     off = template_all(*value_set(name), *s("policiesFirst=false"))
-    assert not [d for d in off if is_policy_hook(d)] and len(off) == len(docs) - len(hooks)
+    gate = [d for d in docs if is_gate(d)]  # it needs the hooks: gone with them
+    assert not [d for d in off if is_policy_hook(d) or is_gate(d)]
+    assert len(off) == len(docs) - len(hooks) - len(gate)
     for d in docs:
+        if is_gate(d):  # its own account's right to dry-run a ConfigMap: test_policy_gate.py
+            continue
         if d["kind"] in RIGHTS or d["kind"] in ("Role", "ClusterRole", "DaemonSet"):
             hook = (d["metadata"].get("annotations") or {}).get(HOOK, "")
             assert "pre-install" not in hook and "pre-upgrade" not in hook, d["metadata"]
@@ -775,10 +818,10 @@ def release(kube_apiserver: Any) -> Iterator[list[str]]:
                 *(["-n", ns] if ns else []))  # fmt: skip
     args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--namespace=default"]
     before = _revisions(kube_apiserver)
-    helm("install", RELEASE, str(CHART), *args, *s(f"namespace.name={HELM_NS}"))
+    helm("install", RELEASE, str(CHART), *args, *s(f"namespace.name={HELM_NS}", NO_GATE))
     _created[RELEASE] = _creations(kube_apiserver, before)
     yield args
-    helm("uninstall", RELEASE, *args, check=False)
+    helm_uninstall(kube_apiserver, RELEASE, *args, check=False)
 
 
 @pytest.mark.realpeer
@@ -850,7 +893,7 @@ def test_helm_upgrade_to_nodefeature_drops_the_node_rights(
     kube_apiserver: Any, release: list[str]
 ) -> None:
     helm("upgrade", RELEASE, str(CHART), *release,
-         *s(f"namespace.name={HELM_NS}", "labels.mode=nodefeature"))  # fmt: skip
+         *s(f"namespace.name={HELM_NS}", "labels.mode=nodefeature", NO_GATE))  # fmt: skip
     for kind in ("clusterrole", "clusterrolebinding"):
         r = kubectl(kube_apiserver, "get", kind, "edgefd-nodes")
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, r.stdout)
@@ -880,7 +923,7 @@ def test_helm_upgrade_to_dra_adds_rights_and_no_policy(
               for name in DRA_POLICIES}  # fmt: skip
     before = _revisions(kube_apiserver)
     helm("upgrade", RELEASE, str(CHART), *release,
-         *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra"))  # fmt: skip
+         *s(f"namespace.name={HELM_NS}", "devicePlugin.api=dra", NO_GATE))  # fmt: skip
     created = _creations(kube_apiserver, before)
     assert not [k for k in created if k[0].startswith("ValidatingAdmission")], created
     assert ("ClusterRoleBinding", "edgefd-dra") in created, created
@@ -893,16 +936,58 @@ def test_helm_upgrade_to_dra_adds_rights_and_no_policy(
 
 
 @pytest.mark.realpeer
-def test_helm_uninstall_removes_the_release(kube_apiserver: Any, release: list[str]) -> None:
+def test_helm_uninstall_removes_the_release_and_leaves_the_policies(
+    kube_apiserver: Any, release: list[str]
+) -> None:
+    """Issue 46 item 3: the policies never go before the rights they restrict, so the uninstall
+    leaves them (keepPoliciesOnUninstall); an install of the release again takes them over, and
+    the values' command removes them."""
     helm("uninstall", RELEASE, *release)
     for kind, ns, name in SHARED:
         r = kubectl(kube_apiserver, "get", kind, name, *(["-n", ns] if ns else []))
-        assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name)
+        if kind.startswith("validatingadmissionpolicy"):
+            assert r.returncode == 0, (kind, name, r.stderr)
+        else:
+            assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name)
     r = kubectl(kube_apiserver, "get", "daemonset", "edgefd", "-n", HELM_NS)
     assert "NotFound" in r.stderr
-    for name in DRA_POLICIES:  # hooks too, but objects of the release: deleted with it
-        r = kubectl(kube_apiserver, "get", "validatingadmissionpolicy", name)
-        assert "NotFound" in r.stderr, name
+    kept = kept_policies(kube_apiserver, RELEASE)
+    names = sorted((o["kind"], o["metadata"]["name"]) for o in kept)
+    assert names == sorted((k, p) for p in POLICIES for k in (
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"))  # fmt: skip
+    assert all(o["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+               for o in kept)  # fmt: skip
+
+    # the release installed again takes them over, unchanged
+    generations = {(o["kind"], o["metadata"]["name"]): o["metadata"]["generation"]
+                   for o in kept}  # fmt: skip
+    # (another namespace: this API server runs no namespace controller, the first stays)
+    again = s(f"namespace.name={HELM_NS}-again", NO_GATE)
+    helm("install", RELEASE, str(CHART), *release, *again)
+    again = kept_policies(kube_apiserver, RELEASE)
+    assert {(o["kind"], o["metadata"]["name"]): o["metadata"]["generation"]
+            for o in again} == generations  # fmt: skip
+    assert json.loads(helm("status", RELEASE, *release, "-o", "json").stdout)["info"][
+        "status"] == "deployed"  # fmt: skip
+
+    # gone with the values' command, once the release is
+    helm_uninstall(kube_apiserver, RELEASE, *release)
+    for p in POLICIES:
+        for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+            r = kubectl(kube_apiserver, "get", kind, p)
+            assert "NotFound" in r.stderr, (kind, p)
+
+
+def test_the_policies_go_with_the_release_when_asked() -> None:
+    """keepPoliciesOnUninstall=false: no policy is kept (the uninstall deletes them after the
+    rights, as Helm orders kinds; values.yaml says what that risks)."""
+    kept = [d for d in template() if d["metadata"].get("annotations", {}).get(
+        "helm.sh/resource-policy") == "keep"]  # fmt: skip
+    assert {d["kind"] for d in kept} == {
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}  # fmt: skip
+    assert {d["metadata"]["name"] for d in kept} == set(POLICIES)
+    assert not [d for d in template(*s("keepPoliciesOnUninstall=false"))
+                if "helm.sh/resource-policy" in d["metadata"].get("annotations", {})]  # fmt: skip
 
 
 def test_the_packaged_chart_renders_what_the_checkout_does(tmp_path: Path) -> None:

@@ -693,6 +693,24 @@ def test_the_policy_step_applies_only_the_policies(kube_apiserver: Any) -> None:
 
 
 @pytest.mark.realpeer
+def test_the_first_removal_step_deletes_all_but_the_policies(
+    applied: Any, kube_apiserver: Any
+) -> None:
+    """The first of k8s/README.md's two removal steps, as written there (a server-side dry
+    run): everything of the base but the policies and their bindings."""
+    key, value = POLICY_STEP
+    r = kubectl(kube_apiserver, "delete", "-k", str(K8S), "-l", f"{key}!={value}",
+                "--dry-run=server", "--ignore-not-found", "-o", "name")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    readme = (K8S / "README.md").read_text()
+    assert f"kubectl delete -k <your kustomization> -l '{key}!={value}' --wait\n" in readme
+    names = r.stdout.split()
+    assert not [n for n in names if n.startswith("validatingadmissionpolicy")], names
+    policies = [d for d in load_manifests() if d["kind"].startswith("ValidatingAdmission")]
+    assert len(names) == len(load_manifests()) - len(policies) > 0, names
+
+
+@pytest.mark.realpeer
 @pytest.mark.parametrize(
     "components",
     COMBINATIONS + [(d, "dra") for d in DISTRIBUTIONS],

@@ -22,7 +22,17 @@ from typing import Any
 import pytest
 
 from tests.k8s.test_dra_manifests import render
-from tests.k8s.test_helm import CHART, HELM_LABELS, SHARED, helm, kubectl, s, template
+from tests.k8s.test_helm import (
+    CHART,
+    HELM_LABELS,
+    NO_GATE,
+    SHARED,
+    helm,
+    helm_uninstall,
+    kubectl,
+    s,
+    template,
+)
 from tests.k8s.test_manifests import schema_errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,8 +214,8 @@ def test_helm_uninstall_runs_the_hook_and_removes_its_rights(kube_apiserver: Any
                 *(["-n", ns] if ns else []))  # fmt: skip
     args = [f"--kubeconfig={kube_apiserver.kubeconfig}", "--namespace=default"]
     name = "edgefd-prune-hook"
-    helm("install", name, str(CHART), *args,
-         *s("namespace.name=edgefd-prune-hook", "labels.pruneOnUninstall=true"))  # fmt: skip
+    values = s("namespace.name=edgefd-prune-hook", "labels.pruneOnUninstall=true", NO_GATE)
+    helm("install", name, str(CHART), *args, *values)
     try:
         r = helm("uninstall", name, *args, "--timeout", "20s", check=False, timeout=180)
         assert r.returncode != 0 and "Job/default/edgefd-prune not ready" in r.stderr, r.stderr
@@ -217,6 +227,6 @@ def test_helm_uninstall_runs_the_hook_and_removes_its_rights(kube_apiserver: Any
             r = kubectl(kube_apiserver, "get", kind, "edgefd-prune", *(["-n", ns] if ns else []))
             assert "NotFound" in r.stderr, (kind, r.stdout)
     finally:
-        helm("uninstall", name, *args, "--no-hooks", check=False)
+        helm_uninstall(kube_apiserver, name, *args, "--no-hooks", check=False)
         kubectl(kube_apiserver, "delete", "job", "edgefd-prune", "-n", "default",
                 "--ignore-not-found", "--cascade=background")  # fmt: skip

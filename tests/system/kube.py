@@ -39,6 +39,7 @@ NODE_CONTROLLERS = [
     "device-taint-eviction-controller",  # NoExecute device taints (--evict-after, checks_evict)
     "deployment-controller",  # the evicted workload's controller (checks_evict)
     "replicaset-controller",
+    "job-controller",  # the chart's policy gate, a pre-install/upgrade/rollback hook Job
 ]
 
 

@@ -3,11 +3,14 @@
 
     kubectl edgefd nodes [-o json]                 one row per node
     kubectl edgefd why POD [-n NAMESPACE] [-o json] why a pod is Pending, in one paragraph
+    kubectl edgefd policies -n NS --expect TEXT    wait until edgefd's admission policies
+                                                   are in force (the chart's hook Job)
 
 Read-only: it lists Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses, and reads
-the pod and its ResourceClaimTemplates. Exit codes as every edgefd tool: 0 done (whatever the
-pod's state), 1 the API server refused a read, 2 usage, 3 the pod does not exist or the
-kubeconfig or --context is unusable, 5 no cluster to ask (unreachable, or none configured).
+the pod and its ResourceClaimTemplates; `policies` sends dry runs only. Exit codes as every
+edgefd tool: 0 done (whatever the pod's state), 1 the API server refused a read, or the
+policies were not in force in time, 2 usage, 3 the pod does not exist or the kubeconfig or
+--context is unusable, 5 no cluster to ask (unreachable, or none configured).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES = {
     0: "done (`why`: whatever the pod's state)",
-    1: "the API server refused a read (RBAC: the message names it), or cel-python is missing",
+    1: "the API server refused a read (RBAC: the message names it), or cel-python is missing;"
+    " `policies`: not in force within --wait, or the probe refused by RBAC",
     3: "the pod does not exist, or the kubeconfig or --context is unusable",
     4: None,
     5: "no cluster to ask: the API server is unreachable, or no kubeconfig and not in a pod",
@@ -162,6 +166,65 @@ def why_cmd(
         emit_json(told.as_json())
     else:
         write_stdout((_wrapped(told.paragraph()) + "\n").encode())
+    return 0
+
+
+@main.command("policies", cls=Command, epilog=exit_codes_help(EXIT_CODES))
+@click.option(
+    "--namespace",
+    "-n",
+    type=NAMESPACE_NAME,
+    required=True,
+    help="The release's namespace, where the chart's canary policy refuses the probe.",
+)
+@click.option(
+    "--expect",
+    required=True,
+    help="Text the canary's refusal must carry: the chart passes its revision and a hash of "
+    "its policies, so an older canary still loaded does not count.",
+)
+@click.option(
+    "--wait",
+    type=Duration(minimum=0.0, maximum=3600.0),
+    default="120s",
+    show_default=True,
+    help="How long to wait for the policies to be in force.",
+)
+@click.option(
+    "--consecutive",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Refusals in a row that count (behind a load balancer each answer may come from "
+    "another API server).",
+)
+@cluster_options
+@verbose_option
+@guarded(TOOL)
+def policies_cmd(
+    namespace: str,
+    expect: str,
+    wait: float,
+    consecutive: int,
+    kubeconfig: str | None,
+    context: str | None,
+    api_timeout: float,
+    verbose: int,
+) -> int:
+    """Wait until the API server enforces edgefd's admission policies: a dry run that the
+    chart's canary policy, stored after them, refuses. The chart's pre-install, pre-upgrade and
+    pre-rollback hook Job runs it, so that Helm stores no right before the policies restricting
+    it are in force (charts/edgefd/templates/policy-gate.yaml)."""
+    from edgefd.core.output import write_stdout
+
+    from .policies import wait_in_force
+
+    got = wait_in_force(connect(kubeconfig, context, api_timeout), namespace, expect, wait,
+                        consecutive)  # fmt: skip
+    write_stdout(
+        f"edgefd's admission policies are in force ({expect}): after {got.seconds:.1f} s, "
+        f"{got.probes} probes\n".encode()
+    )
     return 0
 
 

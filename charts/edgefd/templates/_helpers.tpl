@@ -37,6 +37,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
     .check('unassigned').allowed()
 {{- end }}
 
+{{- /* keepPoliciesOnUninstall: `helm uninstall` leaves the admission policies and their
+bindings (values.yaml says why); the next install of the release takes them over. */ -}}
+{{- define "edgefd.policyAnnotations" -}}
+{{- if .Values.keepPoliciesOnUninstall }}
+  annotations:
+    helm.sh/resource-policy: keep
+{{- end }}
+{{- end }}
+
+{{- /* The hook Jobs' (prune-hook.yaml, policy-gate.yaml) pod and container security: the
+restricted profile, as the image's non-root user. */ -}}
+{{- define "edgefd.jobPodSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+{{- define "edgefd.jobContainerSecurity" -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end }}
+
 {{- define "edgefd.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
